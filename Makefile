@@ -1,0 +1,52 @@
+# Every target creates or reuses .venv by itself; re-running a target is a no-op when
+# nothing changed. `make serve` and `make test` are the two set-up commands of README.md.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+DATA   ?= ../shared/data
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: install test lint typecheck pytest serve models index bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy service
+
+pytest: $(STAMP)
+	$(BIN)/pytest -W error --strict-markers
+
+test: lint typecheck pytest
+
+serve: $(STAMP)
+	$(BIN)/clir serve --host $(HOST) --port $(PORT)
+
+models: $(STAMP)
+	$(BIN)/clir train-model --parallel $(DATA)/parallel/de-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
+		--src de --tgt en --out models/de-en
+	$(BIN)/clir tune --model models/de-en --dev $(DATA)/tr/de-en
+	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
+		--src zh --tgt en --out models/zh-en
+	$(BIN)/clir tune --model models/zh-en --dev $(DATA)/tr/zh-en
+
+index: $(STAMP)
+	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs
+	$(BIN)/clir build-index --pool $(DATA)/tr/pool.en.tsv.gz --out indexes/pool
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,53 @@
+"""App factory. The lifespan loads every configured resource once and keeps it on
+``app.state``; ``/readyz`` reports what is loaded and what is missing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from service import __version__
+from service.api.errors import install_error_handlers
+from service.api.resources import Resources, load_resources
+from service.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; ``settings`` defaults to :func:`get_settings`."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.resources = load_resources(settings)
+        yield
+
+    app = FastAPI(
+        title="CLIR service",
+        version=__version__,
+        description="Cross-lingual search of English documents for German and Chinese queries "
+        "(bag-of-words forced decoding) and reference-sentence suggestions for translators.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"])
+    def readyz(request: Request) -> JSONResponse:
+        """Readiness: 200 when a model and an index are loaded, else 503 with what is missing."""
+        resources: Resources | None = getattr(request.app.state, "resources", None)
+        if resources is None:
+            body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
+            return JSONResponse(body, status_code=503)
+        body = resources.status()
+        return JSONResponse(body, status_code=200 if body["ready"] else 503)
+
+    return app

@@ -1,0 +1,235 @@
+"""The ``clir`` command: one sub-command per verb of DESIGN.md.
+
+This module only parses arguments and prints; the work is done by library modules, which
+import without argparse. Progress goes to stderr, results to stdout. Domain errors print one
+line (``clir: error: ...``) and exit 1; verbs whose part of the product is not built yet exit
+2 with a message saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from service.errors import ClirError, NotBuiltError
+
+Handler = Callable[[argparse.Namespace], int]
+
+EXIT_ERROR = 1
+EXIT_NOT_BUILT = 2
+
+
+def _not_built(issue: str) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        raise NotBuiltError(f"'clir {args.verb}' is not built yet (see the issue: {issue})")
+
+    return handler
+
+
+# --- built verbs -------------------------------------------------------------------------
+
+
+def _cmd_eval_run(args: argparse.Namespace) -> int:
+    from service.data import load_qrels, load_run
+    from service.evaluation import CLIR_METRICS, evaluate
+
+    start = time.perf_counter()
+    qrels = load_qrels(args.qrels, on_error=args.on_error)
+    run = load_run(args.run, on_error=args.on_error)
+    metrics = args.metrics.split(",") if args.metrics else CLIR_METRICS
+    result = evaluate(run, qrels, metrics=metrics, depth=args.depth)
+    if result.unjudged_run_queries:
+        print(
+            f"note: {len(result.unjudged_run_queries)} run queries have no judgments and "
+            "were ignored",
+            file=sys.stderr,
+        )
+    payload = result.as_json()
+    payload["seconds"] = round(time.perf_counter() - start, 3)
+    if args.json:
+        print(json.dumps(payload, sort_keys=True))
+    else:
+        for name, value in payload.items():
+            print(f"{name:<14}{value}")
+    return 0
+
+
+def _cmd_compare_runs(args: argparse.Namespace) -> int:
+    from service.data import load_qrels, load_run
+    from service.evaluation import CLIR_METRICS, bootstrap_test, evaluate, randomization_test
+
+    qrels = load_qrels(args.qrels, on_error=args.on_error)
+    metrics = args.metrics.split(",") if args.metrics else list(CLIR_METRICS)
+    a = evaluate(load_run(args.run_a, on_error=args.on_error), qrels, metrics, depth=args.depth)
+    b = evaluate(load_run(args.run_b, on_error=args.on_error), qrels, metrics, depth=args.depth)
+    rows = []
+    for m in metrics:
+        pa, pb = a.per_query[m], b.per_query[m]
+        rows.append(
+            {
+                "metric": m,
+                "a": round(a.means[m], 6),
+                "b": round(b.means[m], 6),
+                "delta": round(b.means[m] - a.means[m], 6),
+                "p_randomization": randomization_test(pb, pa, args.permutations, args.seed),
+                "p_bootstrap": bootstrap_test(pb, pa, args.permutations, args.seed),
+            }
+        )
+    if args.json:
+        print(json.dumps({"queries": a.queries, "metrics": rows}))
+    else:
+        print(f"A = {args.run_a}\nB = {args.run_b}\nqueries = {a.queries}")
+        print(f"{'metric':<13}{'A':>9}{'B':>9}{'B-A':>9}{'p(rand)':>10}{'p(boot)':>10}")
+        for r in rows:
+            print(
+                f"{r['metric']:<13}{r['a']:>9.4f}{r['b']:>9.4f}{r['delta']:>+9.4f}"
+                f"{r['p_randomization']:>10.4f}{r['p_bootstrap']:>10.4f}"
+            )
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    uvicorn.run(
+        "service.api.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+# --- parser --------------------------------------------------------------------------------
+
+
+def _add_eval_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--depth", type=int, default=1000, help="ranking depth (default 1000)")
+    p.add_argument("--metrics", help="comma-separated metric names (default: the CLIR set)")
+    p.add_argument(
+        "--on-error",
+        choices=["fail", "skip"],
+        default="fail",
+        help="malformed input lines: fail, or skip and report the count on stderr",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clir", description="Cross-lingual retrieval with bag-of-words forced decoding."
+    )
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = verb("train-model", "Train a Hiero model bundle (grammar + LM).", _not_built("#3"))
+    p.add_argument("--parallel", type=Path, required=True)
+    p.add_argument("--lm-text", type=Path, required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", default="en")
+    p.add_argument("--out", type=Path, required=True)
+
+    p = verb("tune", "Tune the model's log-linear weights on dev data.", _not_built("#4"))
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--dev", type=Path, required=True)
+    p.add_argument(
+        "--method",
+        choices=["mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te"],
+        default="listmle-te",
+    )
+
+    p = verb("build-index", "Build an inverted BM25 index.", _not_built("#5"))
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
+    group.add_argument("--pool", type=Path, help="sentence pool, id<TAB>english (.gz)")
+    p.add_argument("--out", type=Path, required=True)
+
+    p = verb("translate", "Translate text (or stdin lines) with a model.", _not_built("#4"))
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("text", nargs="?")
+    p.add_argument("--nbest", type=int, default=1)
+
+    p = verb("search", "Search the document index with a foreign query.", _not_built("#5"))
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument("query")
+    p.add_argument("--k", type=int, default=10)
+
+    p = verb("eval", "Evaluate a retrieval method on a query set.", _not_built("#5"))
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("--run-out", type=Path)
+    p.add_argument("--no-lm", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = verb("eval-tr", "Evaluate translation retrieval on a query set.", _not_built("#5"))
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--pool", type=Path, required=True)
+    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("--nbest", type=int, choices=[1, 5, 10], default=5)
+    p.add_argument("--no-levenshtein", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = verb("eval-run", "Evaluate a TREC run file against TREC qrels.", _cmd_eval_run)
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_eval_flags(p)
+
+    p = verb(
+        "compare-runs",
+        "Compare two runs: per-metric deltas (B - A) with paired p-values.",
+        _cmd_compare_runs,
+    )
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("run_a", type=Path, metavar="A.run")
+    p.add_argument("run_b", type=Path, metavar="B.run")
+    p.add_argument("--permutations", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    _add_eval_flags(p)
+
+    p = verb("train-ltr", "Learn ranking weights from relevance judgments.", _not_built("#6"))
+    for flag in ("--model", "--index", "--queries", "--qrels", "--dev-queries", "--dev-qrels"):
+        p.add_argument(flag, type=Path, required=True)
+    p.add_argument("--objective", default="hinge")
+    p.add_argument("--shards", type=int, default=1)
+
+    p = verb("serve", "Run the web service.", _cmd_serve)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--log-level", default="info")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except NotBuiltError as exc:
+        print(f"clir: {exc}", file=sys.stderr)
+        return EXIT_NOT_BUILT
+    except ClirError as exc:
+        print(f"clir: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("clir: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Domain errors of the library.
+
+Every error the library raises on purpose derives from :class:`ClirError` and carries a
+message that says what went wrong and what to do. Nothing here imports the web layer; the
+API maps these classes to HTTP status codes at the edge (``service.api.errors``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ClirError(Exception):
+    """Base class of all domain errors."""
+
+
+class ConfigurationError(ClirError):
+    """A setting or an argument combination is invalid."""
+
+
+class DataFormatError(ClirError):
+    """A data file is malformed; names the file and, where known, the line."""
+
+    def __init__(self, path: str | Path, line_no: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line_no = line_no
+        self.reason = reason
+        where = f"{self.path}:{line_no}" if line_no is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class MissingResourceError(ClirError):
+    """A file, model bundle or index that is needed does not exist."""
+
+
+class NotBuiltError(ClirError):
+    """A feature of the product that has not been built yet."""
+
+
+class InvalidInputError(ClirError):
+    """A request or query that cannot be processed (empty, too long, bad value)."""
+
+
+class InputTooLargeError(InvalidInputError):
+    """A request or query exceeds a configured size limit."""
+
+
+class NotFoundError(ClirError):
+    """An id (document, job, weights version) that does not exist."""
+
+
+class ConflictError(ClirError):
+    """The request conflicts with the current state (e.g. a job already running)."""
+
+
+class NotReadyError(ClirError):
+    """A resource the request needs is not loaded (no model for that language, no index)."""
+
+
+def check_condition(condition: bool, message: str, error: type[ClirError] = ClirError) -> None:
+    """Raise ``error(message)`` unless ``condition`` holds."""
+    if not condition:
+        raise error(message)

@@ -1,0 +1,85 @@
+"""Settings of the service and the command line, read from ``CLIR_*`` environment variables
+(and an optional ``.env`` file). Reach them through :func:`get_settings`, never at import time;
+tests override by clearing the cache or building ``Settings(...)`` directly."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All tunable parameters in one typed place."""
+
+    model_config = SettingsConfigDict(env_prefix="CLIR_", env_file=".env", extra="ignore")
+
+    # --- paths -------------------------------------------------------------------------
+    data_dir: Path = Field(Path("../shared/data"), description="The shared corpora.")
+    model_bundles: list[Path] = Field(
+        default=[Path("models/de-en"), Path("models/zh-en"), Path("models/demo-de-en")],
+        description="Model bundles to load, in order; the first bundle per source language wins, "
+        "missing ones are reported by /readyz.",
+    )
+    doc_indexes: list[Path] = Field(
+        default=[Path("indexes/docs"), Path("indexes/demo")],
+        description="Document index candidates; the first that exists is served.",
+    )
+    pool_indexes: list[Path] = Field(
+        default=[Path("indexes/pool"), Path("indexes/demo-pool")],
+        description="Sentence-pool index candidates for translation retrieval.",
+    )
+    job_store: Path = Field(Path("var/jobs.sqlite3"), description="SQLite job store.")
+
+    # --- decoder -------------------------------------------------------------------------
+    pop_limit: int = Field(200, ge=1, description="Cube-pruning pop limit per cell (001 §5).")
+    max_span: int = Field(10, ge=1, description="Maximum source span of non-glue rules.")
+    kbest_tune: int = Field(20, ge=1, description="k-best size for tuning (000 §4).")
+    nbest_psq: int = Field(1000, ge=1, description="n-best size for PSQ (001 §5).")
+    nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
+    rule_table_limit: int = Field(30, ge=1, description="Target sides kept per source side.")
+
+    # --- retrieval -------------------------------------------------------------------------
+    bm25_k1: float = Field(1.2, gt=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    ranking_depth: int = Field(1000, ge=1)
+
+    # --- requests ----------------------------------------------------------------------
+    max_query_chars: int = Field(2000, ge=1)
+    max_k: int = Field(1000, ge=1)
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    request_time_budget_s: float = Field(5.0, gt=0)
+    max_concurrency: int = Field(8, ge=1)
+    forest_cache_size: int = Field(256, ge=0)
+    cors_origins: list[str] = Field(default_factory=list)
+
+    # --- admin and training ------------------------------------------------------------
+    admin_token: SecretStr | None = Field(None, description="Bearer token for /v1/admin.")
+    ltr_backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("CLIR_ADMIN_TOKEN must not be blank; unset it to disable admin")
+        return value
+
+    @model_validator(mode="after")
+    def _k_within_depth(self) -> Settings:
+        if self.max_k > self.ranking_depth:
+            raise ValueError("max_k must not exceed ranking_depth")
+        return self
+
+    def first_existing(self, candidates: list[Path]) -> Path | None:
+        """The first candidate path that exists, or None."""
+        return next((p for p in candidates if p.exists()), None)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, built on first use."""
+    return Settings()
