@@ -92,6 +92,54 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build_index(args: argparse.Namespace) -> int:
+    from service.index import build_docs_index, build_pool_index
+
+    build = build_docs_index if args.docs is not None else build_pool_index
+    result = build(
+        args.docs if args.docs is not None else args.pool,
+        args.out,
+        tokenizer=args.tokenizer,
+        rsj_policy=args.rsj,
+        limit=args.limit,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    if result.skipped:
+        print(
+            f"{args.out}: up to date (same source checksum and settings); --force rebuilds",
+            file=sys.stderr,
+        )
+    counts = result.manifest["counts"]
+    payload = {
+        "index": str(args.out),
+        "skipped": result.skipped,
+        "seconds": round(result.seconds, 3),
+        **{k: counts[k] for k in ("n_docs", "n_terms", "n_postings", "avdl")},
+        "negative_rsj_terms": counts["negative_rsj_terms"],
+        "rsj": result.manifest["build"]["rsj"],
+        "tokenizer": result.manifest["build"]["tokenizer"],
+    }
+    print(json.dumps(payload, sort_keys=True))
+    return 0
+
+
+def _cmd_train_model(args: argparse.Namespace) -> int:
+    from service.mt.train import TrainConfig, train_model
+    from service.settings import get_settings
+
+    config = TrainConfig(
+        src=args.src,
+        tgt=args.tgt,
+        rule_table_limit=get_settings().rule_table_limit,
+        limit=args.limit,
+        lm_limit=args.lm_limit,
+    )
+    manifest = train_model(args.parallel, args.lm_text, args.out, config, force=args.force)
+    print(json.dumps({"bundle": str(args.out), "counts": manifest["counts"]["grammar"]}))
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -130,12 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    p = verb("train-model", "Train a Hiero model bundle (grammar + LM).", _not_built("#3"))
-    p.add_argument("--parallel", type=Path, required=True)
-    p.add_argument("--lm-text", type=Path, required=True)
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", default="en")
+    p = verb("train-model", "Train a Hiero model bundle (grammar + LM).", _cmd_train_model)
+    p.add_argument("--parallel", type=Path, required=True, help="origin<TAB>foreign<TAB>english")
+    p.add_argument("--lm-text", type=Path, required=True, help="English text, one line each")
+    p.add_argument("--src", required=True, choices=["de", "zh"])
+    p.add_argument("--tgt", default="en", choices=["en"])
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--limit", type=int, help="use only the first N sentence pairs")
+    p.add_argument("--lm-limit", type=int, help="use only the first N LM text lines")
+    p.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
     p = verb("tune", "Tune the model's log-linear weights on dev data.", _not_built("#4"))
     p.add_argument("--model", type=Path, required=True)
@@ -146,11 +197,22 @@ def build_parser() -> argparse.ArgumentParser:
         default="listmle-te",
     )
 
-    p = verb("build-index", "Build an inverted BM25 index.", _not_built("#5"))
+    p = verb("build-index", "Build an inverted BM25 index.", _cmd_build_index)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
     group.add_argument("--pool", type=Path, help="sentence pool, id<TAB>english (.gz)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--rsj",
+        choices=["floor", "drop", "keep"],
+        default="floor",
+        help="terms in more than half the documents (rsj < 0): floor rsj at 0 (default), "
+        "drop their postings, or keep the negative weight",
+    )
+    p.add_argument("--limit", type=int, help="index only the first N records (demo subsets)")
+    p.add_argument("--tokenizer", default="en", help="tokenizer name: en (default, Moses) or regex")
+    p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = verb("translate", "Translate text (or stdin lines) with a model.", _not_built("#4"))
     p.add_argument("--model", type=Path, required=True)

@@ -1,0 +1,349 @@
+"""Building the inverted BM25 index (001 §3, "Decomposable Retrieval Features").
+
+Documents (title + text) or pool sentences are tokenised, counted, and turned into
+term-major CSR postings: for term id ``t`` the slice ``offsets[t]:offsets[t+1]`` of
+``post_docs`` (int32 document numbers, ascending), ``post_tf`` (uint16, or int32 when a count
+does not fit) and ``post_weight`` (float32 bm25(t, d) = rsj(t)·tf_bm25(t, d), precomputed).
+Beside them: ``df``, the applied ``rsj`` per term, document lengths, the sorted vocabulary
+(:mod:`service.index.vocab`), external ids, titles, raw texts and sources, so that results,
+``GET /v1/documents/{id}`` and snippets work without the original corpus; optionally each
+document's token-id sequence (translation retrieval's Levenshtein needs it for the pool).
+
+The result is written atomically (:mod:`service.index.storage`). :func:`build_docs_index`
+and :func:`build_pool_index` skip the work when the output already holds an index built from
+the same source bytes with the same settings, unless ``force``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from tqdm import tqdm
+
+from service.data import read_docs, read_pool
+from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
+from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
+from service.index.storage import (
+    Manifest,
+    file_sha256,
+    read_manifest,
+    write_index_dir,
+)
+from service.index.tokenize import (
+    TOKENIZERS,
+    TokenizeFn,
+    get_index_tokenizer,
+    tokenize_lines,
+    tokenizer_signature,
+)
+from service.index.vocab import encode_terms
+from service.records import Doc
+from service.settings import get_settings
+
+IndexKind = Literal["docs", "pool"]
+
+
+@dataclass(frozen=True, slots=True)
+class BuildParams:
+    """Everything that changes the numbers of an index (recorded in its manifest)."""
+
+    kind: IndexKind
+    tokenizer: str
+    tokenizer_signature: str
+    k1: float
+    b: float
+    rsj: str
+    keep_tokens: bool
+    limit: int | None = None
+    source_sha256: str | None = None
+    source_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """What a build did: the index path, whether it was skipped as current, and counts."""
+
+    path: Path
+    skipped: bool
+    manifest: Manifest
+    seconds: float
+
+
+class _Blob:
+    """An append-only UTF-8 string table: one byte blob plus int64 offsets."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.offsets = array("q", [0])
+
+    def add(self, text: str) -> None:
+        self.data += text.encode("utf-8")
+        self.offsets.append(len(self.data))
+
+    def arrays(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        return (
+            np.frombuffer(bytes(self.data), dtype=np.uint8),
+            np.frombuffer(self.offsets, dtype=np.int64).copy(),
+        )
+
+
+def index_tokens(tokenize: TokenizeFn, doc: Doc) -> list[str]:
+    """The tokens a document is indexed under: its title's, then its text's (line by line)."""
+    tokens = tokenize_lines(tokenize, doc.title) if doc.title else []
+    tokens += tokenize_lines(tokenize, doc.text)
+    return [t for t in tokens if t]
+
+
+def build_arrays(
+    docs: Iterable[Doc],
+    tokenize: TokenizeFn,
+    *,
+    k1: float,
+    b: float,
+    rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
+    keep_tokens: bool = False,
+    where: str = "<documents>",
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The index arrays of ``docs`` and the counts for the manifest (no I/O)."""
+    policy = RsjPolicy(rsj_policy)
+    term_of: dict[str, int] = {}  # first-seen ids, renumbered to sorted order at the end
+    doc_ptr = array("q", [0])
+    term_col = array("i")
+    tf_col = array("i")
+    doc_len = array("i")
+    tokens_ptr = array("q", [0])
+    tokens_col = array("i")
+    ids, titles, texts = _Blob(), _Blob(), _Blob()
+    sources: dict[str, int] = {}
+    doc_source = array("H")
+    seen: set[str] = set()
+
+    for doc in docs:
+        if doc.id in seen:
+            raise DataFormatError(where, None, f"document id {doc.id!r} occurs more than once")
+        seen.add(doc.id)
+        tokens = index_tokens(tokenize, doc)
+        counts = Counter(tokens)
+        term_col.extend([term_of.setdefault(t, len(term_of)) for t in counts])
+        tf_col.extend(counts.values())
+        doc_ptr.append(len(term_col))
+        doc_len.append(len(tokens))
+        if keep_tokens:
+            tokens_col.extend([term_of[t] for t in tokens])
+            tokens_ptr.append(len(tokens_col))
+        ids.add(doc.id)
+        titles.add(doc.title)
+        texts.add(doc.text)
+        doc_source.append(sources.setdefault(doc.source, len(sources)))
+
+    n_docs = len(doc_len)
+    if n_docs == 0:
+        raise InvalidInputError(f"{where}: no documents to index")
+    n_terms = len(term_of)
+    terms_sorted = sorted(term_of)
+    new_id = np.empty(n_terms, dtype=np.int32)
+    new_id[np.fromiter((term_of[t] for t in terms_sorted), dtype=np.int64, count=n_terms)] = (
+        np.arange(n_terms, dtype=np.int32)
+    )
+    vocab_blob, vocab_offsets = encode_terms(terms_sorted)
+
+    terms = new_id[np.frombuffer(term_col, dtype=np.int32)]
+    tfs = np.frombuffer(tf_col, dtype=np.int32)
+    lengths = np.frombuffer(doc_len, dtype=np.int32).copy()
+    per_doc = np.diff(np.frombuffer(doc_ptr, dtype=np.int64)).astype(np.int64)
+    docnos = np.repeat(np.arange(n_docs, dtype=np.int32), per_doc)
+    df = np.bincount(terms, minlength=n_terms).astype(np.int32)
+    rsj_applied = rsj(df, n_docs, policy)
+    if policy is RsjPolicy.DROP:
+        dropped = rsj_raw(df, n_docs) < 0
+        keep = ~dropped[terms]
+        terms, tfs, docnos = terms[keep], tfs[keep], docnos[keep]
+    else:
+        dropped = np.zeros(n_terms, dtype=bool)
+
+    order = np.argsort(terms, kind="stable")  # document order is kept within each term
+    post_terms = terms[order]
+    post_docs = docnos[order]
+    post_tf_i32 = tfs[order]
+    offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(post_terms, minlength=n_terms), out=offsets[1:])
+
+    avdl = float(lengths.sum()) / n_docs
+    norm = length_norm(lengths, avdl, k1, b)
+    weights = (rsj_applied[post_terms] * tf_bm25(post_tf_i32, norm[post_docs])).astype(np.float32)
+    tf_dtype = np.uint16 if post_tf_i32.size == 0 or post_tf_i32.max() <= 0xFFFF else np.int32
+
+    arrays: dict[str, np.ndarray] = {
+        "vocab_blob": vocab_blob,
+        "vocab_offsets": vocab_offsets,
+        "df": df,
+        "rsj": rsj_applied.astype(np.float32),
+        "post_offsets": offsets,
+        "post_docs": post_docs.astype(np.int32),
+        "post_tf": post_tf_i32.astype(tf_dtype),
+        "post_weight": weights,
+        "doc_len": lengths,
+        "doc_source": np.frombuffer(doc_source, dtype=np.uint16).copy(),
+    }
+    for name, blob in (("id", ids), ("title", titles), ("text", texts)):
+        arrays[f"{name}_blob"], arrays[f"{name}_offsets"] = blob.arrays()
+    if keep_tokens:
+        arrays["tokens_offsets"] = np.frombuffer(tokens_ptr, dtype=np.int64).copy()
+        arrays["tokens"] = new_id[np.frombuffer(tokens_col, dtype=np.int32)]
+    raw = rsj_raw(df, n_docs)
+    stats: dict[str, Any] = {
+        "n_docs": n_docs,
+        "n_terms": n_terms,
+        "n_postings": int(post_docs.size),
+        "n_tokens": int(lengths.sum()),
+        "avdl": avdl,
+        "sources": list(sources),
+        "negative_rsj_terms": int((raw < 0).sum()),
+        "zero_rsj_terms": int((raw == 0).sum()),
+        "negative_rsj_postings": int(df[raw < 0].sum()),
+        "dropped_terms": int(dropped.sum()),
+    }
+    return arrays, stats
+
+
+def write_index(
+    out: str | Path,
+    docs: Iterable[Doc],
+    tokenize: TokenizeFn,
+    params: BuildParams,
+) -> Manifest:
+    """Build the index of ``docs`` and write it atomically to ``out``; returns the manifest."""
+    arrays, counts = build_arrays(
+        docs,
+        tokenize,
+        k1=params.k1,
+        b=params.b,
+        rsj_policy=params.rsj,
+        keep_tokens=params.keep_tokens,
+        where=params.source_name or "<documents>",
+    )
+    manifest: Manifest = {"build": asdict(params), "counts": counts}
+    write_index_dir(out, arrays, manifest)
+    return read_manifest(out)
+
+
+def is_current(out: str | Path, params: BuildParams) -> bool:
+    """Whether ``out`` holds a readable index built with exactly ``params``."""
+    try:
+        manifest = read_manifest(out)
+    except ClirError:  # a missing or unreadable index is simply not current
+        return False
+    return bool(manifest.get("build") == asdict(params))
+
+
+def _progress(items: Iterable[Doc], enabled: bool, desc: str, total: int | None) -> Iterator[Doc]:
+    yield from tqdm(
+        items, desc=desc, unit=" docs", disable=not enabled, file=sys.stderr, total=total
+    )
+
+
+def _build_from_file(
+    kind: IndexKind,
+    source: str | Path,
+    out: str | Path,
+    records: Iterable[Doc],
+    *,
+    tokenizer: str,
+    tokenize: TokenizeFn | None,
+    k1: float | None,
+    b: float | None,
+    rsj_policy: RsjPolicy | str,
+    keep_tokens: bool,
+    limit: int | None,
+    force: bool,
+    progress: bool,
+) -> BuildResult:
+    start = time.perf_counter()
+    if limit is not None and limit < 1:
+        raise InvalidInputError(f"--limit must be at least 1, got {limit}")
+    if not Path(source).is_file():
+        raise MissingResourceError(f"{source}: no such file")
+    if tokenize is None and tokenizer not in TOKENIZERS:
+        get_index_tokenizer(tokenizer)  # raises, listing the valid names
+    settings = get_settings()
+    params = BuildParams(
+        kind=kind,
+        tokenizer=tokenizer,
+        tokenizer_signature=tokenizer_signature(tokenizer) if tokenize is None else "custom",
+        k1=settings.bm25_k1 if k1 is None else float(k1),
+        b=settings.bm25_b if b is None else float(b),
+        rsj=RsjPolicy(rsj_policy).value,
+        keep_tokens=keep_tokens,
+        limit=limit,
+        source_sha256=file_sha256(source),
+        source_name=Path(source).name,
+    )
+    if not force and is_current(out, params):
+        return BuildResult(Path(out), True, read_manifest(out), time.perf_counter() - start)
+    fn = tokenize if tokenize is not None else get_index_tokenizer(tokenizer)
+    docs = records if limit is None else islice(records, limit)
+    manifest = write_index(out, _progress(docs, progress, f"index {kind}", limit), fn, params)
+    return BuildResult(Path(out), False, manifest, time.perf_counter() - start)
+
+
+def build_docs_index(
+    source: str | Path,
+    out: str | Path,
+    *,
+    tokenizer: str = "en",
+    tokenize: TokenizeFn | None = None,
+    k1: float | None = None,
+    b: float | None = None,
+    rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
+    keep_tokens: bool = False,
+    limit: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> BuildResult:
+    """Index ``docs.jsonl(.gz)`` (title + text) into ``out``.
+
+    ``tokenizer`` names the tokenizer (recorded in the manifest and used for queries);
+    ``tokenize`` overrides the function itself (tests). k1 and b default to the settings.
+    """
+    return _build_from_file(
+        "docs", source, out, read_docs(source),
+        tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
+        keep_tokens=keep_tokens, limit=limit, force=force, progress=progress,
+    )  # fmt: skip
+
+
+def build_pool_index(
+    source: str | Path,
+    out: str | Path,
+    *,
+    tokenizer: str = "en",
+    tokenize: TokenizeFn | None = None,
+    k1: float | None = None,
+    b: float | None = None,
+    rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
+    keep_tokens: bool = True,
+    limit: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> BuildResult:
+    """Index the translation-retrieval sentence pool ``id<TAB>english`` into ``out``.
+
+    Each sentence is a document with an empty title; its token ids are kept by default
+    (translation retrieval compares token sequences).
+    """
+    records = (Doc(s.id, "", s.text, "") for s in read_pool(source))
+    return _build_from_file(
+        "pool", source, out, records,
+        tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
+        keep_tokens=keep_tokens, limit=limit, force=force, progress=progress,
+    )  # fmt: skip

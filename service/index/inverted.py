@@ -1,0 +1,383 @@
+"""The loaded inverted BM25 index and its scoring API (001 §3; DESIGN.md "index/").
+
+:class:`InvertedIndex` memory-maps an index directory (:mod:`service.index.storage`) and
+serves the retrieval methods:
+
+* ``term_ids`` / ``postings`` / ``df`` / ``rsj``: the raw material for PSQ (which computes
+  its own rsj from expected df with :func:`service.index.bm25.rsj`) and BOW-FD (which adds
+  ``bm25(t, d)`` per derivation term);
+* ``bm25_topk``: plain BM25 for a token list — every occurrence of a query token adds its
+  weight, as in rank_bm25's ``BM25Okapi.get_scores`` (so a token twice in the query counts
+  twice); ``bm25_weighted`` for real-valued term weights;
+* ``docs_containing_any``: BOW-FD's candidate pre-filter;
+* ``doc``: the stored title and text of a document by number or external id.
+
+Scoring accumulates ``w · bm25(t, ·)`` over the query terms' postings into a dense float32
+array of size N and selects the top k with ``argpartition``; ties are broken by ascending
+document number (the order of the source file), so results are deterministic. Only
+documents reached through a term with a non-zero weight are returned.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from service.errors import DataFormatError, InvalidInputError, NotFoundError
+from service.index.bm25 import RsjPolicy, length_norm
+from service.index.kernels import accumulate_topk
+from service.index.storage import Manifest, load_arrays, read_manifest
+from service.index.tokenize import TokenizeFn, get_index_tokenizer
+from service.index.vocab import Vocabulary
+from service.records import Doc, ScoredDoc
+
+Int32Array = npt.NDArray[np.int32]
+Float32Array = npt.NDArray[np.float32]
+
+_REQUIRED = (
+    "vocab_blob", "vocab_offsets", "df", "rsj", "post_offsets", "post_docs", "post_tf",
+    "post_weight", "doc_len", "doc_source", "id_blob", "id_offsets", "title_blob",
+    "title_offsets", "text_blob", "text_offsets",
+)  # fmt: skip
+
+
+class Postings(NamedTuple):
+    """One term's postings: document numbers (ascending), term frequencies, bm25 weights."""
+
+    docs: Int32Array
+    tfs: npt.NDArray[np.integer[Any]]
+    weights: Float32Array
+
+
+class Hits(NamedTuple):
+    """A ranked result: document numbers and scores, best first."""
+
+    docs: Int32Array
+    scores: Float32Array
+
+
+def top_k(scores: Float32Array, candidates: Int32Array, k: int) -> Hits:
+    """The ``k`` best of ``candidates`` (ascending document numbers) by ``scores``.
+
+    Ties are broken by ascending document number, also at the cut-off.
+    """
+    cand_scores = scores[candidates]
+    if k < len(candidates):
+        kth = np.argpartition(-cand_scores, k - 1)[k - 1]
+        threshold = cand_scores[kth]
+        above = cand_scores > threshold
+        n_above = int(above.sum())
+        at = np.flatnonzero(cand_scores == threshold)[: k - n_above]
+        keep = np.concatenate([np.flatnonzero(above), at])
+        candidates, cand_scores = candidates[keep], cand_scores[keep]
+    order = np.lexsort((candidates, -cand_scores))
+    return Hits(candidates[order].astype(np.int32), cand_scores[order].astype(np.float32))
+
+
+class InvertedIndex:
+    """A memory-mapped inverted BM25 index (documents or the sentence pool)."""
+
+    def __init__(self, path: Path, manifest: Manifest, arrays: Mapping[str, np.ndarray]) -> None:
+        self.path = path
+        self.manifest = manifest
+        missing = [n for n in _REQUIRED if n not in arrays]
+        if missing:
+            raise DataFormatError(
+                path / "manifest.json", None, f"index lacks arrays {missing}; rebuild it"
+            )
+        # plain ndarray views of the memory maps (numba dispatches faster on them)
+        self._a = {name: np.asarray(a) for name, a in arrays.items()}
+        arrays = self._a
+        try:
+            build, counts = manifest["build"], manifest["counts"]
+            self.kind: str = str(build["kind"])
+            self.k1 = float(build["k1"])
+            self.b = float(build["b"])
+            self.rsj_policy = RsjPolicy(build["rsj"])
+            self.tokenizer_name: str = str(build["tokenizer"])
+            self.n_docs = int(counts["n_docs"])
+            self.avdl = float(counts["avdl"])
+            self.sources: list[str] = [str(x) for x in counts["sources"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(
+                path / "manifest.json", None, f"missing or bad build field ({exc}); rebuild it"
+            ) from exc
+        self.vocab = Vocabulary(arrays["vocab_blob"], arrays["vocab_offsets"], str(path))
+        self.df: Int32Array = arrays["df"]
+        self.rsj: Float32Array = arrays["rsj"]
+        self.doc_lengths: Int32Array = arrays["doc_len"]
+        self._post_offsets: npt.NDArray[np.int64] = arrays["post_offsets"]
+        self._post_docs: Int32Array = arrays["post_docs"]
+        self._post_tf: npt.NDArray[np.integer[Any]] = arrays["post_tf"]
+        self._post_weight: Float32Array = arrays["post_weight"]
+        self._check_structure()
+        self._tokenize: TokenizeFn | None = None
+
+    # --- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path, verify: bool = False) -> InvertedIndex:
+        """Open the index at ``path`` (memory-mapped); ``verify`` also checks SHA-256 sums."""
+        path = Path(path)
+        manifest = read_manifest(path)
+        return cls(path, manifest, load_arrays(path, manifest, verify=verify))
+
+    def _check_structure(self) -> None:
+        """Cheap consistency checks, so that a damaged index fails here and not mid-query."""
+        n_terms, n = len(self.vocab), self.n_docs
+
+        def fail(name: str, reason: str) -> None:
+            raise DataFormatError(self.path / f"{name}.npy", None, f"{reason}; rebuild the index")
+
+        def check_offsets(name: str, count: int, total: int) -> None:
+            off = self._a[name]
+            if len(off) != count + 1 or off[0] != 0:
+                fail(name, f"expected {count + 1} offsets starting at 0")
+            if int(off[-1]) != total:
+                fail(name, f"last offset {int(off[-1])}, expected {total}")
+            if np.any(np.diff(off) < 0):
+                fail(name, "offsets decrease")
+
+        check_offsets("vocab_offsets", n_terms, len(self._a["vocab_blob"]))
+        check_offsets("post_offsets", n_terms, len(self._post_docs))
+        for name in ("id", "title", "text"):
+            check_offsets(f"{name}_offsets", n, len(self._a[f"{name}_blob"]))
+        if "tokens" in self._a:
+            check_offsets("tokens_offsets", n, len(self._a["tokens"]))
+        for name in ("df", "rsj"):
+            if len(self._a[name]) != n_terms:
+                fail(name, f"{len(self._a[name])} entries for {n_terms} terms")
+        for name in ("doc_len", "doc_source"):
+            if len(self._a[name]) != n:
+                fail(name, f"{len(self._a[name])} entries for {n} documents")
+        for name in ("post_tf", "post_weight"):
+            if len(self._a[name]) != len(self._post_docs):
+                fail(name, f"{len(self._a[name])} entries for {len(self._post_docs)} postings")
+        if len(self._post_docs) and (
+            int(self._post_docs.min()) < 0 or int(self._post_docs.max()) >= n
+        ):
+            fail("post_docs", f"document numbers outside [0, {n})")
+
+    # --- vocabulary and postings -------------------------------------------------------------
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.vocab)
+
+    def tokenize(self, text: str) -> list[str]:
+        """Tokenise query text with the tokenizer this index was built with."""
+        if self._tokenize is None:
+            self._tokenize = get_index_tokenizer(self.tokenizer_name)
+        return self._tokenize(text)
+
+    def term_ids(self, tokens: Iterable[str]) -> list[int]:
+        """Ids of the tokens that are in the vocabulary, in order, repeats kept."""
+        return self.vocab.ids(tokens)
+
+    def term_id(self, term: str) -> int | None:
+        return self.vocab.id(term)
+
+    def term(self, term_id: int) -> str:
+        return self.vocab.term(term_id)
+
+    def postings(self, term_id: int) -> Postings:
+        """The postings of ``term_id`` (empty for terms dropped by the rsj policy)."""
+        if not 0 <= term_id < self.n_terms:
+            raise InvalidInputError(f"term id {term_id} not in [0, {self.n_terms})")
+        start, end = int(self._post_offsets[term_id]), int(self._post_offsets[term_id + 1])
+        return Postings(
+            self._post_docs[start:end], self._post_tf[start:end], self._post_weight[start:end]
+        )
+
+    @cached_property
+    def length_norms(self) -> npt.NDArray[np.floating[Any]]:
+        """k1·((1 − b) + b·dl/avdl) per document, for expected-tf scoring (PSQ)."""
+        return length_norm(self.doc_lengths, self.avdl, self.k1, self.b)
+
+    # --- scoring -------------------------------------------------------------------------------
+
+    def _check_k(self, k: int) -> None:
+        if k < 1:
+            raise InvalidInputError(f"k must be at least 1, got {k}")
+
+    def accumulate(
+        self, term_ids: Sequence[int] | npt.ArrayLike, weights: Sequence[float] | npt.ArrayLike
+    ) -> tuple[Float32Array, Int32Array]:
+        """Dense scores Σ_t w_t·bm25(t, d) and the sorted documents reached by a term with
+        a non-zero weight (w_t ≠ 0 and rsj(t) ≠ 0)."""
+        scores = np.zeros(self.n_docs, dtype=np.float32)
+        reached = np.zeros(self.n_docs, dtype=np.bool_)
+        off, docs, wts, rsj = self._post_offsets, self._post_docs, self._post_weight, self.rsj
+        ids = np.asarray(term_ids, dtype=np.int64).ravel()
+        for t, w in zip(ids, np.asarray(weights, dtype=np.float32).ravel(), strict=True):
+            if w == 0 or rsj[t] == 0:
+                continue
+            start, end = off[t], off[t + 1]
+            if start == end:
+                continue
+            d = docs[start:end]
+            scores[d] += wts[start:end] if w == 1 else w * wts[start:end]
+            reached[d] = True
+        return scores, np.flatnonzero(reached).astype(np.int32)
+
+    def bm25_scores(self, query_tokens: Iterable[str]) -> Float32Array:
+        """Dense BM25 scores of every document for a token list (rank_bm25 semantics)."""
+        ids, counts = self._query_terms(query_tokens)
+        return self.accumulate(ids, counts)[0]
+
+    def _query_terms(self, tokens: Iterable[str]) -> tuple[list[int], list[float]]:
+        tf = Counter(self.term_ids(tokens))
+        ids = sorted(tf)
+        return ids, [float(tf[t]) for t in ids]
+
+    def _term_arrays(
+        self, term_ids: Sequence[int] | npt.ArrayLike, weights: Sequence[float] | npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.int64], Float32Array]:
+        ids = np.asarray(term_ids, dtype=np.int64).ravel()
+        ws = np.asarray(weights, dtype=np.float32).ravel()
+        if ids.shape != ws.shape:
+            raise InvalidInputError(f"{len(ids)} term ids but {len(ws)} weights")
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= self.n_terms):
+            raise InvalidInputError(f"term ids must be in [0, {self.n_terms})")
+        return ids, ws
+
+    def rank(
+        self,
+        term_ids: Sequence[int] | npt.ArrayLike,
+        weights: Sequence[float] | npt.ArrayLike,
+        k: int,
+    ) -> Hits:
+        """Top ``k`` documents by Σ_i weights[i]·bm25(term_ids[i], d) (compiled kernel).
+
+        Only documents reached through a term with a non-zero weight (w ≠ 0 and rsj ≠ 0)
+        are returned; ties go to the smaller document number. Equal to
+        :meth:`rank_reference`.
+        """
+        self._check_k(k)
+        ids, ws = self._term_arrays(term_ids, weights)
+        docs, scores = accumulate_topk(
+            self._post_offsets, self._post_docs, self._post_weight, self.rsj, ids, ws,
+            self.n_docs, k,
+        )  # fmt: skip
+        return Hits(docs, scores)
+
+    def rank_reference(
+        self,
+        term_ids: Sequence[int] | npt.ArrayLike,
+        weights: Sequence[float] | npt.ArrayLike,
+        k: int,
+    ) -> Hits:
+        """:meth:`rank` with plain numpy: the reference the kernel is tested against."""
+        self._check_k(k)
+        ids, ws = self._term_arrays(term_ids, weights)
+        scores, reached = self.accumulate(ids, ws)
+        return top_k(scores, reached, k)
+
+    def bm25_topk(self, query_tokens: Iterable[str], k: int) -> Hits:
+        """The top ``k`` documents by BM25; each occurrence of a query token adds its weight."""
+        ids, counts = self._query_terms(query_tokens)
+        return self.rank(ids, counts, k)
+
+    def bm25_weighted(self, term_weights: Mapping[str, float], k: int) -> Hits:
+        """The top ``k`` documents by Σ_t w_t·bm25(t, d); unknown terms are ignored."""
+        pairs = sorted(
+            (i, float(w)) for t, w in term_weights.items() if (i := self.vocab.id(t)) is not None
+        )
+        return self.rank([i for i, _ in pairs], [w for _, w in pairs], k)
+
+    def bm25_weighted_ids(self, term_ids: Sequence[int], weights: Sequence[float], k: int) -> Hits:
+        """:meth:`bm25_weighted` for term ids (each id at most once)."""
+        if len(set(term_ids)) != len(term_ids):
+            raise InvalidInputError("bm25_weighted_ids: a term id occurs more than once")
+        return self.rank(term_ids, weights, k)
+
+    def docs_containing_any(
+        self, term_ids: Iterable[int], *, nonzero_weight_only: bool = True
+    ) -> Int32Array:
+        """Sorted document numbers containing at least one of the terms (BOW-FD's
+        pre-filter). By default terms whose rsj is 0 (floored) are ignored: they add no
+        bonus, so they cannot change a document's score."""
+        mask = np.zeros(self.n_docs, dtype=np.bool_)
+        for t in set(term_ids):
+            if nonzero_weight_only and self.rsj[t] == 0:
+                continue
+            mask[self.postings(t).docs] = True
+        return np.flatnonzero(mask).astype(np.int32)
+
+    # --- documents -------------------------------------------------------------------------------
+
+    def _string(self, name: str, i: int) -> str:
+        off = self._a[f"{name}_offsets"]
+        return bytes(self._a[f"{name}_blob"][int(off[i]) : int(off[i + 1])]).decode("utf-8")
+
+    @cached_property
+    def _docno_of(self) -> dict[str, int]:
+        blob = bytes(self._a["id_blob"]).decode("utf-8")
+        off = self._a["id_offsets"]
+        if blob.isascii():  # byte offsets are character offsets
+            starts = off.tolist()
+            return {blob[starts[i] : starts[i + 1]]: i for i in range(self.n_docs)}
+        return {self._string("id", i): i for i in range(self.n_docs)}
+
+    def doc_id(self, docno: int) -> str:
+        """The external id of document number ``docno``."""
+        self._check_docno(docno)
+        return self._string("id", docno)
+
+    def docno(self, doc_id: str) -> int:
+        """The document number of the external id ``doc_id``."""
+        try:
+            return self._docno_of[doc_id]
+        except KeyError:
+            raise NotFoundError(f"no document {doc_id!r} in the index {self.path}") from None
+
+    def _check_docno(self, docno: int) -> None:
+        if not 0 <= docno < self.n_docs:
+            raise NotFoundError(f"no document number {docno} (the index has {self.n_docs})")
+
+    def doc(self, doc: int | str) -> Doc:
+        """The stored document (id, title, raw text, source) by number or external id."""
+        docno = self.docno(doc) if isinstance(doc, str) else int(doc)
+        self._check_docno(docno)
+        src = int(self._a["doc_source"][docno])
+        return Doc(
+            id=self._string("id", docno),
+            title=self._string("title", docno),
+            text=self._string("text", docno),
+            source=self.sources[src] if src < len(self.sources) else "",
+        )
+
+    def doc_tokens(self, docno: int) -> list[str]:
+        """The indexed token sequence of a document (indexes built with kept tokens)."""
+        self._check_docno(docno)
+        if "tokens" not in self._a:
+            raise InvalidInputError(f"the index {self.path} was built without token sequences")
+        off = self._a["tokens_offsets"]
+        return [self.vocab.term(int(t)) for t in self._a["tokens"][off[docno] : off[docno + 1]]]
+
+    def scored_docs(self, qid: str, hits: Hits) -> list[ScoredDoc]:
+        """``hits`` as ScoredDoc records with external ids."""
+        return [
+            ScoredDoc(qid, self._string("id", int(d)), float(s))
+            for d, s in zip(hits.docs, hits.scores, strict=True)
+        ]
+
+    def signature(self) -> dict[str, Any]:
+        """Every parameter of the index that changes scores (for scorer signatures)."""
+        build = self.manifest.get("build", {})
+        return {
+            "index": self.kind,
+            "k1": self.k1,
+            "b": self.b,
+            "rsj": self.rsj_policy.value,
+            "tokenizer": self.tokenizer_name,
+            "n_docs": self.n_docs,
+            "source_sha256": str(build.get("source_sha256", ""))[:12],
+            "limit": build.get("limit"),
+        }

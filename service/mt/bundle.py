@@ -1,0 +1,155 @@
+"""Model bundles: what ``clir train-model`` writes and the decoder loads.
+
+A bundle ``models/<src>-<tgt>/`` (DESIGN.md "Contracts") holds
+
+* ``manifest.json``: languages, feature names, data checksums, settings, counts, component
+  versions, per-stage timings — written last, so a directory without it is not a bundle;
+* ``grammar/``: the binary Hiero grammar (:mod:`service.mt.grammar`);
+* ``lexical.npz``: the lexical translation table w(e|f), w(f|e) (PSQ and translation retrieval
+  read it);
+* ``lm.arpa``: the 4-gram modified Kneser-Ney language model, loaded with KenLM;
+* ``weights/<version>.json`` and ``weights/ACTIVE`` (:mod:`service.mt.weights`).
+
+:func:`load_bundle` validates the manifest and every component and raises a domain error
+naming the broken file; a half-written bundle is never loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from service.errors import DataFormatError, MissingResourceError
+from service.mt.decoder import Decoder, DecoderConfig
+from service.mt.grammar import Grammar, load_grammar
+from service.mt.lexical import LexicalTable
+from service.mt.lm import KenLM, LanguageModel
+from service.mt.rules import (
+    ARITY,
+    GLUE,
+    LANGUAGE_MODEL,
+    LM_OOV,
+    LOG_COUNT,
+    LOG_LEX_E_GIVEN_F,
+    LOG_LEX_F_GIVEN_E,
+    LOG_P_E_GIVEN_F,
+    LOG_P_F_GIVEN_E,
+    PASS_THROUGH,
+    RULE_PENALTY,
+    SINGLETON,
+    WORD_PENALTY,
+)
+from service.mt.weights import WeightsStore, WeightsVersion
+
+MANIFEST = "manifest.json"
+BUNDLE_FORMAT = 1
+GRAMMAR_DIR = "grammar"
+LEXICAL_FILE = "lexical.npz"
+LM_FILE = "lm.arpa"
+WEIGHTS_DIR = "weights"
+
+# Untuned starting weights (natural-log features): the usual Hiero proportions, with a word
+# bonus that offsets the LM's preference for short strings. Tuning replaces them.
+DEFAULT_WEIGHTS: dict[str, float] = {
+    LANGUAGE_MODEL: 0.5,
+    LM_OOV: -1.0,
+    LOG_P_E_GIVEN_F: 0.2,
+    LOG_P_F_GIVEN_E: 0.2,
+    LOG_LEX_E_GIVEN_F: 0.2,
+    LOG_LEX_F_GIVEN_E: 0.2,
+    LOG_COUNT: 0.0,
+    SINGLETON: 0.0,
+    ARITY: 0.0,
+    WORD_PENALTY: 1.0,
+    RULE_PENALTY: -0.2,
+    GLUE: 0.0,
+    PASS_THROUGH: -1.0,
+}
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The validated manifest of the bundle at ``path``."""
+    root = Path(path)
+    file = root / MANIFEST
+    if not root.is_dir():
+        raise MissingResourceError(
+            f"{root}: no model bundle there (build it with clir train-model)"
+        )
+    if not file.exists():
+        raise MissingResourceError(
+            f"{file}: missing — the bundle is incomplete (an interrupted build?); rebuild it"
+        )
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataFormatError(file, None, f"corrupted manifest: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
+        raise DataFormatError(file, None, f"not a bundle manifest of format {BUNDLE_FORMAT}")
+    for key in ("src", "tgt", "feature_names", "files"):
+        if key not in data:
+            raise DataFormatError(file, None, f"manifest lacks {key!r}")
+    return data
+
+
+@dataclass
+class ModelBundle:
+    """A loaded bundle: grammar (memory-mapped), LM, lexical table (lazy) and weights."""
+
+    path: Path
+    manifest: dict[str, Any]
+    grammar: Grammar
+    lm: LanguageModel
+    weights_store: WeightsStore
+    _decoders: dict[tuple[str, DecoderConfig], Decoder] = field(default_factory=dict, repr=False)
+
+    @property
+    def src(self) -> str:
+        return str(self.manifest["src"])
+
+    @property
+    def tgt(self) -> str:
+        return str(self.manifest["tgt"])
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @cached_property
+    def lexical(self) -> LexicalTable:
+        return LexicalTable.load(self.path / LEXICAL_FILE)
+
+    def active_weights(self) -> WeightsVersion:
+        return self.weights_store.active()
+
+    def decoder(
+        self, config: DecoderConfig | None = None, weights: WeightsVersion | None = None
+    ) -> Decoder:
+        """A decoder for ``weights`` (default: the active version), cached per version."""
+        config = config or DecoderConfig()
+        weights = weights or self.active_weights()
+        key = (weights.version, config)
+        dec = self._decoders.get(key)
+        if dec is None:
+            dec = Decoder(self.grammar, self.lm, weights.weights, config)
+            if len(self._decoders) > 16:
+                self._decoders.clear()
+            self._decoders[key] = dec
+        return dec
+
+
+def load_bundle(path: str | Path, *, verify: bool = False) -> ModelBundle:
+    """Load and validate the bundle at ``path``."""
+    root = Path(path)
+    manifest = read_manifest(root)
+    files = manifest["files"]
+    grammar = load_grammar(root / files.get("grammar", GRAMMAR_DIR), verify=verify)
+    lm_path = root / files.get("lm", LM_FILE)
+    if not lm_path.exists():
+        raise MissingResourceError(f"{lm_path}: the bundle's language model is missing")
+    lm = KenLM(lm_path)
+    store = WeightsStore(root / WEIGHTS_DIR)
+    store.active()  # refuse a bundle without a loadable active weights version
+    return ModelBundle(root, manifest, grammar, lm, store)

@@ -1,0 +1,485 @@
+"""The SCFG decoder: CKY+ parsing and language-model integration by cube pruning.
+
+001 §3 ("Dynamic Programming on Hypergraphs") and Chiang (2007) §5: a tokenised source
+sentence is parsed with the Hiero grammar filtered to its n-grams and gapped patterns
+(:meth:`service.mt.grammar.Grammar.filter`) into the −LM forest: one node ``X[i,j]`` per source
+span that some rule derives (non-glue spans at most ``max_span`` words), pass-through rules
+for words no rule translates alone (feature ``PassThrough``), and the glue rules
+``S → X`` and ``S → S X`` over prefixes ``[0, j]``.
+
+The language model is integrated by cube pruning (Chiang 2007 §5.3.3; Huang & Chiang 2007):
+spans are visited bottom-up; at each −LM node every group of rules sharing one source side and
+one choice of gaps forms a cube whose axes are the rules (sorted by their −LM score) and the
++LM items of each gap (sorted by score plus LM heuristic). The best corner of every cube
+starts a priority queue; up to ``pop_limit`` candidates are popped per −LM node, each
+computing its exact LM score, and the popped candidate's neighbours are pushed. A popped
+candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed by
+(label, span, LM boundary) — candidates with equal boundaries recombine into one node (see
+:mod:`service.mt.lm_context`). Every edge carries its full feature vector: the rule's features,
+``WordPenalty``, ``RulePenalty``/``Glue``/``PassThrough``, and the LM score of the words that
+the edge gives their full history (``LanguageModel``, natural log) with ``LanguageModel_OOV``;
+a final edge adds ``<s>`` and ``</s>``. So the Viterbi derivation of the +LM forest under the
+decoder's weights is the cube-pruning 1-best, and every retrieval method can rescore the same
+forest with other weights (001 eq. 4).
+
+With ``use_lm=False`` (the ``--no-lm`` ablation of 001 Table 2) the LM features are left out
+and each −LM node keeps one +LM node.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.errors import InputTooLargeError, InvalidInputError
+from service.mt.grammar import Grammar, SentenceGrammar
+from service.mt.hypergraph import Hypergraph, HypergraphBuilder
+from service.mt.lm import LanguageModel
+from service.mt.lm_context import Boundary, combine, estimate, finish
+from service.mt.rules import (
+    GLUE,
+    LANGUAGE_MODEL,
+    LM_OOV,
+    PASS_THROUGH,
+    RULE_PENALTY,
+    WORD_PENALTY,
+    S,
+    X,
+)
+
+Span = tuple[int, int]
+YieldSym = str | int  # a target terminal, or the index of the tail filling a gap
+TOP = "TOP"
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Search parameters (defaults from 001 §5: pop limit 200; Chiang 2007: span 10)."""
+
+    pop_limit: int = 200
+    max_span: int = 10
+    use_lm: bool = True
+    max_words: int = 200
+
+    def __post_init__(self) -> None:
+        if self.pop_limit < 1:
+            raise InvalidInputError(f"pop_limit must be at least 1, got {self.pop_limit}")
+        if self.max_span < 1:
+            raise InvalidInputError(f"max_span must be at least 1, got {self.max_span}")
+
+
+@dataclass(slots=True)
+class _Item:
+    """A +LM item: a node of the +LM forest with its best score and LM boundary."""
+
+    node: int
+    score: float  # best inside score (LM of fully-known words included)
+    est: float  # weighted LM heuristic for the item's unscored prefix
+    boundary: Boundary
+
+    @property
+    def priority(self) -> float:
+        return self.score + self.est
+
+
+@dataclass(slots=True)
+class _Option:
+    """One rule on a cube's rule axis."""
+
+    score: float  # w · φ(rule) without LM
+    target: tuple[YieldSym, ...]
+    features: dict[str, float]
+    rule_id: int
+    oov: int  # target terminals unknown to the LM
+
+
+@dataclass(slots=True)
+class _Cube:
+    label: str
+    span: Span
+    options: Callable[[int], _Option]  # lazily materialised, in score order
+    num_options: int
+    first_score: float
+    tails: tuple[list[_Item], ...]
+
+
+@dataclass
+class DecodeStats:
+    """Sizes and per-stage timings (seconds) of one decode."""
+
+    words: int = 0
+    matches: int = 0
+    rules: int = 0
+    minus_lm_nodes: int = 0
+    nodes: int = 0
+    edges: int = 0
+    pops: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Forest:
+    """The +LM translation forest of one sentence, and how it was made."""
+
+    tokens: tuple[str, ...]
+    hypergraph: Hypergraph
+    best_score: float
+    stats: DecodeStats
+    use_lm: bool
+
+
+class Decoder:
+    """Builds translation forests for one grammar, LM and weight vector.
+
+    The decoder holds no per-sentence mutable state: concurrent calls are safe (the LM's
+    context-state cache is a plain dict whose worst case under races is recomputation).
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        lm: LanguageModel | None,
+        weights: Mapping[str, float],
+        config: DecoderConfig | None = None,
+    ) -> None:
+        self.grammar = grammar
+        self.config = config or DecoderConfig()
+        self.lm = lm if (lm is not None and self.config.use_lm) else None
+        self.weights = dict(weights)
+        w = self.weights
+        self._w_rule = np.array([w.get(n, 0.0) for n in grammar.feature_names], dtype=np.float64)
+        self._w_wp = w.get(WORD_PENALTY, 0.0)
+        self._w_rp = w.get(RULE_PENALTY, 0.0)
+        self._w_glue = w.get(GLUE, 0.0)
+        self._w_pass = w.get(PASS_THROUGH, 0.0)
+        self._w_lm = w.get(LANGUAGE_MODEL, 0.0)
+        self._w_oov = w.get(LM_OOV, 0.0)
+        self._order = self.lm.order if self.lm is not None else 1
+        self._nterm = _target_terminal_counts(grammar)
+        self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
+
+    # --- rules ---------------------------------------------------------------------------
+    def rule_yield(self, rule_id: int) -> tuple[YieldSym, ...]:
+        cached = self._yield_cache.get(rule_id)
+        if cached is None:
+            vocab = self.grammar.target_vocab
+            cached = tuple(
+                vocab[c] if c >= 0 else (-c - 1) % 2
+                for c in self.grammar.target_ids(rule_id).tolist()
+            )
+            if len(self._yield_cache) > 1_000_000:
+                self._yield_cache.clear()
+            self._yield_cache[rule_id] = cached
+        return cached
+
+    def rule_features(self, rule_id: int) -> dict[str, float]:
+        row = self.grammar.features[rule_id].tolist()
+        feats = {n: v for n, v in zip(self.grammar.feature_names, row, strict=True) if v}
+        feats[RULE_PENALTY] = 1.0
+        nterm = int(self._nterm[rule_id])
+        if nterm:
+            feats[WORD_PENALTY] = float(nterm)
+        return feats
+
+    def rule_scores(self, lo: int, hi: int) -> NDArray[np.float64]:
+        """w · φ for the contiguous rule ids ``lo..hi-1`` (no LM)."""
+        feats = np.asarray(self.grammar.features[lo:hi], dtype=np.float64)
+        return feats @ self._w_rule + self._w_rp + self._w_wp * self._nterm[lo:hi]
+
+    # --- decoding ----------------------------------------------------------------------------
+    def _check(self, tokens: Sequence[str]) -> tuple[str, ...]:
+        toks = tuple(tokens)
+        if not toks:
+            raise InvalidInputError("cannot translate an empty sentence")
+        if len(toks) > self.config.max_words:
+            raise InputTooLargeError(
+                f"sentence has {len(toks)} words; the decoder accepts at most "
+                f"{self.config.max_words} per sentence (split long text into sentences)"
+            )
+        return toks
+
+    def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
+        """The +LM forest of ``tokens`` (already normalised and tokenised)."""
+        toks = self._check(tokens)
+        limit = pop_limit or self.config.pop_limit
+        stats = DecodeStats(words=len(toks))
+        t0 = time.perf_counter()
+        sg = self.grammar.filter(toks, self.config.max_span)
+        stats.matches = len(sg)
+        stats.rules = sg.num_rules
+        t1 = time.perf_counter()
+        stats.timings["lookup"] = t1 - t0
+        search = _CubeSearch(self, toks, sg, limit, stats)
+        hg, best = search.run()
+        stats.timings["cube_pruning"] = time.perf_counter() - t1
+        stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
+        return Forest(toks, hg, best, stats, self.lm is not None)
+
+    def minus_lm_forest(self, tokens: Sequence[str]) -> Hypergraph:
+        """The unpruned −LM forest: one node per (label, span), every matching rule an edge.
+
+        Used by tests as the exact search space (with LM rescoring of its derivations) and
+        for inspection; serving uses :meth:`forest`.
+        """
+        toks = self._check(tokens)
+        sg = self.grammar.filter(toks, self.config.max_span)
+        b = HypergraphBuilder()
+        x_node: dict[Span, int] = {}
+        n = len(toks)
+        for length in range(1, n + 1):
+            for i in range(0, n - length + 1):
+                j = i + length
+                edges: list[tuple[tuple[int, ...], tuple[YieldSym, ...], dict[str, float], int]]
+                edges = []
+                if length <= self.config.max_span:
+                    for m in sg.matches(i, j):
+                        if not all(gap in x_node for gap in m.gaps):
+                            continue
+                        tails = tuple(x_node[gap] for gap in m.gaps)
+                        for r in m.rules:
+                            edges.append((tails, self.rule_yield(r), self.rule_features(r), r))
+                if length == 1 and not _has_lexical_unary(sg, i):
+                    edges.append(((), (toks[i],), _pass_features(), -1))
+                if edges:
+                    v = b.add_node(X, (i, j))
+                    x_node[(i, j)] = v
+                    for tails, tgt, feats, r in edges:
+                        b.add_edge(v, tails, tgt, feats, rule_id=r)
+        s_node: dict[int, int] = {}
+        for j in range(1, n + 1):
+            v = b.add_node(S, (0, j))
+            s_node[j] = v
+            if (0, j) in x_node:
+                b.add_edge(v, (x_node[(0, j)],), (0,), {})
+            for k in range(1, j):
+                if k in s_node and (k, j) in x_node:
+                    b.add_edge(v, (s_node[k], x_node[(k, j)]), (0, 1), {GLUE: 1.0})
+        goal = b.add_node(TOP, (0, n))
+        b.add_edge(goal, (s_node[n],), (0,), {})
+        return b.build(goal)
+
+
+def _pass_features() -> dict[str, float]:
+    return {PASS_THROUGH: 1.0, WORD_PENALTY: 1.0}
+
+
+def _has_lexical_unary(sg: SentenceGrammar, i: int) -> bool:
+    """True if some gap-free rule translates word ``i`` on its own."""
+    return any(not m.gaps for m in sg.matches(i, i + 1))
+
+
+def _target_terminal_counts(grammar: Grammar) -> NDArray[np.int32]:
+    """Number of target terminals of every rule (vectorised over the whole grammar)."""
+    cached: NDArray[np.int32] | None = grammar.__dict__.get("_clir_nterm")
+    if cached is not None:
+        return cached
+    symbols = np.asarray(grammar.target_symbols)
+    offsets = np.asarray(grammar.target_offsets, dtype=np.int64)
+    terminal = np.concatenate([[0], np.cumsum(symbols >= 0, dtype=np.int64)])
+    per_target = (terminal[offsets[1:]] - terminal[offsets[:-1]]).astype(np.int32)
+    counts: NDArray[np.int32] = per_target[np.asarray(grammar.rule_target)]
+    grammar.__dict__["_clir_nterm"] = counts
+    return counts
+
+
+class _CubeSearch:
+    """One sentence's cube-pruning search (all mutable state lives here)."""
+
+    def __init__(
+        self,
+        dec: Decoder,
+        tokens: tuple[str, ...],
+        sg: SentenceGrammar,
+        pop_limit: int,
+        stats: DecodeStats,
+    ) -> None:
+        self.dec = dec
+        self.tokens = tokens
+        self.sg = sg
+        self.pop_limit = pop_limit
+        self.stats = stats
+        self.builder = HypergraphBuilder()
+        self.lm = dec.lm
+        self.order = dec._order
+        self._logp_cache: dict[tuple[tuple[str, ...], str], float] = {}
+        self._oov_cache: dict[str, bool] = {}
+        self._counter = itertools.count()
+
+    # --- LM --------------------------------------------------------------------------------
+    def logp(self, context: tuple[str, ...], word: str) -> float:
+        key = (context, word)
+        value = self._logp_cache.get(key)
+        if value is None:
+            assert self.lm is not None
+            value = self.lm.logp(context, word)
+            self._logp_cache[key] = value
+        return value
+
+    def oov_count(self, target: tuple[YieldSym, ...]) -> int:
+        if self.lm is None:
+            return 0
+        n = 0
+        for s in target:
+            if isinstance(s, str):
+                flag = self._oov_cache.get(s)
+                if flag is None:
+                    flag = self.lm.is_oov(s)
+                    self._oov_cache[s] = flag
+                n += flag
+        return n
+
+    # --- options -------------------------------------------------------------------------
+    def _rule_options(self, lo: int, hi: int) -> tuple[Callable[[int], _Option], int, float]:
+        scores = self.dec.rule_scores(lo, hi)
+        order = np.argsort(-scores, kind="stable")
+        ids = (order + lo).tolist()
+        sc = scores[order].tolist()
+        made: dict[int, _Option] = {}
+
+        def option(k: int) -> _Option:
+            opt = made.get(k)
+            if opt is None:
+                r = ids[k]
+                tgt = self.dec.rule_yield(r)
+                opt = _Option(sc[k], tgt, self.dec.rule_features(r), r, self.oov_count(tgt))
+                made[k] = opt
+            return opt
+
+        return option, len(ids), sc[0]
+
+    def _fixed_option(self, opt: _Option) -> tuple[Callable[[int], _Option], int, float]:
+        return (lambda _k: opt), 1, opt.score
+
+    # --- the search ------------------------------------------------------------------------
+    def run(self) -> tuple[Hypergraph, float]:
+        dec, toks, n = self.dec, self.tokens, len(self.tokens)
+        x_items: dict[Span, list[_Item]] = {}
+        for length in range(1, n + 1):
+            for i in range(0, n - length + 1):
+                j = i + length
+                cubes: list[_Cube] = []
+                if length <= dec.config.max_span:
+                    for m in self.sg.matches(i, j):
+                        if not all(g in x_items for g in m.gaps):
+                            continue
+                        gap_items = tuple(x_items[g] for g in m.gaps)
+                        opts, count, first = self._rule_options(m.rules.start, m.rules.stop)
+                        cubes.append(_Cube(X, (i, j), opts, count, first, gap_items))
+                if length == 1 and not _has_lexical_unary(self.sg, i):
+                    tgt: tuple[YieldSym, ...] = (toks[i],)
+                    feats = _pass_features()
+                    score = dec._w_pass + dec._w_wp
+                    opt = _Option(score, tgt, feats, -1, self.oov_count(tgt))
+                    fo, count, first = self._fixed_option(opt)
+                    cubes.append(_Cube(X, (i, j), fo, count, first, ()))
+                if cubes:
+                    self.stats.minus_lm_nodes += 1
+                    x_items[(i, j)] = self._fill_cell(X, (i, j), cubes)
+        s_items: dict[int, list[_Item]] = {}
+        unary = _Option(0.0, (0,), {}, -1, 0)
+        glue = _Option(dec._w_glue, (0, 1), {GLUE: 1.0}, -1, 0)
+        for j in range(1, n + 1):
+            cubes = []
+            if (0, j) in x_items:
+                fo, count, first = self._fixed_option(unary)
+                cubes.append(_Cube(S, (0, j), fo, count, first, (x_items[(0, j)],)))
+            for k in range(1, j):
+                if k in s_items and (k, j) in x_items:
+                    fo, count, first = self._fixed_option(glue)
+                    pair = (s_items[k], x_items[(k, j)])
+                    cubes.append(_Cube(S, (0, j), fo, count, first, pair))
+            if cubes:
+                self.stats.minus_lm_nodes += 1
+                s_items[j] = self._fill_cell(S, (0, j), cubes)
+        if n not in s_items:  # cannot happen: pass-through covers every word
+            raise InvalidInputError("the sentence could not be parsed")
+        goal = self.builder.add_node(TOP, (0, n))
+        best = -np.inf
+        for item in s_items[n]:
+            final: dict[str, float] = {}
+            score = item.score
+            if self.lm is not None:
+                lm = finish(item.boundary, self.order, self.logp)
+                final[LANGUAGE_MODEL] = lm
+                score += dec._w_lm * lm
+            self.builder.add_edge(goal, (item.node,), (0,), final, span=(0, n))
+            best = max(best, score)
+        return self.builder.build(goal), float(best)
+
+    def _combine(
+        self, opt: _Option, tails: Sequence[_Item]
+    ) -> tuple[float, float, Boundary, float]:
+        """(inside score, weighted LM estimate, boundary, raw LM logprob) of a candidate."""
+        inside = opt.score + sum(t.score for t in tails)
+        if self.lm is None:
+            return inside, 0.0, _NO_BOUNDARY, 0.0
+        pieces = [tails[s].boundary if isinstance(s, int) else s for s in opt.target]
+        comb = combine(pieces, self.order, self.logp)
+        w_lm = self.dec._w_lm
+        inside += w_lm * comb.logprob + self.dec._w_oov * opt.oov
+        est = w_lm * estimate(comb.boundary, self.logp)
+        return inside, est, comb.boundary, comb.logprob
+
+    def _fill_cell(self, label: str, span: Span, cubes: list[_Cube]) -> list[_Item]:
+        heap: list[tuple[float, int, int, tuple[int, ...], float, float, Boundary, float]] = []
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+
+        def push(c: int, idx: tuple[int, ...]) -> None:
+            if (c, idx) in seen:
+                return
+            cube = cubes[c]
+            if idx[0] >= cube.num_options or any(
+                k >= len(t) for k, t in zip(idx[1:], cube.tails, strict=True)
+            ):
+                return
+            seen.add((c, idx))
+            opt = cube.options(idx[0])
+            tails = [t[k] for k, t in zip(idx[1:], cube.tails, strict=True)]
+            inside, est, boundary, lm = self._combine(opt, tails)
+            heapq.heappush(heap, (-(inside + est), next(self._counter), c, idx, inside, est,
+                                  boundary, lm))  # fmt: skip
+
+        for c, cube in enumerate(cubes):
+            push(c, (0,) * (1 + len(cube.tails)))
+        items: dict[Boundary, _Item] = {}
+        pops = 0
+        while heap and pops < self.pop_limit:
+            _, _, c, idx, inside, est, boundary, lm = heapq.heappop(heap)
+            pops += 1
+            cube = cubes[c]
+            opt = cube.options(idx[0])
+            tails = [t[k] for k, t in zip(idx[1:], cube.tails, strict=True)]
+            item = items.get(boundary)
+            if item is None:
+                state = boundary if self.lm is not None else None
+                node = self.builder.add_node(label, span, state)
+                item = _Item(node, inside, est, boundary)
+                items[boundary] = item
+            elif inside > item.score:
+                item.score = inside
+            feats = opt.features
+            if self.lm is not None:
+                feats = {**feats, LANGUAGE_MODEL: lm}
+                if opt.oov:
+                    feats[LM_OOV] = float(opt.oov)
+            self.builder.add_edge(
+                item.node,
+                tuple(t.node for t in tails),
+                opt.target,
+                feats,
+                span=span,
+                rule_id=opt.rule_id,
+            )
+            for d in range(len(idx)):
+                push(c, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
+        self.stats.pops += pops
+        return sorted(items.values(), key=lambda it: -it.priority)
+
+
+_NO_BOUNDARY = Boundary((), (), 0)

@@ -1,0 +1,332 @@
+"""Offline training of a model bundle: ``clir train-model`` (issue #3, DESIGN.md data flow).
+
+Stages, each resumable (:mod:`service.mt.stages`) in the work directory ``<out>.work/``:
+
+1. ``clean``   normalise, tokenise and filter the parallel corpus (:mod:`service.text.clean`);
+2. ``align``   eflomal in both directions, symmetrised with grow-diag-final-and;
+3. ``grammar`` lexical table, Hiero rule extraction (Chiang 2007 §3.2) and rule features,
+               pruned to ``rule_table_limit`` target sides per source side, stored binary;
+4. ``lm``      4-gram interpolated modified Kneser-Ney LM on the English text (ARPA);
+5. ``bundle``  default weights, the manifest, and an atomic swap of ``<out>``.
+
+A stage reruns only if its inputs or settings changed; a bundle whose manifest records the
+same build key is up to date and nothing runs. The new bundle is assembled beside the target
+and renamed into place, so an interrupted run never leaves a bundle that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from service import __version__
+from service.data import read_parallel
+from service.data.io import atomic_write, iter_lines
+from service.errors import ConfigurationError, InvalidInputError
+from service.mt.align import Alignments, align_corpus, symmetrize
+from service.mt.bundle import (
+    BUNDLE_FORMAT,
+    DEFAULT_WEIGHTS,
+    GRAMMAR_DIR,
+    LEXICAL_FILE,
+    LM_FILE,
+    MANIFEST,
+    WEIGHTS_DIR,
+)
+from service.mt.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
+from service.mt.features import estimate_features
+from service.mt.grammar import write_encoded
+from service.mt.lexical import LexicalTable
+from service.mt.lm_estimate import train_lm
+from service.mt.rules import ALL_FEATURES
+from service.mt.stages import StageRunner, file_sha256, peak_rss_mb, stage_key
+from service.mt.weights import WeightsStore
+from service.text import preprocess
+from service.text.clean import CorpusCleaner
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that changes the bundle's numbers (recorded in the manifest)."""
+
+    src: str
+    tgt: str = "en"
+    max_tokens: int = 80
+    max_ratio: float = 9.0
+    symmetrization: str = "grow-diag-final-and"
+    max_initial_source: int = 10
+    max_rule_symbols: int = 5
+    tight_hierarchical: bool = True
+    min_hierarchical_count: int = 2
+    rule_table_limit: int = 30
+    lm_order: int = 4
+    lm_discount_fallback: bool = False  # lmplz's --discount_fallback (0.5, 1, 1.5) for tiny text
+    limit: int | None = None  # use only the first N parallel pairs (demo bundles)
+    lm_limit: int | None = None  # use only the first N LM lines
+
+
+def _versions() -> dict[str, str]:
+    out = {"service": __version__}
+    for pkg in ("kenlm", "eflomal", "sacremoses", "jieba", "numpy"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+def _write_lines(path: Path, lines: Iterator[str]) -> int:
+    n = 0
+    with atomic_write(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for line in lines:
+            out.write(line + "\n")
+            n += 1
+    return n
+
+
+def _read_token_lines(path: Path) -> Iterator[tuple[str, ...]]:
+    for _, line in iter_lines(path):
+        yield tuple(line.split(" ")) if line else ()
+
+
+def _limited(it: Iterator[Any], limit: int | None) -> Iterator[Any]:
+    for k, x in enumerate(it):
+        if limit is not None and k >= limit:
+            return
+        yield x
+
+
+def train_model(
+    parallel: Path,
+    lm_text: Path,
+    out: Path,
+    config: TrainConfig,
+    *,
+    log: Log | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Build (or confirm up to date) the bundle at ``out``; returns its manifest."""
+    say: Log = log or (lambda msg: print(msg, file=sys.stderr))
+    for path, what in ((parallel, "parallel corpus"), (lm_text, "LM text")):
+        if not path.is_file():
+            raise ConfigurationError(f"{what} {path} does not exist")
+    if config.src == config.tgt:
+        raise ConfigurationError("source and target language must differ")
+    say(f"checksumming {parallel} and {lm_text}")
+    data = {
+        "parallel": {"path": str(parallel), "sha256": file_sha256(parallel)},
+        "lm_text": {"path": str(lm_text), "sha256": file_sha256(lm_text)},
+    }
+    build_key = stage_key(data=data, config=asdict(config), format=BUNDLE_FORMAT)
+    manifest_path = out / MANIFEST
+    if not force and manifest_path.exists():
+        try:
+            existing: dict[str, Any] = json.loads(manifest_path.read_text())
+            if existing.get("build_key") == build_key:
+                say(f"{out} is up to date")
+                return existing
+        except json.JSONDecodeError:
+            pass
+    work = out.with_name(out.name + ".work")
+    bundle = work / "bundle"
+    bundle.mkdir(parents=True, exist_ok=True)
+    runner = StageRunner(work, log=say)
+    started = time.perf_counter()
+
+    # 1. clean ---------------------------------------------------------------------------
+    clean_key = stage_key(
+        parallel=data["parallel"]["sha256"],
+        src=config.src,
+        tgt=config.tgt,
+        max_tokens=config.max_tokens,
+        max_ratio=config.max_ratio,
+        limit=config.limit,
+    )
+    src_file, tgt_file = work / "corpus.src", work / "corpus.tgt"
+
+    def clean() -> dict[str, Any]:
+        cleaner = CorpusCleaner(
+            config.src, config.tgt, max_tokens=config.max_tokens, max_ratio=config.max_ratio
+        )
+        pairs = _limited(read_parallel(parallel, on_error="skip"), config.limit)
+        kept = list(cleaner.clean(pairs))
+        if not kept:
+            raise InvalidInputError(f"{parallel}: no usable sentence pair after cleaning")
+        _write_lines(src_file, (" ".join(p.source) for p in kept))
+        _write_lines(tgt_file, (" ".join(p.target) for p in kept))
+        say(str(cleaner.report))
+        return {"report": cleaner.report.to_dict(), "pairs": len(kept)}
+
+    cleaned = runner.run("clean", clean_key, clean)
+
+    # 2. align ---------------------------------------------------------------------------
+    align_key = stage_key(clean=clean_key, method=config.symmetrization)
+    align_file = work / "alignments.npz"
+
+    def align() -> dict[str, Any]:
+        pairs = zip(_read_token_lines(src_file), _read_token_lines(tgt_file), strict=True)
+        fwd, rev = align_corpus(pairs, workdir=work)
+        sym = symmetrize(fwd, rev, config.symmetrization)
+        sym.save(align_file)
+        return {"sentences": len(sym), "links": len(sym.links)}
+
+    aligned = runner.run("align", align_key, align)
+
+    # 3. grammar --------------------------------------------------------------------------
+    grammar_key = stage_key(
+        align=align_key,
+        max_initial_source=config.max_initial_source,
+        max_rule_symbols=config.max_rule_symbols,
+        tight=config.tight_hierarchical,
+        min_count=config.min_hierarchical_count,
+        limit=config.rule_table_limit,
+    )
+
+    def grammar() -> dict[str, Any]:
+        alignments = Alignments.load(align_file)
+        aligned_pairs = (
+            AlignedPair(s, t, [(int(i), int(j)) for i, j in alignments[k]])
+            for k, (s, t) in enumerate(
+                zip(_read_token_lines(src_file), _read_token_lines(tgt_file), strict=True)
+            )
+        )
+        corpus = encode_corpus(aligned_pairs)
+        lexical = LexicalTable.from_corpus(corpus)
+        lexical.save(bundle / LEXICAL_FILE)
+        ext = ExtractionConfig(
+            max_initial_source=config.max_initial_source,
+            max_rule_symbols=config.max_rule_symbols,
+            tight_hierarchical=config.tight_hierarchical,
+            min_hierarchical_count=config.min_hierarchical_count,
+        )
+        counts = extract_rules(corpus, ext)
+        table = estimate_features(counts, lexical, limit=config.rule_table_limit)
+        write_encoded(table.to_encoded(), bundle / GRAMMAR_DIR)
+        return {
+            "rules_extracted": len(counts),
+            "rules": len(table),
+            "lexical_entries": len(lexical),
+        }
+
+    grammar_info = runner.run("grammar", grammar_key, grammar)
+
+    # 4. language model -----------------------------------------------------------------
+    lm_key = stage_key(
+        lm_text=data["lm_text"]["sha256"],
+        order=config.lm_order,
+        limit=config.lm_limit,
+        tokenizer="preprocess-en",
+        fallback=config.lm_discount_fallback,
+    )
+
+    def lm() -> dict[str, Any]:
+        text = work / "lm.txt"
+        lines = (
+            " ".join(preprocess(line, config.tgt))
+            for _, line in _limited(iter_lines(lm_text), config.lm_limit)
+        )
+        n = _write_lines(text, (ln for ln in lines if ln))
+        fallback = (0.5, 1.0, 1.5) if config.lm_discount_fallback else None
+        model = train_lm(
+            text, bundle / LM_FILE, config.lm_order, tokenize=str.split, discount_fallback=fallback
+        )
+        text.unlink()
+        return {"lines": n, "ngrams": model.counts(), "words": model.words}
+
+    lm_info = runner.run("lm", lm_key, lm)
+
+    # 5. weights, manifest, swap ---------------------------------------------------------
+    store = WeightsStore(bundle / WEIGHTS_DIR)
+    if "default" not in store.versions():
+        store.save(DEFAULT_WEIGHTS, version="default", source="untuned defaults")
+    try:
+        store.active()
+    except Exception:
+        store.activate("default")
+    manifest: dict[str, Any] = {
+        "format": BUNDLE_FORMAT,
+        "src": config.src,
+        "tgt": config.tgt,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "build_key": build_key,
+        "feature_names": list(ALL_FEATURES),
+        "data": data,
+        "settings": asdict(config),
+        "counts": {
+            "pairs": cleaned["result"].get("pairs"),
+            "cleaning": cleaned["result"].get("report"),
+            "alignment": aligned["result"],
+            "grammar": grammar_info["result"],
+            "lm": lm_info["result"],
+        },
+        "files": {
+            "grammar": GRAMMAR_DIR,
+            "lexical": LEXICAL_FILE,
+            "lm": LM_FILE,
+            "weights": WEIGHTS_DIR,
+        },
+        "versions": _versions(),
+        "timings": {
+            **runner.timings,
+            "total_seconds": round(time.perf_counter() - started, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+        },
+    }
+    _publish(bundle, out, manifest)
+    say(f"bundle written to {out}")
+    return manifest
+
+
+def _publish(bundle: Path, out: Path, manifest: dict[str, Any]) -> None:
+    """Hard-link the bundle's files into ``<out>.partial``, add the manifest, swap it in."""
+    partial = out.with_name(out.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    for src in bundle.rglob("*"):
+        dst = partial / src.relative_to(bundle)
+        if src.is_dir():
+            dst.mkdir(parents=True, exist_ok=True)
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+    # weights are mutable after publishing (new versions, activation): copy, don't link
+    weights = partial / WEIGHTS_DIR
+    if weights.exists():
+        shutil.rmtree(weights)
+        shutil.copytree(bundle / WEIGHTS_DIR, weights)
+    with atomic_write(partial / MANIFEST) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
+    old = out.with_name(out.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        _keep_weights(out, partial)
+        out.rename(old)
+    partial.rename(out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _keep_weights(current: Path, new: Path) -> None:
+    """Carry weight versions of the bundle being replaced over to the new one."""
+    src = current / WEIGHTS_DIR
+    if not src.is_dir():
+        return
+    for file in src.glob("*.json"):
+        target = new / WEIGHTS_DIR / file.name
+        if not target.exists():
+            shutil.copy2(file, target)

@@ -1,0 +1,133 @@
+"""The scorer family: one base class, small result records, a registry by name.
+
+Every retrieval method is a :class:`Scorer` with ``rank(query, k)``. A query arrives already
+decoded (:class:`DecodedQuery`: one +LM translation forest per sentence, built once by
+:func:`service.retrieval.query.decode_query` and cacheable), so methods that read the same
+forest — direct translation (DT), probabilistic structured queries (PSQ), bag-of-words forced
+decoding (BOW-FD), translation retrieval (TR) — never decode twice. ``signature()`` lists every
+parameter that changes the numbers (as sacrebleu's signatures do) and is returned with every
+result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from service.errors import ConfigurationError, InvalidInputError
+from service.index.inverted import InvertedIndex
+from service.mt.decoder import Forest
+
+
+@dataclass(frozen=True)
+class DecodedQuery:
+    """A source query split into sentences, each with its +LM forest.
+
+    ``weights`` is the SMT weight vector the forests were pruned with and that the scorers use
+    as ``w_smt``; ``weights_version`` names it.
+    """
+
+    qid: str
+    text: str
+    lang: str
+    sentences: tuple[tuple[str, ...], ...]
+    forests: tuple[Forest, ...]
+    weights: Mapping[str, float]
+    weights_version: str
+    degraded: str | None = None  # why the decode was cut short (time budget), if it was
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked document (``docno`` indexes the index; ``doc_id`` is the external id)."""
+
+    docno: int
+    doc_id: str
+    score: float
+    explanation: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A ranked list for one query, with the scorer's signature and diagnostics."""
+
+    qid: str
+    hits: list[Hit]
+    signature: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(ABC):
+    """A retrieval method over one index. Subclasses set ``name`` and implement ``_rank``."""
+
+    name: ClassVar[str]
+
+    def __init__(self, index: InvertedIndex, **params: Any) -> None:
+        self.index = index
+        self.params = dict(params)
+
+    def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
+        """The ``k`` best documents for ``query``, best first (ties by document number)."""
+        if k < 1:
+            raise InvalidInputError(f"k must be at least 1, got {k}")
+        if not query.forests:
+            raise InvalidInputError("the query has no sentence to search with")
+        hits, info = self._rank(query, k, explain)
+        return Ranking(query.qid, hits, self.signature(query), info)
+
+    @abstractmethod
+    def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        """Hits best first, and diagnostics (candidate counts, timings)."""
+
+    def signature_parts(self) -> dict[str, Any]:
+        """Parameters of this method that change its numbers (subclasses extend)."""
+        return dict(self.params)
+
+    def signature(self, query: DecodedQuery | None = None) -> str:
+        parts: dict[str, Any] = {"method": self.name}
+        parts.update(self.signature_parts())
+        idx = self.index.signature()
+        parts.update({"k1": idx.get("k1"), "b": idx.get("b"), "rsj": idx.get("rsj_policy")})
+        if query is not None:
+            parts["weights"] = query.weights_version
+            parts["lm"] = "yes" if all(f.use_lm for f in query.forests) else "no"
+        return "|".join(f"{k}:{v}" for k, v in parts.items())
+
+
+ScorerFactory = Callable[..., Scorer]
+SCORERS: dict[str, ScorerFactory] = {}
+
+
+def register(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
+    """Class decorator adding a scorer to :data:`SCORERS` under ``name``."""
+
+    def deco(cls: type[Scorer]) -> type[Scorer]:
+        cls.name = name
+        SCORERS[name] = cls
+        return cls
+
+    return deco
+
+
+def get_scorer(name: str, index: InvertedIndex, **params: Any) -> Scorer:
+    """Instantiate the scorer ``name``; an unknown name lists the valid ones."""
+    _load_builtin_scorers()
+    factory = SCORERS.get(name)
+    if factory is None:
+        valid = ", ".join(sorted(SCORERS))
+        raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
+    return factory(index, **params)
+
+
+def _load_builtin_scorers() -> None:
+    """Import the built-in scorer modules lazily (they register themselves)."""
+    import importlib
+
+    for module in ("dt", "psq", "bowfd", "tr"):
+        try:
+            importlib.import_module(f"service.retrieval.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"service.retrieval.{module}":
+                raise

@@ -1,0 +1,52 @@
+"""From query text to a :class:`~service.retrieval.base.DecodedQuery` (001 §3, DESIGN.md).
+
+The query is split into sentences (001 §3 "Multi-Sentence Queries"), each normalised and
+tokenised exactly like the grammar's source side (:func:`service.text.preprocess`) and
+decoded into its +LM forest. Sentences that normalise to nothing are dropped; a query with no
+sentence left is an error.
+"""
+
+from __future__ import annotations
+
+from service.errors import InvalidInputError
+from service.mt.decoder import Decoder
+from service.retrieval.base import DecodedQuery
+from service.text import preprocess, split_sentences
+
+
+def query_sentences(text: str, lang: str, max_words: int = 200) -> list[tuple[str, ...]]:
+    """Tokenised sentences of a query; long sentences are cut into ``max_words`` pieces."""
+    out: list[tuple[str, ...]] = []
+    for sentence in split_sentences(text, lang):
+        tokens = preprocess(sentence, lang)
+        for start in range(0, len(tokens), max_words):
+            piece = tuple(tokens[start : start + max_words])
+            if piece:
+                out.append(piece)
+    return out
+
+
+def decode_query(
+    decoder: Decoder,
+    text: str,
+    lang: str,
+    *,
+    qid: str = "q",
+    weights_version: str = "default",
+) -> DecodedQuery:
+    """Split, tokenise and decode ``text`` into one +LM forest per sentence."""
+    if not text or not text.strip():
+        raise InvalidInputError("the query is empty")
+    sentences = query_sentences(text, lang, decoder.config.max_words)
+    if not sentences:
+        raise InvalidInputError("the query has no words left after normalisation")
+    forests = tuple(decoder.forest(s) for s in sentences)
+    return DecodedQuery(
+        qid=qid,
+        text=text,
+        lang=lang,
+        sentences=tuple(sentences),
+        forests=forests,
+        weights=decoder.weights,
+        weights_version=weights_version,
+    )

@@ -1,0 +1,53 @@
+"""End to end: train a bundle on a small synthetic corpus, load it, translate with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.errors import MissingResourceError
+from service.mt.bundle import MANIFEST, load_bundle
+from service.mt.inference import viterbi
+from service.mt.train import TrainConfig, train_model
+from tests.synthetic import CONFIG, synthetic
+
+
+@pytest.mark.slow
+def test_train_load_translate_and_skip(tmp_path: Path) -> None:
+    par, lm = tmp_path / "p.tsv.gz", tmp_path / "lm.txt"
+    synthetic(par, lm)
+    out = tmp_path / "models" / "de-en"
+    logs: list[str] = []
+    manifest = train_model(par, lm, out, CONFIG, log=logs.append)
+    assert (out / MANIFEST).exists()
+    assert manifest["counts"]["grammar"]["rules"] > 10
+    assert not (tmp_path / "models" / "de-en.partial").exists()
+    bundle = load_bundle(out, verify=True)
+    assert (bundle.src, bundle.tgt) == ("de", "en")
+    dec = bundle.decoder()
+    forest = dec.forest(["das", "haus", "ist", "groß"])
+    best = viterbi(forest.hypergraph, bundle.active_weights().weights)
+    assert best.text == "the house is big"
+    assert bundle.lexical.prob_e_given_f("house", "haus") > 0.5
+    # a second run with the same inputs does nothing
+    logs.clear()
+    again = train_model(par, lm, out, CONFIG, log=logs.append)
+    assert again["build_key"] == manifest["build_key"]
+    assert any("up to date" in m for m in logs)
+    # a changed setting reruns only the stages it affects
+    logs.clear()
+    train_model(
+        par, lm, out, TrainConfig(src="de", lm_order=3, lm_discount_fallback=True), log=logs.append
+    )
+    assert any("[clean] up to date" in m for m in logs)
+    assert any("[align] up to date" in m for m in logs)
+    assert any("[lm] running" in m for m in logs)
+    assert json.loads((out / MANIFEST).read_text())["settings"]["lm_order"] == 3
+
+
+def test_incomplete_bundle_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "b" / "grammar").mkdir(parents=True)
+    with pytest.raises(MissingResourceError, match="incomplete"):
+        load_bundle(tmp_path / "b")
