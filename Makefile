@@ -36,10 +36,8 @@ serve: $(STAMP)
 models: $(STAMP)
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/de-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
 		--src de --tgt en --out models/de-en
-	$(BIN)/clir tune --model models/de-en --dev $(DATA)/tr/de-en
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
 		--src zh --tgt en --out models/zh-en
-	$(BIN)/clir tune --model models/zh-en --dev $(DATA)/tr/zh-en
 
 index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs

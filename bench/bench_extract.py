@@ -1,10 +1,19 @@
-"""Hiero extraction + aggregation + feature estimation on the first N de-en pairs.
+"""Hiero grammar training on de-en with the real pipeline pieces, stage by stage.
 
-Tokenisation is a plain lowercase whitespace split (a stand-in for service.text); alignments
-come from the real aligner (eflomal both ways, grow-diag-final-and, :mod:`service.mt.align`),
-whose time is reported but not counted. Writes ``bench/results/extract_rules.json``.
+Stages (issue #3 items 1–4): read + clean + tokenise (:class:`service.text.clean.CorpusCleaner`),
+word alignment (eflomal both ways, :func:`service.mt.align.align_corpus`) and
+grow-diag-final-and (:func:`service.mt.align.symmetrize`), encoding, the lexical table, rule
+extraction + aggregation + the min-count filter (:func:`service.mt.extract.extract_rules`,
+tight phrases for rules with gaps, sharded passes), features + pruning to 30
+(:func:`service.mt.features.estimate_features`) and the conversion to the grammar's arrays
+(``RuleTable.to_encoded``). Per stage: wall and CPU seconds (CPU is what to compare when the
+shared machine is loaded; eflomal runs in child processes, counted separately) and peak RSS
+so far. Counts: rule instances, unique rules before and after the min-count filter and after
+pruning, and the bytes of the encoded arrays. Last, the unique rules of the old behaviour
+(loose phrases everywhere, no minimum count) on a prefix of the corpus, for comparison (run
+after the peak-memory figures are taken). Writes ``bench/results/extract_rules.json``.
 
-    nice -n 10 .venv/bin/python -m bench.bench_extract [N]
+    nice -n 10 .venv/bin/python -m bench.bench_extract [N]     # N pairs; default: all
 """
 
 from __future__ import annotations
@@ -14,96 +23,192 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from service.data.formats import read_parallel
 from service.mt.align import align_corpus, symmetrize
-from service.mt.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
+from service.mt.extract import (
+    AlignedPair,
+    EncodedCorpus,
+    ExtractionConfig,
+    RuleCounts,
+    encode_corpus,
+    extract_rules,
+)
 from service.mt.features import estimate_features
 from service.mt.lexical import LexicalTable
+from service.text.clean import CorpusCleaner
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "parallel" / "de-en.tsv.gz"
 OUT = Path(__file__).resolve().parent / "results" / "extract_rules.json"
-FULL_CORPUS_PAIRS = 525_000
+LOOSE_PREFIX = 50_000
+T = TypeVar("T")
 
 
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _rss_mb() -> int:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def main(n_pairs: int = 50_000) -> None:
-    pairs = []
-    for p in itertools.islice(read_parallel(DATA), n_pairs):
-        f, e = p.foreign.lower().split(), p.english.lower().split()
-        if f and e and len(f) <= 80 and len(e) <= 80:
-            pairs.append((f, e))
-    t = time.perf_counter()
-    fwd, rev = align_corpus(pairs)
-    links = symmetrize(fwd, rev, "grow-diag-final-and")
-    t_align = time.perf_counter() - t
-    aligned = [
-        AlignedPair(f, e, [tuple(x) for x in links[k].tolist()]) for k, (f, e) in enumerate(pairs)
-    ]
-    # compile (or load the cached machine code of) the kernels outside the timing
-    warm = encode_corpus(aligned[:20])
-    estimate_features(extract_rules(warm), LexicalTable.from_corpus(warm), 30)
-    rss_before = _rss_mb()
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
-    times: dict[str, float] = {}
-    cpu: dict[str, float] = {}
 
-    def stage(name: str, t: float, c: float) -> None:
-        times[name] = time.perf_counter() - t
-        cpu[name] = time.process_time() - c
+class _Stages:
+    def __init__(self) -> None:
+        self.figures: dict[str, dict[str, float]] = {}
 
-    t, c = time.perf_counter(), time.process_time()
-    corpus = encode_corpus(aligned)
-    stage("encode", t, c)
-    t, c = time.perf_counter(), time.process_time()
-    lexical = LexicalTable.from_corpus(corpus)
-    stage("lexical_table", t, c)
-    t, c = time.perf_counter(), time.process_time()
-    counts = extract_rules(corpus, ExtractionConfig())
-    stage("extract_and_aggregate", t, c)
-    t, c = time.perf_counter(), time.process_time()
-    table = estimate_features(counts, lexical, 30)
-    stage("features_and_pruning", t, c)
-    total, total_cpu = sum(times.values()), sum(cpu.values())
-    rss_after = _rss_mb()
-    t, c = time.perf_counter(), time.process_time()
-    encoded = table.to_encoded()
-    stage("to_encoded_for_grammar_py", t, c)
-    t, c = time.perf_counter(), time.process_time()
-    n_rule_objects = sum(1 for _ in itertools.islice(table.rules(), 1_000_000))
-    stage("first_1M_as_Rule_objects", t, c)
+    def run(self, name: str, fn: Callable[[], T]) -> T:
+        t, c, cc = time.perf_counter(), time.process_time(), _child_cpu()
+        result = fn()
+        self.figures[name] = {
+            "wall_seconds": round(time.perf_counter() - t, 2),
+            "cpu_seconds": round(time.process_time() - c, 2),
+            "child_cpu_seconds": round(_child_cpu() - cc, 2),
+            "peak_rss_mb_so_far": _rss_mb(),
+        }
+        print(f"[{name}] {self.figures[name]}", file=sys.stderr, flush=True)
+        return result
 
+
+def _gapped(counts: RuleCounts) -> int:
+    rows = counts.source_sides
+    return int(((rows == 1) | (rows == 2)).any(axis=1)[counts.source_id].sum())
+
+
+def main(n_pairs: int | None = None) -> None:
+    stages = _Stages()
+    cleaner = CorpusCleaner("de", "en")
+
+    def clean() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        return [
+            (p.source, p.target)
+            for p in itertools.islice(cleaner.clean(read_parallel(DATA)), n_pairs)
+        ]
+
+    pairs = stages.run("read_clean_tokenize", clean)
+
+    links, offsets = stages.run("align_eflomal_gdfa", partial(_align, pairs))
+    # compile (or load the cached machine code of) the kernels outside the timings
+    warm = encode_corpus([AlignedPair(["a", "b"], ["x", "y"], [(0, 0), (1, 1)])])
+    estimate_features(extract_rules(warm), LexicalTable.from_corpus(warm), 30).to_encoded()
+    corpus = stages.run("encode", partial(_encode, pairs, links, offsets))
     n = len(pairs)
-    result = {
+    del pairs, links, offsets  # the token lists: only the encoded corpus is needed from here
+    lexical = stages.run("lexical_table", lambda: LexicalTable.from_corpus(corpus))
+    config = ExtractionConfig()
+    counts = stages.run("extract_aggregate_filter", lambda: extract_rules(corpus, config))
+    table = stages.run("features_and_pruning", lambda: estimate_features(counts, lexical, 30))
+    encoded = stages.run("to_encoded", table.to_encoded)
+    peak_training = _rss_mb()
+    arrays = {
+        name: int(getattr(encoded, name).nbytes)
+        for name in (
+            "lhs",
+            "source",
+            "source_offsets",
+            "target",
+            "target_offsets",
+            "features",
+            "alignment",
+            "alignment_offsets",
+        )
+    }
+    grammar_cpu = sum(
+        stages.figures[s]["cpu_seconds"]
+        for s in ("encode", "lexical_table", "extract_aggregate_filter", "features_and_pruning")
+    )
+    result: dict[str, object] = {
+        "corpus": str(DATA.name),
+        "pairs_read": cleaner.report.pairs_in,
         "pairs": n,
         "source_tokens": len(corpus.source),
         "target_tokens": len(corpus.target),
         "links": len(corpus.link_i),
-        "alignment_seconds_not_counted": round(t_align, 1),
-        "wall_seconds": {k: round(v, 2) for k, v in times.items()},
-        "cpu_seconds": {k: round(v, 2) for k, v in cpu.items()},
-        "total_wall_seconds": round(total, 2),
-        "total_cpu_seconds": round(total_cpu, 2),
+        "config": {
+            "tight_hierarchical": config.tight_hierarchical,
+            "min_hierarchical_count": config.min_hierarchical_count,
+            "max_initial": [config.max_initial_source, config.max_initial_target],
+            "max_rule_symbols": config.max_rule_symbols,
+            "prune_limit": 30,
+            "shards": counts.shards,
+        },
+        "stages": stages.figures,
+        "extraction_plus_features_cpu_seconds": round(grammar_cpu, 1),
         "rule_instances": counts.instances,
-        "instances_per_cpu_second": round(counts.instances / cpu["extract_and_aggregate"]),
-        "unique_rules": len(counts),
-        "unique_source_sides": len(counts.source_sides),
-        "unique_target_sides": len(counts.target_sides),
+        "unique_rules_before_min_count": counts.unfiltered,
+        "unique_rules_after_min_count": len(counts),
+        "unique_gapped_rules_after_min_count": _gapped(counts),
+        "unique_phrase_rules": len(counts) - _gapped(counts),
         "rules_after_pruning_30": len(table),
-        "encoded_alignment_points": len(encoded.alignment),
-        "rule_objects_timed": n_rule_objects,
-        "peak_rss_mb_before_extraction": round(rss_before),
-        "peak_rss_mb_after_extraction": round(rss_after),
-        "extrapolated_full_de_en_cpu_seconds": round(total_cpu * FULL_CORPUS_PAIRS / n),
+        "unique_source_sides_kept": len(counts.source_sides),
+        "unique_target_sides_kept": len(counts.target_sides),
+        "encoded_array_bytes": arrays,
+        "encoded_total_mb": round(sum(arrays.values()) / 2**20, 1),
+        "peak_rss_mb_training": peak_training,
     }
+    del table, encoded, counts
+    # the old behaviour, for comparison, on a prefix (its tables are several times larger)
+    prefix = min(LOOSE_PREFIX, len(corpus))
+    loose = ExtractionConfig(tight_hierarchical=False, min_hierarchical_count=1)
+    for label, cfg in (("loose_no_min_count", loose), ("tight_no_min_count", None)):
+        sub = _prefix(corpus, prefix)
+        c = time.process_time()
+        cfg = cfg or ExtractionConfig(min_hierarchical_count=1)
+        counts = extract_rules(sub, cfg)
+        result[f"prefix_{prefix}_{label}"] = {
+            "rule_instances": counts.instances,
+            "unique_rules": len(counts),
+            "cpu_seconds": round(time.process_time() - c, 1),
+        }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 
 
+def _align(
+    pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    fwd, rev = align_corpus(pairs)
+    links = symmetrize(fwd, rev, "grow-diag-final-and")
+    return links.links, links.offsets
+
+
+def _encode(
+    pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
+    links: npt.NDArray[np.int32],
+    offsets: npt.NDArray[np.int64],
+) -> EncodedCorpus:
+    def aligned() -> Iterator[AlignedPair]:
+        for k, (f, e) in enumerate(pairs):
+            yield AlignedPair(
+                f, e, [(i, j) for i, j in links[offsets[k] : offsets[k + 1]].tolist()]
+            )
+
+    return encode_corpus(aligned())
+
+
+def _prefix(corpus: EncodedCorpus, n: int) -> EncodedCorpus:
+    """The first ``n`` sentence pairs of an encoded corpus (vocabularies shared)."""
+    so, to, lo = corpus.source_offsets, corpus.target_offsets, corpus.link_offsets
+    return EncodedCorpus(
+        corpus.source_vocab,
+        corpus.target_vocab,
+        corpus.source[: so[n]],
+        so[: n + 1],
+        corpus.target[: to[n]],
+        to[: n + 1],
+        corpus.link_i[: lo[n]],
+        corpus.link_j[: lo[n]],
+        lo[: n + 1],
+    )
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 50_000)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else None)

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from service.errors import ClirError, NotBuiltError
+from service.errors import ClirError, InvalidInputError, NotBuiltError
+
+# One BLAS thread per process: the heavy work is many small products, which multithreaded
+# OpenBLAS slows down several times on this 2-core machine.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -140,6 +146,39 @@ def _cmd_train_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from service.mt.bundle import load_bundle
+    from service.mt.decoder import DecoderConfig
+    from service.mt.tuning.data import load_dev_pairs
+    from service.mt.tuning.run import default_pool, tune_bundle
+    from service.settings import get_settings
+
+    bundle = load_bundle(args.model)
+    pool = args.pool or default_pool(args.dev)
+    split = load_dev_pairs(args.dev, pool, bundle.src, max_words=args.max_words)
+    tune_pairs = split.tune[: args.dev_size]
+    heldout = split.heldout[: args.heldout_size]
+    print(f"tuning on {len(tune_pairs)} sentences, {len(heldout)} held out", file=sys.stderr)
+    config = DecoderConfig(pop_limit=args.pop_limit or get_settings().pop_limit)
+    outcome = tune_bundle(
+        bundle, tune_pairs, heldout, args.method, k=args.k, iterations=args.iterations,
+        patience=args.patience, merge=args.merge, config=config, activate=args.activate,
+        version=args.version,
+    )  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "version": outcome.version.version,
+                "dev_bleu": round(outcome.result.bleu, 2),
+                "heldout_bleu": round(outcome.heldout_bleu, 2),
+                "activated": outcome.activated,
+                "seconds": round(outcome.seconds, 1),
+            }
+        )
+    )
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -150,6 +189,107 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         log_level=args.log_level,
     )
+    return 0
+
+
+def _params(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``--param key=value`` options as keyword arguments (numbers parsed)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--param {pair!r}: expected key=value")
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        if raw in ("true", "false"):
+            value = raw == "true"
+        out[key.replace("-", "_")] = value
+    return out
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import search
+
+    ranking, index = search(
+        args.model,
+        args.index,
+        args.method,
+        args.query,
+        args.k,
+        use_lm=not args.no_lm,
+        explain=args.explain,
+        params=_params(args.param),
+    )
+    if args.json:
+        hits = [
+            {
+                "rank": r,
+                "doc_id": h.doc_id,
+                "title": index.doc(h.docno).title,
+                "score": h.score,
+                **({"explanation": h.explanation} if args.explain else {}),
+            }
+            for r, h in enumerate(ranking.hits, 1)
+        ]
+        print(json.dumps({"signature": ranking.signature, "info": ranking.info, "hits": hits}))
+        return 0
+    print(f"# {ranking.signature}", file=sys.stderr)
+    for r, h in enumerate(ranking.hits, 1):
+        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{index.doc(h.docno).title}")
+        if args.explain and h.explanation is not None:
+            print(f"\t{json.dumps(h.explanation, ensure_ascii=False)}")
+    return 0
+
+
+def _print_metrics(payload: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(payload, sort_keys=True))
+    else:
+        for name, value in payload.items():
+            print(f"{name:<26}{value}")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import evaluate_method
+
+    payload = evaluate_method(
+        args.model,
+        args.index,
+        args.method,
+        args.queries,
+        args.qrels,
+        use_lm=not args.no_lm,
+        run_out=args.run_out,
+        limit=args.limit,
+        progress=not args.quiet,
+        params=_params(args.param),
+    )
+    _print_metrics(payload, args.json)
+    return 0
+
+
+def _cmd_eval_tr(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import evaluate_tr
+
+    payload = evaluate_tr(
+        args.model,
+        args.pool,
+        args.queries,
+        args.qrels,
+        nbest=args.nbest,
+        levenshtein=not args.no_levenshtein,
+        limit=args.limit,
+        max_candidates=args.max_candidates,
+        use_lm=not args.no_lm,
+        run_out=args.run_out,
+        progress=not args.quiet,
+    )
+    _print_metrics(payload, args.json)
     return 0
 
 
@@ -164,6 +304,15 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
         choices=["fail", "skip"],
         default="fail",
         help="malformed input lines: fail, or skip and report the count on stderr",
+    )
+
+
+def _add_param_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a scorer parameter, repeatable (e.g. PSQ: lam=0.4 lower=0 cumulative=1 nbest=1000)",
     )
 
 
@@ -188,14 +337,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-limit", type=int, help="use only the first N LM text lines")
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
-    p = verb("tune", "Tune the model's log-linear weights on dev data.", _not_built("#4"))
+    p = verb("tune", "Tune the model's log-linear weights on dev data.", _cmd_tune)
     p.add_argument("--model", type=Path, required=True)
-    p.add_argument("--dev", type=Path, required=True)
+    p.add_argument("--dev", type=Path, required=True, help="tr/<src>-en directory")
+    p.add_argument("--pool", type=Path, help="sentence pool (default: beside --dev)")
     p.add_argument(
         "--method",
         choices=["mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te"],
         default="listmle-te",
     )
+    p.add_argument("--k", type=int, default=20, help="k-best size (20; 100 as an option)")
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--patience", type=int, help="stop after N decodes without improvement")
+    p.add_argument("--merge", choices=["aggregate", "merge"])
+    p.add_argument("--dev-size", type=int, default=500, help="tuning sentences")
+    p.add_argument("--heldout-size", type=int, default=300, help="held-out test sentences")
+    p.add_argument("--max-words", type=int, default=40)
+    p.add_argument("--pop-limit", type=int)
+    p.add_argument("--version", help="name of the new weights version")
+    p.add_argument("--activate", action="store_true", help="activate if held-out BLEU improves")
 
     p = verb("build-index", "Build an inverted BM25 index.", _cmd_build_index)
     group = p.add_mutually_exclusive_group(required=True)
@@ -219,30 +379,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="?")
     p.add_argument("--nbest", type=int, default=1)
 
-    p = verb("search", "Search the document index with a foreign query.", _not_built("#5"))
+    p = verb("search", "Search the document index with a foreign query.", _cmd_search)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--index", type=Path, required=True)
     p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
     p.add_argument("query")
     p.add_argument("--k", type=int, default=10)
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--explain", action="store_true", help="print each hit's explanation")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_param_flag(p)
 
-    p = verb("eval", "Evaluate a retrieval method on a query set.", _not_built("#5"))
+    p = verb("eval", "Evaluate a retrieval method on a query set.", _cmd_eval)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--index", type=Path, required=True)
     p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
     p.add_argument("--queries", type=Path, required=True)
     p.add_argument("--qrels", type=Path, required=True)
-    p.add_argument("--run-out", type=Path)
-    p.add_argument("--no-lm", action="store_true")
+    p.add_argument("--run-out", type=Path, help="write the ranking (depth 1000) as a TREC run")
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
+    _add_param_flag(p)
 
-    p = verb("eval-tr", "Evaluate translation retrieval on a query set.", _not_built("#5"))
+    p = verb("eval-tr", "Evaluate translation retrieval on a query set.", _cmd_eval_tr)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--pool", type=Path, required=True)
     p.add_argument("--queries", type=Path, required=True)
     p.add_argument("--qrels", type=Path, required=True)
     p.add_argument("--nbest", type=int, choices=[1, 5, 10], default=5)
     p.add_argument("--no-levenshtein", action="store_true")
+    p.add_argument(
+        "--max-candidates",
+        type=int,
+        default=1000,
+        help="per translation, re-score only the M best pool sentences by cosine (default 1000)",
+    )
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--run-out", type=Path, help="write the top 10 per query as a TREC run")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
 
     p = verb("eval-run", "Evaluate a TREC run file against TREC qrels.", _cmd_eval_run)

@@ -1,8 +1,12 @@
 """Tokenizers for indexing, chosen by name so that the index manifest can record which one
 built it and queries are processed the same way at search time.
 
-* ``"en"``: the product's English processing (lowercased Moses tokens from ``service.text``),
-  the same as the target side of the grammar (001 §3 scores target words of derivations).
+* ``"en"``: the product's English processing, :func:`service.text.preprocess` with ``"en"``
+  (:func:`service.text.normalize`, then lowercased Moses tokens) — exactly what the target
+  side of the grammar's training corpus went through, so a target word of a derivation and
+  an index term are the same string (001 §3 scores target words of derivations against the
+  index). Its signature ends in ``+normalize-v1`` (:data:`EN_PROCESSING`): indexes built by the
+  earlier tokenize-only version have a different signature and are rebuilt as stale.
 * ``"regex"``: a dependency-free lowercase ``\\w+`` / punctuation splitter, for tests and for
   checkouts where ``service.text`` is not available.
 
@@ -27,15 +31,24 @@ def regex_tokenize(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+# Version tag of the "en" processing, part of its signature: bump it whenever the steps
+# before the tokenizer change, so that existing indexes are detected as out of date.
+EN_PROCESSING = "normalize-v1"
+
+
 def _english() -> TokenizeFn:
     try:
-        from service.text import get_tokenizer
+        from service.text import get_tokenizer, preprocess
     except ImportError as exc:
         raise ConfigurationError(
-            "tokenizer 'en' needs service.text.get_tokenizer, which is not available "
+            "tokenizer 'en' needs service.text.preprocess, which is not available "
             f"({exc}); build with tokenizer 'regex' or install the text module"
         ) from exc
-    tokenize: TokenizeFn = get_tokenizer("en").tokenize
+    get_tokenizer("en")  # fail here, not on the first document, if it cannot load
+
+    def tokenize(text: str) -> list[str]:
+        return preprocess(text, "en")
+
     return tokenize
 
 
@@ -64,7 +77,7 @@ def tokenizer_signature(name: str) -> str:
         get_index_tokenizer("en")
         from service.text import get_tokenizer
 
-        return str(get_tokenizer("en").signature())
+        return f"{get_tokenizer('en').signature()}+{EN_PROCESSING}"
     get_index_tokenizer(name)  # raises for unknown names
     return name
 

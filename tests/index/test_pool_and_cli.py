@@ -93,9 +93,11 @@ def test_the_english_tokenizer_is_used_by_name(tmp_path: Path) -> None:
     index_result = build_docs_index(src, tmp_path / "ix")  # default tokenizer: "en"
     build = index_result.manifest["build"]
     assert build["tokenizer"] == "en"
-    assert build["tokenizer_signature"] == get_tokenizer("en").signature()
+    assert build["tokenizer_signature"] == get_tokenizer("en").signature() + "+normalize-v1"
     index = InvertedIndex.load(tmp_path / "ix")
     moses = get_tokenizer("en").tokenize
     assert index.tokenize("The cat's mat.") == moses("The cat's mat.")
+    # normalised like the grammar's target side: markup and placeholders go, entities unescape
+    assert index.tokenize("<b>Open</b> %s files &amp; folders") == ["open", "files", "&", "folders"]
     expected = sorted(set(moses("Cats") + moses("The cat's mat-maker sat.") + moses("Dogs bark.")))
     assert index.vocab.terms() == expected

@@ -1,0 +1,964 @@
+"""Bag-of-words forced decoding (BOW-FD): retrieval by decoding towards each document.
+
+001 §3. The score of an English document ``d`` for a source sentence is the score of the
+best derivation ``h`` of the sentence's +LM translation forest under the document-dependent
+edge weights of equation 4,
+
+    W'(e, d) = w_smt · φ(e) + v · Σ_{t ∈ target terminals of e} bm25(t, d),
+
+i.e. ``score(q, d) = max_h w_smt·Φ_smt(h) + v · BM25(h, d)`` computed by the inside algorithm
+in the (max, +) semiring. ``BM25(h, d) = Σ_{t ∈ h} bm25(t, d)`` decomposes over the
+*occurrences* of terms in the derivation ("we fire the Okapi bm25 term weight for each
+derivation term"): a word that ``h`` produces twice earns its weight twice, and every word an
+edge adds earns its weight on that edge. ``v`` is the default IR weight (``w_ir = v·1``,
+"Default Retrieval Weights"); the optional sparse LEX features (:mod:`service.retrieval.lex`)
+join the document-independent SMT part.
+
+Candidates (001 §3 "Implementation and Complexity Analysis"): only documents that share at
+least one target word of non-zero weight (rsj ≠ 0) with some edge of the forest are scored.
+Every other document's score is exactly the SMT Viterbi score — a lower bound on every
+document's score, carrying no evidence — so such documents are **not returned**: a ranking
+may hold fewer than ``k`` hits. (They do take part in the multi-sentence combination, see
+below.) Scores are in the log domain (max-plus), ties broken by ascending document number.
+
+Two implementations return the same ranking:
+
+* :func:`reference_scores` — the paper's procedure, obviously correct: per candidate document
+  build W'(·, d) and run one Viterbi pass over the whole forest.
+* :func:`fast_scores` / :func:`rank_sentence` — a compiled incremental pass over all documents
+  at once. A document changes the SMT inside scores only at the heads of the edges its terms
+  activate and, transitively, at nodes above them whose inside score actually changes; only
+  those nodes are recomputed (in topological order, from a heap of node ids), reading the SMT
+  inside score everywhere else. The arithmetic is that of the reference, in the same order, so
+  the scores are bit-identical. With ``v ≥ 0`` and non-negative bm25 weights, upper bounds
+  (best SMT score of a derivation through a set of the document's terms, plus their bonus) and
+  lower bounds (best derivation through one activated edge) let the top-k search skip the
+  documents that cannot enter the top k. bench/bench_bowfd.py records the measurements.
+
+Multi-sentence queries (001 §3): each sentence ranks its top ``K'`` documents; the product of
+experts multiplies the sentence scores ``exp(score_s(d))``, i.e. **sums the log scores**; a
+document missing from sentence ``s``'s list takes the list's minimum score (the paper's
+smoothing) — or, when the list holds every candidate of that sentence (fewer than ``K'``), the
+sentence's SMT Viterbi score, which is then that document's exact score.
+
+Beam (001 §3, approximate decoding): ``beam=b`` keeps at every node the ``b`` incoming edges
+with the best SMT value ``w(e) + Σ inside(tails)`` (the max is "discontinued once the number of
+considered incoming edges exceeds the size of the beam") and scores on that pruned forest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.errors import ConfigurationError, InvalidInputError
+from service.index.inverted import InvertedIndex
+from service.mt.grammar import Grammar
+from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
+from service.mt.inference import tree_from_backpointers, viterbi_scores
+from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+from service.retrieval.lex import LexFeatures, is_lex_feature
+
+Int32Array = NDArray[np.int32]
+
+IR_FEATURE = "IR_BM25"  # Σ_{t ∈ h} bm25(t, d): the feature whose weight is v
+DEFAULT_PER_SENTENCE_K = 1000
+
+
+# --- forest preparation -----------------------------------------------------------------------
+def smt_edge_weights(
+    hg: Hypergraph,
+    weights: Mapping[str, float],
+    lex: LexFeatures | None = None,
+    lex_weights: Mapping[str, float] | None = None,
+) -> FloatArray:
+    """``w_smt · φ(e)`` for every edge, plus the weighted LEX features when given."""
+    w = hg.edge_weights(weights)
+    if lex_weights:
+        if lex is None:
+            raise ConfigurationError(
+                "LEX feature weights were given but no grammar to read rule alignments from; "
+                "pass grammar=bundle.grammar to the BOW-FD scorer"
+            )
+        w = w + lex.edge_weights(hg, lex_weights)
+    return np.asarray(w, dtype=np.float64)
+
+
+def beam_prune(hg: Hypergraph, smt: FloatArray, beam: int) -> tuple[Hypergraph, IntArray]:
+    """The forest with, at every node, only the ``beam`` incoming edges of best SMT value.
+
+    An edge's value is ``w(e) + Σ inside(tails)`` (its best derivation's SMT score); ties keep
+    the earlier edge. Returns the pruned forest (same nodes, kept edges in their original
+    order, renumbered) and the original ids of the kept edges.
+    """
+    if beam < 1:
+        raise InvalidInputError(f"beam must be at least 1, got {beam}")
+    inside, _ = viterbi_scores(hg, smt)
+    a = hg.arrays()
+    value = smt.copy()
+    edge_of_tail = np.repeat(np.arange(a.num_edges), np.diff(a.tail_ptr))
+    np.add.at(value, edge_of_tail, inside[a.tail_nodes])
+    keep = np.zeros(a.num_edges, dtype=np.bool_)
+    for v in range(a.num_nodes):
+        lo, hi = int(a.in_ptr[v]), int(a.in_ptr[v + 1])
+        if hi - lo <= beam:
+            keep[a.in_edges[lo:hi]] = True
+        else:
+            edges = a.in_edges[lo:hi]
+            order = np.argsort(-value[edges], kind="stable")
+            keep[edges[order[:beam]]] = True
+    kept = np.flatnonzero(keep).astype(np.int64)
+    if len(kept) == a.num_edges:
+        return hg, kept
+    edges = [
+        Hyperedge(i, e.head, e.tails, e.target, e.features, e.span, e.rule_id)
+        for i, e in enumerate(hg.edges[j] for j in kept.tolist())
+    ]
+    return Hypergraph(hg.nodes, edges, hg.goal), kept
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedSentence:
+    """One sentence's forest joined with the index: everything a document's score needs.
+
+    Local terms ``0..T-1`` are the forest's target words that are index terms with rsj ≠ 0
+    (``terms`` holds their index term ids), numbered by descending ``best_through`` (so each
+    document's terms, stored in ascending local id, come in that order). ``occ_term`` gives the
+    local term of every target word occurrence in edge order (``T`` for words without weight),
+    ``edge_of_occ`` its edge. ``term_edges[term_edge_ptr[t]:term_edge_ptr[t+1]]`` are the
+    edges carrying term ``t``; ``parents[parent_ptr[v]:parent_ptr[v+1]]`` the heads of the
+    edges with ``v`` as a tail. ``docs`` are the candidate documents (ascending), each with its
+    local terms and bm25 weights in ``doc_terms``/``doc_weights[doc_ptr[i]:doc_ptr[i+1]]``.
+
+    For the bounds: ``outside`` SMT Viterbi outside scores, ``edge_through[e]`` the best SMT
+    score of a derivation using ``e``, ``node_through[v]`` of one through ``v``,
+    ``best_through[t]`` of one producing term ``t`` and ``max_count[t]`` the most times a
+    derivation can produce ``t``.
+    """
+
+    hypergraph: Hypergraph
+    smt: FloatArray
+    inside: FloatArray
+    back: IntArray
+    outside: FloatArray
+    edge_through: FloatArray
+    node_through: FloatArray
+    terms: IntArray
+    best_through: FloatArray
+    max_count: FloatArray
+    occ_term: IntArray
+    edge_of_occ: IntArray
+    term_edge_ptr: IntArray
+    term_edges: IntArray
+    parent_ptr: IntArray
+    parents: IntArray
+    docs: Int32Array
+    doc_ptr: IntArray
+    doc_terms: IntArray
+    doc_weights: FloatArray
+    kept_edges: IntArray | None = None  # original edge ids when beam-pruned
+
+    @property
+    def viterbi(self) -> float:
+        """The SMT Viterbi score: the score of every document without activation."""
+        return float(self.inside[self.hypergraph.goal])
+
+    @property
+    def num_terms(self) -> int:
+        return len(self.terms)
+
+    def doc_row(self, docno: int) -> tuple[IntArray, FloatArray]:
+        """The local terms and bm25 weights of ``docno`` (empty if it is no candidate)."""
+        i = int(np.searchsorted(self.docs, docno))
+        if i == len(self.docs) or int(self.docs[i]) != docno:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        lo, hi = int(self.doc_ptr[i]), int(self.doc_ptr[i + 1])
+        return self.doc_terms[lo:hi], self.doc_weights[lo:hi]
+
+    def doc_edge_weights(self, docno: int, v: float) -> FloatArray:
+        """``W'(e, d)`` for every edge (equation 4)."""
+        terms, weights = self.doc_row(docno)
+        docw = np.zeros(self.num_terms + 1, dtype=np.float64)
+        docw[terms] = weights
+        bonus = np.bincount(
+            self.edge_of_occ, weights=docw[self.occ_term], minlength=self.hypergraph.num_edges
+        )
+        return self.smt + v * bonus
+
+
+def _csr(keys: IntArray, values: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """CSR rows ``0..n-1`` from (row, value) pairs, duplicates removed, values ascending."""
+    if len(keys) == 0:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    width = int(values.max()) + 1
+    pairs = np.unique(keys * width + values)
+    rows, vals = pairs // width, pairs % width
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=ptr[1:])
+    return ptr, vals.astype(np.int64)
+
+
+def prepare_sentence(
+    hg: Hypergraph, smt: FloatArray, index: InvertedIndex, beam: int | None = None
+) -> PreparedSentence:
+    """Join a forest with the index: local terms, edge activations, bounds and candidates."""
+    kept: IntArray | None = None
+    if beam is not None:
+        hg, kept = beam_prune(hg, smt, beam)
+        if len(kept) == len(smt):
+            kept = None
+        else:
+            smt = smt[kept]
+    smt = np.require(smt, dtype=np.float64, requirements=["C", "W"])
+    a = hg.arrays()
+    inside, back = viterbi_scores(hg, smt)
+    outside = np.empty(a.num_nodes, dtype=np.float64)
+    edge_through = np.empty(a.num_edges, dtype=np.float64)
+    _kernel("outside")(
+        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, smt, inside, a.goal, outside, edge_through
+    )
+    node_through = inside + outside
+    # local terms: the forest's words that are index terms of non-zero weight
+    word_tid = np.full(len(a.vocabulary), -1, dtype=np.int64)
+    for i, word in enumerate(a.vocabulary):
+        tid = index.term_id(word)
+        if tid is not None and index.rsj[tid] != 0:
+            word_tid[i] = tid
+    weighted_words = np.flatnonzero(word_tid >= 0)
+    n_terms = len(weighted_words)
+    first = np.full(len(a.vocabulary), n_terms, dtype=np.int64)
+    first[weighted_words] = np.arange(n_terms)
+    occ0 = first[a.term_ids] if len(a.term_ids) else np.zeros(0, dtype=np.int64)
+    edge_of_occ = np.repeat(np.arange(a.num_edges, dtype=np.int64), np.diff(a.term_ptr))
+    # number the terms by descending best_through (ties: first seen)
+    best0 = np.full(n_terms, -np.inf)
+    hit = occ0 < n_terms
+    np.maximum.at(best0, occ0[hit], edge_through[edge_of_occ[hit]])
+    order = np.argsort(-best0, kind="stable")
+    renumber = np.empty(n_terms + 1, dtype=np.int64)
+    renumber[order] = np.arange(n_terms)
+    renumber[n_terms] = n_terms
+    occ_term = np.ascontiguousarray(renumber[occ0], dtype=np.int64)
+    term_ids = word_tid[weighted_words][order]
+    best_through = best0[order]
+    weighted = occ_term < n_terms
+    term_edge_ptr, term_edges = _csr(occ_term[weighted], edge_of_occ[weighted], n_terms)
+    max_count = np.zeros(n_terms, dtype=np.float64)
+    if n_terms:
+        _kernel("max_count")(
+            a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, a.term_ptr, occ_term, inside,
+            a.goal, max_count,
+        )  # fmt: skip
+    edge_of_tail = np.repeat(np.arange(a.num_edges, dtype=np.int64), np.diff(a.tail_ptr))
+    parent_ptr, parents = _csr(a.tail_nodes, a.edge_head[edge_of_tail], a.num_nodes)
+    # candidates: the union of the terms' postings, grouped by document (terms ascending)
+    post_docs, post_terms, post_w = [], [], []
+    for t, tid in enumerate(term_ids.tolist()):
+        p = index.postings(tid)
+        post_docs.append(p.docs)
+        post_terms.append(np.full(len(p.docs), t, dtype=np.int64))
+        post_w.append(p.weights)
+    if post_docs:
+        all_docs = np.concatenate(post_docs)
+        by_doc = np.argsort(all_docs, kind="stable")
+        all_docs = all_docs[by_doc]
+        doc_terms = np.concatenate(post_terms)[by_doc]
+        doc_weights = np.concatenate(post_w)[by_doc].astype(np.float64)
+        docs, starts = np.unique(all_docs, return_index=True)
+    else:
+        doc_terms = np.zeros(0, dtype=np.int64)
+        doc_weights = np.zeros(0, dtype=np.float64)
+        docs, starts = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+    doc_ptr = np.append(starts, len(doc_terms)).astype(np.int64)
+    return PreparedSentence(
+        hypergraph=hg,
+        smt=smt,
+        inside=inside,
+        back=back,
+        outside=outside,
+        edge_through=edge_through,
+        node_through=node_through,
+        terms=term_ids.astype(np.int64),
+        best_through=best_through,
+        max_count=max_count,
+        occ_term=occ_term,
+        edge_of_occ=edge_of_occ,
+        term_edge_ptr=term_edge_ptr,
+        term_edges=term_edges,
+        parent_ptr=parent_ptr,
+        parents=parents,
+        docs=docs.astype(np.int32),
+        doc_ptr=doc_ptr,
+        doc_terms=doc_terms,
+        doc_weights=doc_weights,
+        kept_edges=kept,
+    )
+
+
+# --- the reference: one Viterbi pass over the whole forest per candidate document ------------
+def reference_scores(
+    hg: Hypergraph, smt: FloatArray, index: InvertedIndex, v: float
+) -> tuple[Int32Array, FloatArray]:
+    """BOW-FD scores of every candidate document, the paper's way (001 §3).
+
+    Candidates are the documents containing a target word of the forest with rsj ≠ 0. For
+    each, ``W'(e, d) = smt[e] + v · Σ_{occurrences of t on e} bm25(t, d)`` is built and one
+    (max, +) Viterbi pass over the whole forest gives the goal's score. Slow and simple: the
+    oracle of the fast version.
+    """
+    a = hg.arrays()
+    word_tid = [index.term_id(w) for w in a.vocabulary]
+    bm25: dict[int, dict[int, float]] = {}  # doc -> forest word -> bm25(word, doc)
+    for word, tid in enumerate(word_tid):
+        if tid is None:
+            continue
+        p = index.postings(tid)
+        for d, w in zip(p.docs.tolist(), p.weights.tolist(), strict=True):
+            bm25.setdefault(d, {})[word] = w
+    candidates = index.docs_containing_any(t for t in word_tid if t is not None)
+    edge_of_occ = np.repeat(np.arange(a.num_edges), np.diff(a.term_ptr))
+    scores = np.empty(len(candidates), dtype=np.float64)
+    for i, d in enumerate(candidates.tolist()):
+        word_weight = np.zeros(len(a.vocabulary), dtype=np.float64)
+        for word, w in bm25[d].items():
+            word_weight[word] = w
+        bonus = np.bincount(edge_of_occ, weights=word_weight[a.term_ids], minlength=a.num_edges)
+        best, _ = viterbi_scores(hg, smt + v * bonus)
+        scores[i] = best[hg.goal]
+    return candidates, scores
+
+
+# --- the fast version: compiled kernels -------------------------------------------------------
+def _outside_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    w: FloatArray,
+    inside: FloatArray,
+    goal: int,
+    outside: FloatArray,
+    edge_through: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Max-plus outside scores and, per edge, the best score of a derivation using it."""
+    outside[:] = -np.inf
+    outside[goal] = 0.0
+    for x in range(inside.shape[0] - 1, -1, -1):
+        for p in range(in_ptr[x], in_ptr[x + 1]):
+            e = in_edges[p]
+            through = outside[x] + w[e]
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                through += inside[tail_nodes[q]]
+            edge_through[e] = through
+            if through == -np.inf:
+                continue
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                u = tail_nodes[q]
+                s = through - inside[u]  # siblings' inside + W(e) + outside(head)
+                if s > outside[u]:
+                    outside[u] = s
+
+
+def _max_count_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    occ_ptr: IntArray,
+    occ_term: IntArray,
+    inside: FloatArray,
+    goal: int,
+    out: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Per term, the most occurrences of it in one derivation of the goal ((max, +) counts)."""
+    n_terms = out.shape[0]
+    num_nodes = inside.shape[0]
+    best = np.zeros((num_nodes, n_terms), dtype=np.int32)
+    tmp = np.zeros(n_terms, dtype=np.int32)
+    for x in range(num_nodes):
+        if inside[x] == -np.inf:
+            continue
+        row = best[x]
+        for p in range(in_ptr[x], in_ptr[x + 1]):
+            e = in_edges[p]
+            dead = False
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                if inside[tail_nodes[q]] == -np.inf:
+                    dead = True
+            if dead:
+                continue
+            tmp[:] = 0
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                tmp += best[tail_nodes[q]]
+            for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                t = occ_term[o]
+                if t < n_terms:
+                    tmp[t] += 1
+            for t in range(n_terms):
+                if tmp[t] > row[t]:
+                    row[t] = tmp[t]
+    for t in range(n_terms):
+        out[t] = best[goal, t]
+
+
+def _bowfd_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    edge_head: IntArray,
+    parent_ptr: IntArray,
+    parents: IntArray,
+    occ_ptr: IntArray,
+    occ_term: IntArray,
+    term_edge_ptr: IntArray,
+    term_edges: IntArray,
+    w: FloatArray,
+    inside: FloatArray,
+    goal: int,
+    doc_ptr: IntArray,
+    doc_terms: IntArray,
+    doc_weights: FloatArray,
+    v: float,
+    order: IntArray,
+    bounded: bool,
+    edge_through: FloatArray,
+    node_through: FloatArray,
+    best_through: FloatArray,
+    max_count: FloatArray,
+    upper: FloatArray,
+    theta0: float,
+    k: int,
+    eps: float,
+    out: FloatArray,
+    work: IntArray,
+) -> int:  # pragma: no cover - compiled by numba
+    """BOW-FD scores of the candidates ``order[0], order[1], …``; returns how many it scored.
+
+    Per document: W'(e, d) on the edges its terms activate, then the inside scores of only
+    the nodes that can change (heads of activated edges and, while scores change, their
+    parents), in topological order from a min-heap of node ids; every other node keeps its
+    SMT inside score. Unbounded, this is the exact Viterbi pass of the reference.
+
+    ``bounded`` (needs v ≥ 0 and bm25 ≥ 0, so that W' ≥ W): ``order`` is by descending upper
+    bound ``upper``; θ, a lower bound on the k-th best score, is the larger of ``theta0`` and
+    the k-th best score found so far. Scoring stops at the first document with upper bound
+    below θ. Within a document with terms t_1, t_2, … (by descending best_through g_i) and
+    C_i = v·Σ_{j≤i} max_count_j·bm25(t_j, d), any derivation scoring ≥ θ has smt ≤ g_i and
+    bonus ≤ C_i for some i with g_i + C_i ≥ θ, so its bonus is at most C* = the largest such
+    C_i; edges and nodes whose best SMT score through them is below τ = θ − C* cannot be on
+    it and are left at their SMT values. The scores of documents that reach θ are exact;
+    the others are lower values below θ (they cannot enter the top k).
+    """
+    num_nodes = inside.shape[0]
+    num_edges = w.shape[0]
+    n_terms = term_edge_ptr.shape[0] - 1
+    docw = np.zeros(n_terms + 1, dtype=np.float64)
+    edge_stamp = np.zeros(num_edges, dtype=np.int64)
+    wprime = np.zeros(num_edges, dtype=np.float64)
+    node_stamp = np.zeros(num_nodes, dtype=np.int64)
+    queued = np.zeros(num_nodes, dtype=np.int64)
+    val = np.zeros(num_nodes, dtype=np.float64)
+    heap = np.zeros(num_nodes, dtype=np.int64)
+    topk = np.zeros(max(k, 1), dtype=np.float64)  # min-heap of the best scores found
+    n_top = 0
+    theta = theta0
+    scored = 0
+    for i in range(order.shape[0]):
+        d = order[i]
+        if bounded:
+            if n_top == k and topk[0] > theta:
+                theta = topk[0]
+            if upper[d] < theta - eps:
+                break
+        stamp = i + 1
+        tau = -np.inf
+        if bounded and theta > -np.inf:
+            acc = 0.0
+            cstar = -1.0
+            for p in range(doc_ptr[d], doc_ptr[d + 1]):
+                t = doc_terms[p]
+                acc += v * max_count[t] * doc_weights[p]
+                if best_through[t] + acc >= theta - eps:
+                    cstar = acc
+            if cstar >= 0.0:
+                tau = theta - cstar - eps
+        size = 0
+        for p in range(doc_ptr[d], doc_ptr[d + 1]):
+            docw[doc_terms[p]] = doc_weights[p]
+        # the activated edges: W'(e, d), and their heads onto the heap
+        for p in range(doc_ptr[d], doc_ptr[d + 1]):
+            t = doc_terms[p]
+            if best_through[t] < tau:
+                continue
+            for q in range(term_edge_ptr[t], term_edge_ptr[t + 1]):
+                e = term_edges[q]
+                if edge_stamp[e] == stamp or edge_through[e] < tau:
+                    continue
+                edge_stamp[e] = stamp
+                s = 0.0
+                for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                    s += docw[occ_term[o]]
+                wprime[e] = w[e] + v * s
+                h = edge_head[e]
+                if queued[h] != stamp:
+                    queued[h] = stamp
+                    j = size  # push h (a min-heap of node ids = topological order)
+                    size += 1
+                    while j > 0:
+                        up = (j - 1) // 2
+                        if heap[up] <= h:
+                            break
+                        heap[j] = heap[up]
+                        j = up
+                    heap[j] = h
+        visited = 0
+        while size > 0:
+            x = heap[0]
+            size -= 1
+            last = heap[size]
+            j = 0
+            while True:  # sift ``last`` down from the root
+                c = 2 * j + 1
+                if c >= size:
+                    break
+                if c + 1 < size and heap[c + 1] < heap[c]:
+                    c += 1
+                if heap[c] >= last:
+                    break
+                heap[j] = heap[c]
+                j = c
+            if size > 0:
+                heap[j] = last
+            visited += 1
+            best = inside[x] if bounded else -np.inf
+            for p in range(in_ptr[x], in_ptr[x + 1]):
+                e = in_edges[p]
+                if bounded and edge_through[e] < tau:
+                    continue
+                s = wprime[e] if edge_stamp[e] == stamp else w[e]
+                for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                    u = tail_nodes[q]
+                    s += val[u] if node_stamp[u] == stamp else inside[u]
+                if s > best:
+                    best = s
+            if best != inside[x]:
+                node_stamp[x] = stamp
+                val[x] = best
+                for p in range(parent_ptr[x], parent_ptr[x + 1]):
+                    h = parents[p]
+                    if queued[h] == stamp or node_through[h] < tau:
+                        continue
+                    queued[h] = stamp
+                    j = size
+                    size += 1
+                    while j > 0:
+                        up = (j - 1) // 2
+                        if heap[up] <= h:
+                            break
+                        heap[j] = heap[up]
+                        j = up
+                    heap[j] = h
+        score = val[goal] if node_stamp[goal] == stamp else inside[goal]
+        out[i] = score
+        work[i] = visited
+        scored += 1
+        for p in range(doc_ptr[d], doc_ptr[d + 1]):
+            docw[doc_terms[p]] = 0.0
+        if bounded and k > 0:  # keep the k best scores in a min-heap
+            if n_top < k:
+                j = n_top
+                n_top += 1
+                while j > 0:
+                    up = (j - 1) // 2
+                    if topk[up] <= score:
+                        break
+                    topk[j] = topk[up]
+                    j = up
+                topk[j] = score
+            elif score > topk[0]:
+                j = 0
+                while True:
+                    c = 2 * j + 1
+                    if c >= k:
+                        break
+                    if c + 1 < k and topk[c + 1] < topk[c]:
+                        c += 1
+                    if topk[c] >= score:
+                        break
+                    topk[j] = topk[c]
+                    j = c
+                topk[j] = score
+    return scored
+
+
+_compiled: dict[str, Any] = {}
+_PY_KERNELS: dict[str, Any] = {
+    "outside": _outside_kernel,
+    "max_count": _max_count_kernel,
+    "bowfd": _bowfd_kernel,
+}
+
+
+def _kernel(name: str) -> Any:
+    """The kernel ``name`` compiled by numba (lazily; cached on disk)."""
+    fn = _compiled.get(name)
+    if fn is None:
+        import numba
+
+        fn = _compiled[name] = numba.njit(cache=True, nogil=True)(_PY_KERNELS[name])
+    return fn
+
+
+def _run(
+    prep: PreparedSentence,
+    v: float,
+    order: IntArray,
+    *,
+    upper: FloatArray | None = None,
+    theta0: float = -np.inf,
+    k: int = 0,
+) -> tuple[FloatArray, IntArray, int]:
+    a = prep.hypergraph.arrays()
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    out = np.empty(len(order), dtype=np.float64)
+    work = np.zeros(len(order), dtype=np.int64)
+    bounded = upper is not None
+    ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
+    eps = _EPS * (1.0 + abs(prep.viterbi) if math.isfinite(prep.viterbi) else 1.0)
+    scored = _kernel("bowfd")(
+        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, a.edge_head,
+        prep.parent_ptr, prep.parents, a.term_ptr, prep.occ_term,
+        prep.term_edge_ptr, prep.term_edges, prep.smt, prep.inside, a.goal,
+        prep.doc_ptr, prep.doc_terms, prep.doc_weights, float(v), order, bounded,
+        prep.edge_through, prep.node_through, prep.best_through, prep.max_count,
+        ub, float(theta0), int(k), eps, out, work,
+    )  # fmt: skip
+    return out, work, int(scored)
+
+
+_EPS = 1e-9  # relative safety margin of the bound comparisons (rounding)
+
+
+def fast_scores(
+    prep: PreparedSentence, v: float, which: IntArray | None = None
+) -> tuple[FloatArray, IntArray]:
+    """Exact scores of the candidates ``prep.docs[which]`` (default: all), no pruning, and the
+    number of nodes each one recomputed; equal to :func:`reference_scores`."""
+    if which is None:
+        which = np.arange(len(prep.docs), dtype=np.int64)
+    out, work, _ = _run(prep, v, which)
+    return out, work
+
+
+def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
+    """Lower and upper bounds of every candidate's score (valid for v ≥ 0 and bm25 ≥ 0).
+
+    Lower: max(Viterbi, max_t g_t + v·bm25(t, d)) — the best derivation producing t earns at
+    least t's weight. Upper: max(Viterbi, max_i g_i + C_i) with terms by descending g and
+    C_i = v·Σ_{j≤i} max_count_j·bm25(t_j, d) — a derivation whose last term (in that order)
+    is t_i scores at most g_i in SMT and C_i in bonus.
+    """
+    n = len(prep.docs)
+    vit = prep.viterbi
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    g = prep.best_through[prep.doc_terms]
+    starts = prep.doc_ptr[:-1]
+    lower = np.maximum(np.maximum.reduceat(g + v * prep.doc_weights, starts), vit)
+    bonus = v * prep.max_count[prep.doc_terms] * prep.doc_weights
+    csum = np.cumsum(bonus)
+    before = np.concatenate([[0.0], csum])[starts]
+    seg = csum - np.repeat(before, np.diff(prep.doc_ptr))
+    upper = np.maximum(np.maximum.reduceat(g + seg, starts), vit)
+    return lower, upper
+
+
+def top_k_order(docs: Int32Array, scores: FloatArray, k: int) -> IntArray:
+    """Positions of the ``k`` best (score descending, document number ascending)."""
+    order = np.lexsort((docs, -scores))
+    return order[:k].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SentenceRanking:
+    """One sentence's top list (best first) with its SMT Viterbi score and diagnostics."""
+
+    docs: Int32Array
+    scores: FloatArray
+    viterbi: float
+    complete: bool  # True if the list holds every candidate (fewer than k)
+    info: dict[str, Any]
+
+
+def rank_sentence(
+    prep: PreparedSentence, v: float, k: int, *, bounds: bool = True
+) -> SentenceRanking:
+    """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
+
+    With ``bounds`` (used when v ≥ 0 and every bm25 weight is ≥ 0) documents are scored by
+    descending upper bound until the bound falls below the k-th best score, with the
+    node-level pruning of :func:`_bowfd_kernel`; otherwise every candidate is scored.
+    """
+    t0 = time.perf_counter()
+    n = len(prep.docs)
+    use_bounds = bounds and v >= 0 and n > k and bool(np.all(prep.doc_weights >= 0))
+    if use_bounds:
+        lower, upper = doc_bounds(prep, v)
+        theta0 = float(np.partition(lower, n - k)[n - k])
+        order = np.argsort(-upper, kind="stable")
+        out, work, scored = _run(prep, v, order, upper=upper, theta0=theta0, k=k)
+        cand = order[:scored]
+        scores = out[:scored]
+    else:
+        cand = np.arange(n, dtype=np.int64)
+        scores, work, scored = _run(prep, v, cand)
+    docs = prep.docs[cand]
+    pos = top_k_order(docs, scores, k)
+    info = {
+        "candidates": n,
+        "scored": scored,
+        "bounds": use_bounds,
+        "nodes_recomputed": int(work[:scored].sum()),
+        "seconds": time.perf_counter() - t0,
+    }
+    return SentenceRanking(docs[pos], scores[pos], prep.viterbi, n <= k, info)
+
+
+# --- multi-sentence combination -----------------------------------------------------------------
+def combine_sentences(rankings: Sequence[SentenceRanking]) -> tuple[Int32Array, FloatArray]:
+    """Product of experts over sentences in the log domain, with minimum-score smoothing.
+
+    ``score(d) = Σ_s score_s(d)`` where a document missing from sentence ``s``'s list takes the
+    list's minimum score, or the sentence's SMT Viterbi score when the list is complete (then
+    that is the document's exact score). Returns the union of the lists, best first.
+    """
+    docs = np.unique(np.concatenate([r.docs for r in rankings])).astype(np.int32)
+    total = np.zeros(len(docs), dtype=np.float64)
+    for r in rankings:
+        if r.complete or len(r.scores) == 0:
+            floor = r.viterbi
+        else:
+            floor = float(r.scores.min())
+        col = np.full(len(docs), floor, dtype=np.float64)
+        col[np.searchsorted(docs, r.docs)] = r.scores
+        total += col
+    order = np.lexsort((docs, -total))
+    return docs[order], total[order]
+
+
+# --- explanations and feature vectors -----------------------------------------------------------
+@dataclass(frozen=True)
+class DocDerivation:
+    """A document's best derivation for one sentence: "the translation that retrieved it"."""
+
+    tokens: tuple[str, ...]
+    matched: tuple[tuple[str, int, float], ...]  # (term, occurrences, bm25(term, d))
+    smt: float  # Σ_e w_smt·φ(e) (+ LEX) over the derivation's edges
+    ir: float  # v · Σ_{t ∈ h} bm25(t, d)
+    bm25: float  # Σ_{t ∈ h} bm25(t, d) (the IR feature value)
+    features: dict[str, float]  # SMT features summed over the edges (+ LEX counts)
+
+    @property
+    def score(self) -> float:
+        return self.smt + self.ir
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "translation": " ".join(self.tokens),
+            "matched": [{"term": t, "count": c, "bm25": w} for t, c, w in self.matched],
+            "smt": self.smt,
+            "ir": self.ir,
+            "score": self.score,
+        }
+
+
+def best_derivation(
+    prep: PreparedSentence,
+    docno: int,
+    v: float,
+    index: InvertedIndex,
+    lex: LexFeatures | None = None,
+) -> DocDerivation:
+    """The best derivation of the sentence for ``docno`` under W'(·, d), with its parts."""
+    hg = prep.hypergraph
+    wp = prep.doc_edge_weights(docno, v)
+    _, back = viterbi_scores(hg, wp)
+    tree = tree_from_backpointers(hg, back)
+    deriv = hg.derivation(tree, 0.0)
+    edges = list(deriv.edges)
+    smt = float(sum(float(prep.smt[e]) for e in edges))
+    terms, weights = prep.doc_row(docno)
+    weight_of = dict(zip(prep.terms[terms].tolist(), weights.tolist(), strict=True))
+    counts = Counter(deriv.tokens)
+    matched: list[tuple[str, int, float]] = []
+    total = 0.0
+    for word, c in counts.items():
+        tid = index.term_id(word)
+        w = weight_of.get(tid, 0.0) if tid is not None else 0.0
+        if w != 0.0:
+            matched.append((word, c, w))
+            total += c * w
+    features = dict(deriv.features)
+    if lex is not None:
+        per_edge = lex.of_edges(hg)
+        for e in edges:
+            for f in per_edge[e]:
+                features[f] = features.get(f, 0.0) + 1.0
+    features[IR_FEATURE] = total
+    return DocDerivation(deriv.tokens, tuple(matched), smt, v * total, total, features)
+
+
+# --- the scorer ---------------------------------------------------------------------------------
+@register("bowfd")
+class BowFdScorer(Scorer):
+    """Bag-of-words forced decoding (001 §3) over one index.
+
+    Parameters: ``v`` the default IR weight (≥ 0 lets the search prune with bounds),
+    ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of
+    each sentence's list in multi-sentence queries (None: ``max(k, 1000)``), ``lex_weights``
+    weights of LEX features (merged over any in the query's weight vector; need ``grammar``),
+    ``engine`` ``"fast"`` or ``"reference"`` (same numbers).
+    """
+
+    def __init__(
+        self,
+        index: InvertedIndex,
+        *,
+        v: float = 1.0,
+        beam: int | None = None,
+        per_sentence_k: int | None = None,
+        lex_weights: Mapping[str, float] | None = None,
+        grammar: Grammar | None = None,
+        engine: str = "fast",
+    ) -> None:
+        if not math.isfinite(v):
+            raise ConfigurationError(f"BOW-FD weight v must be a finite number, got {v!r}")
+        if beam is not None and beam < 1:
+            raise ConfigurationError(f"BOW-FD beam must be at least 1 (or None), got {beam}")
+        if per_sentence_k is not None and per_sentence_k < 1:
+            raise ConfigurationError(f"per_sentence_k must be at least 1, got {per_sentence_k}")
+        if engine not in ("fast", "reference"):
+            raise ConfigurationError(f"BOW-FD engine must be 'fast' or 'reference', not {engine!r}")
+        lex_w = dict(lex_weights or {})
+        bad = [n for n in lex_w if not is_lex_feature(n)]
+        if bad:
+            raise ConfigurationError(
+                f"lex_weights must name LEX features (lex:/ins:/del:); got {bad[:5]}"
+            )
+        super().__init__(index, v=float(v), beam=beam, per_sentence_k=per_sentence_k)
+        self.v = float(v)
+        self.beam = beam
+        self.per_sentence_k = per_sentence_k
+        self.lex_weights = lex_w
+        self.lex = LexFeatures(grammar) if grammar is not None else None
+        self.engine = engine
+
+    def signature_parts(self) -> dict[str, Any]:
+        parts: dict[str, Any] = {
+            "v": self.v,
+            "beam": self.beam if self.beam is not None else "exact",
+            "sentence_k": self.per_sentence_k if self.per_sentence_k is not None else "auto",
+        }
+        if self.lex_weights:
+            blob = repr(sorted(self.lex_weights.items())).encode()
+            parts["lex"] = hashlib.sha256(blob).hexdigest()[:10]
+        return parts
+
+    def _lex_weights(self, query: DecodedQuery) -> dict[str, float]:
+        out = {n: float(w) for n, w in query.weights.items() if is_lex_feature(n)}
+        out.update(self.lex_weights)
+        return out
+
+    def prepare(self, query: DecodedQuery) -> list[PreparedSentence]:
+        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``)."""
+        lex_w = self._lex_weights(query)
+        out = []
+        for forest in query.forests:
+            hg = forest.hypergraph
+            smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
+            out.append(prepare_sentence(hg, smt, self.index, self.beam))
+        return out
+
+    def rank_prepared(
+        self, preps: Sequence[PreparedSentence], k: int
+    ) -> tuple[Int32Array, FloatArray, list[SentenceRanking]]:
+        """Top ``k`` (documents, scores) of prepared sentences, and each sentence's list."""
+        depth = k if len(preps) == 1 else max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
+        lists = [self._rank_one(p, depth) for p in preps]
+        if len(lists) == 1:
+            return lists[0].docs, lists[0].scores, lists
+        docs, scores = combine_sentences(lists)
+        return docs[:k], scores[:k], lists
+
+    def _rank_one(self, prep: PreparedSentence, depth: int) -> SentenceRanking:
+        if self.engine == "fast":
+            return rank_sentence(prep, self.v, depth)
+        t0 = time.perf_counter()
+        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, self.v)
+        pos = top_k_order(docs, scores, depth)
+        info = {"candidates": len(docs), "scored": len(docs),
+                "seconds": time.perf_counter() - t0}  # fmt: skip
+        return SentenceRanking(docs[pos], scores[pos], prep.viterbi, len(docs) <= depth, info)
+
+    def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        t0 = time.perf_counter()
+        preps = self.prepare(query)
+        t1 = time.perf_counter()
+        docs, scores, lists = self.rank_prepared(preps, k)
+        t2 = time.perf_counter()
+        hits = []
+        for d, s in zip(docs.tolist(), scores.tolist(), strict=True):
+            expl = self.explain(preps, d, lists) if explain else None
+            hits.append(Hit(d, self.index.doc_id(d), s, expl))
+        info: dict[str, Any] = {
+            "sentences": len(preps),
+            "candidates": [p.docs.size for p in preps],
+            "viterbi": [p.viterbi for p in preps],
+            "edges": [p.hypergraph.num_edges for p in preps],
+            "seconds": {"prepare": t1 - t0, "score": t2 - t1},
+            "per_sentence": [r.info for r in lists],
+        }
+        return hits, info
+
+    def explain(
+        self,
+        preps: Sequence[PreparedSentence],
+        docno: int,
+        lists: Sequence[SentenceRanking] | None = None,
+    ) -> dict[str, Any]:
+        """Per sentence, the document's best derivation with the words that matched it."""
+        parts = []
+        for i, prep in enumerate(preps):
+            part = best_derivation(prep, docno, self.v, self.index, self.lex).to_json()
+            part["sentence"] = i
+            if lists is not None and len(preps) > 1:
+                part["in_sentence_list"] = bool(np.isin(docno, lists[i].docs))
+            parts.append(part)
+        return {"sentences": parts}
+
+    def feature_vector(
+        self, query: DecodedQuery | Sequence[PreparedSentence], docno: int
+    ) -> dict[str, float]:
+        """Features of ``docno``'s best derivations, summed over the sentences.
+
+        SMT features summed over the derivation edges, ``IR_BM25`` = Σ_{t ∈ h} bm25(t, d)
+        (weight ``v``) and the LEX feature counts (when the scorer has a grammar). For a
+        single sentence, ``w · Φ`` is the document's score; the hinge-loss subgradient of
+        learning to rank is the difference of two such vectors.
+        """
+        preps = self.prepare(query) if isinstance(query, DecodedQuery) else query
+        total: dict[str, float] = {}
+        for prep in preps:
+            deriv = best_derivation(prep, docno, self.v, self.index, self.lex)
+            for n, x in deriv.features.items():
+                total[n] = total.get(n, 0.0) + x
+        return total

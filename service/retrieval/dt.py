@@ -1,0 +1,64 @@
+"""Direct translation (DT): the 1-best translation as a monolingual BM25 query (001 §5).
+
+The baseline of 001 §5 ("Data and Systems"; Chin et al. 2008): each sentence of the query is
+translated by its Viterbi derivation in the +LM forest (the forest the decoder built, with the
+weights it was pruned with), the translations are concatenated, and the resulting English
+token list is a BM25 query against the index (every occurrence of a token adds its weight,
+like rank_bm25; :meth:`~service.index.inverted.InvertedIndex.bm25_topk`). The explanation of a
+hit is the translation and the query terms the document contains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from service.index.inverted import InvertedIndex
+from service.mt.inference import viterbi
+from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+
+
+def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
+    """The Viterbi translation of each sentence of ``query``."""
+    return [viterbi(f.hypergraph, query.weights).tokens for f in query.forests]
+
+
+def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[str]:
+    """The distinct ``terms`` (in first-seen order) that occur in document ``docno``."""
+    out: list[str] = []
+    for t in dict.fromkeys(terms):
+        tid = index.term_id(t)
+        if tid is None:
+            continue
+        docs = index.postings(tid).docs
+        pos = int(np.searchsorted(docs, docno))
+        if pos < len(docs) and int(docs[pos]) == docno:
+            out.append(t)
+    return out
+
+
+@register("dt")
+class DirectTranslation(Scorer):
+    """BM25 with the concatenated 1-best translations of the query's sentences."""
+
+    def __init__(self, index: InvertedIndex, **params: Any) -> None:
+        params.pop("bundle", None)  # DT needs only the forests of the query
+        super().__init__(index, **params)
+
+    def signature_parts(self) -> dict[str, Any]:
+        return {"translation": "1best"}
+
+    def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        translations = one_best(query)
+        tokens = [t for sentence in translations for t in sentence]
+        hits = self.index.bm25_topk(tokens, k)
+        text = " ".join(" ".join(s) for s in translations)
+        out: list[Hit] = []
+        for d, s in zip(hits.docs.tolist(), hits.scores.tolist(), strict=True):
+            expl = None
+            if explain:
+                expl = {"translation": text, "matched": matched_terms(self.index, tokens, d)}
+            out.append(Hit(d, self.index.doc_id(d), float(s), expl))
+        info = {"translation": text, "candidates": len(out)}
+        return out, info

@@ -1,0 +1,101 @@
+"""Sparse lexical (LEX) features of forest hyperedges, for bag-of-words forced decoding.
+
+001 §3 ("Decomposable Retrieval Features", last paragraph): besides the BM25 term weights,
+BOW-FD can use sparse indicator features "for each alignment, insertion, or deletion of words
+in source and target", which let learning to rank adapt lexical choice and the dropping of
+function words for retrieval. They are local to a hyperedge, read from its rule's word
+alignment (:attr:`service.mt.rules.Rule.alignment`, positions counting gaps):
+
+* ``lex:<source>_<target>`` for every aligned pair of terminals;
+* ``ins:<target>`` for every target terminal aligned to nothing (an inserted word);
+* ``del:<source>`` for every source terminal aligned to nothing (a dropped word).
+
+A pass-through edge (rule id ``-1`` with the ``PassThrough`` feature) copies an unknown source
+word ``w`` and fires ``lex:w_w``; glue and goal edges (rule id ``-1``, no terminals) fire
+nothing. The features are doc-independent, so their weighted sum joins the SMT part of the
+edge weight W'(e, d) (001 eq. 4); their weights come from learning to rank (issue #6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from service.mt.grammar import Grammar
+from service.mt.hypergraph import FloatArray, Hypergraph
+from service.mt.rules import PASS_THROUGH, Rule, is_nt
+
+LEX_PREFIXES = ("lex:", "ins:", "del:")
+
+
+def is_lex_feature(name: str) -> bool:
+    """True for the names of LEX features (``lex:…``, ``ins:…``, ``del:…``)."""
+    return name.startswith(LEX_PREFIXES)
+
+
+def rule_lex_features(rule: Rule) -> tuple[str, ...]:
+    """The LEX features a rule fires, in alignment order, then insertions, then deletions."""
+    aligned_src = {i for i, _ in rule.alignment}
+    aligned_tgt = {j for _, j in rule.alignment}
+    out: list[str] = []
+    for i, j in rule.alignment:
+        s, t = rule.source[i], rule.target[j]
+        if not is_nt(s) and not is_nt(t):
+            out.append(f"lex:{s}_{t}")
+    out.extend(
+        f"ins:{t}" for j, t in enumerate(rule.target) if j not in aligned_tgt and not is_nt(t)
+    )
+    out.extend(
+        f"del:{s}" for i, s in enumerate(rule.source) if i not in aligned_src and not is_nt(s)
+    )
+    return tuple(out)
+
+
+class LexFeatures:
+    """LEX features of the edges of forests built with one grammar (rules cached by id)."""
+
+    def __init__(self, grammar: Grammar, cache_size: int = 200_000) -> None:
+        self.grammar = grammar
+        self._cache: dict[int, tuple[str, ...]] = {}
+        self._cache_size = cache_size
+
+    def of_rule(self, rule_id: int) -> tuple[str, ...]:
+        feats = self._cache.get(rule_id)
+        if feats is None:
+            feats = rule_lex_features(self.grammar.rule(rule_id))
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[rule_id] = feats
+        return feats
+
+    def of_edges(self, hg: Hypergraph) -> list[tuple[str, ...]]:
+        """The LEX features fired by every edge of ``hg`` (see the module docstring)."""
+        out: list[tuple[str, ...]] = []
+        for e in hg.edges:
+            if e.rule_id >= 0:
+                out.append(self.of_rule(e.rule_id))
+            elif PASS_THROUGH in e.features:
+                out.append(tuple(f"lex:{w}_{w}" for w in e.target_terminals))
+            else:
+                out.append(())
+        return out
+
+    def edge_weights(self, hg: Hypergraph, weights: Mapping[str, float]) -> FloatArray:
+        """Σ of the weights of the LEX features each edge fires (features without weight: 0)."""
+        return lex_edge_weights(self.of_edges(hg), weights)
+
+
+def lex_edge_weights(
+    edge_features: Sequence[tuple[str, ...]], weights: Mapping[str, float]
+) -> FloatArray:
+    """Per-edge Σ weights[f] over the listed LEX features (absent weights count 0)."""
+    out = np.zeros(len(edge_features), dtype=np.float64)
+    if not weights:
+        return out
+    for e, feats in enumerate(edge_features):
+        s = 0.0
+        for f in feats:
+            s += weights.get(f, 0.0)
+        out[e] = s
+    return out

@@ -1,0 +1,259 @@
+"""Running retrieval methods over query sets: decode, rank, write runs, evaluate (001 §5; 002 §3).
+
+The library side of ``clir search``, ``clir eval`` and ``clir eval-tr`` (DESIGN.md): load a
+model bundle and an index, decode every query once into its +LM forests (with a progress bar
+on stderr), rank with a scorer from the registry at depth 1000 (001 §5 evaluates the top
+1,000), and evaluate against TREC qrels with :mod:`service.evaluation`. ``--no-lm`` decodes
+with ``DecoderConfig(use_lm=False)`` (001 §5, Table 2). Only queries of the query file are
+evaluated (qrels of other queries are ignored); a query that cannot be decoded (nothing left
+after normalisation) is reported and scores 0.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from service.data import load_qrels, load_queries, rank_entries, write_run
+from service.errors import ConfigurationError, InvalidInputError
+from service.evaluation import CLIR_METRICS, TR_METRICS, evaluate
+from service.index.inverted import InvertedIndex
+from service.index.tokenize import TOKENIZERS, tokenizer_signature
+from service.mt.bundle import ModelBundle, load_bundle
+from service.mt.decoder import Decoder, DecoderConfig
+from service.records import QrelsDict, RunDict, ScoredDoc
+from service.retrieval.base import (
+    SCORERS,
+    DecodedQuery,
+    Ranking,
+    Scorer,
+    _load_builtin_scorers,
+    get_scorer,
+)
+from service.retrieval.query import decode_query
+
+DEPTH = 1000
+
+
+def load_index(path: str | Path) -> InvertedIndex:
+    """Open an index and refuse one whose tokenizer has changed since it was built."""
+    index = InvertedIndex.load(path)
+    built = str(index.manifest.get("build", {}).get("tokenizer_signature", ""))
+    name = index.tokenizer_name
+    if name in TOKENIZERS and built != "custom":
+        current = tokenizer_signature(name)
+        if built != current:
+            raise ConfigurationError(
+                f"{path}: the index was built with tokenizer {built!r} but tokenizer {name!r} "
+                f"is now {current!r}, so query terms would not match its terms; rebuild it "
+                "with clir build-index ... --force"
+            )
+    return index
+
+
+def make_scorer(method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any) -> Scorer:
+    """The scorer ``method``; the bundle goes to scorers whose constructor takes ``bundle``."""
+    _load_builtin_scorers()
+    factory = SCORERS.get(method)
+    if factory is not None and "bundle" in inspect.signature(factory).parameters:
+        params["bundle"] = bundle
+    return get_scorer(method, index, **params)
+
+
+def decoder_for(bundle: ModelBundle, use_lm: bool = True) -> Decoder:
+    """The bundle's decoder for its active weights, with or without the language model."""
+    return bundle.decoder(DecoderConfig(use_lm=use_lm))
+
+
+def _progress(items: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    yield from tqdm(items, total=total, desc=desc, unit=" q", file=sys.stderr, disable=not enabled)
+
+
+@dataclass
+class QueryRun:
+    """The rankings of a query set, with per-query timings and the queries that failed."""
+
+    rankings: dict[str, Ranking] = field(default_factory=dict)
+    decode_seconds: dict[str, float] = field(default_factory=dict)
+    rank_seconds: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def run(self) -> RunDict:
+        """The rankings as a run ``{qid: {doc_id: score}}``."""
+        return {q: {h.doc_id: h.score for h in r.hits} for q, r in self.rankings.items()}
+
+    def scored_docs(self) -> list[ScoredDoc]:
+        return [ScoredDoc(q, h.doc_id, h.score) for q, r in self.rankings.items() for h in r.hits]
+
+
+def run_queries(
+    scorer: Scorer,
+    decoder: Decoder,
+    queries: Mapping[str, str],
+    lang: str,
+    *,
+    k: int = DEPTH,
+    weights_version: str = "default",
+    progress: bool = True,
+    desc: str = "queries",
+) -> QueryRun:
+    """Decode each query and rank it with ``scorer`` (top ``k``)."""
+    out = QueryRun()
+    for qid, text in _progress(queries.items(), len(queries), desc, progress):
+        t0 = time.perf_counter()
+        try:
+            decoded = decode_query(decoder, text, lang, qid=qid, weights_version=weights_version)
+        except InvalidInputError as exc:
+            out.failed[qid] = str(exc)
+            continue
+        t1 = time.perf_counter()
+        out.rankings[qid] = scorer.rank(decoded, k)
+        out.decode_seconds[qid] = t1 - t0
+        out.rank_seconds[qid] = time.perf_counter() - t1
+    return out
+
+
+def rank_decoded(scorer: Scorer, queries: Sequence[DecodedQuery], k: int) -> dict[str, Ranking]:
+    """Rank already decoded queries (e.g. several scorers on the same forests)."""
+    return {q.qid: scorer.rank(q, k) for q in queries}
+
+
+def _select(
+    queries_path: str | Path, qrels_path: str | Path, limit: int | None
+) -> tuple[dict[str, str], QrelsDict]:
+    queries = load_queries(queries_path)
+    if limit is not None:
+        if limit < 1:
+            raise InvalidInputError(f"--limit must be at least 1, got {limit}")
+        queries = dict(islice(queries.items(), limit))
+    if not queries:
+        raise InvalidInputError(f"{queries_path}: no queries")
+    qrels = {q: j for q, j in load_qrels(qrels_path).items() if q in queries}
+    if not qrels:
+        raise InvalidInputError(f"{qrels_path}: no judgments for the queries of {queries_path}")
+    return queries, qrels
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = list(values)
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+def _payload(
+    result_json: dict[str, float | int], qrun: QueryRun, scorer: Scorer, start: float
+) -> dict[str, Any]:
+    payload: dict[str, Any] = dict(result_json)
+    payload["seconds"] = round(time.perf_counter() - start, 3)
+    payload["decode_seconds_per_query"] = round(_mean(qrun.decode_seconds.values()), 4)
+    payload["rank_seconds_per_query"] = round(_mean(qrun.rank_seconds.values()), 4)
+    payload["failed_queries"] = len(qrun.failed)
+    first = next(iter(qrun.rankings.values()), None)
+    payload["signature"] = first.signature if first is not None else scorer.signature()
+    return payload
+
+
+def evaluate_method(
+    model: str | Path,
+    index_path: str | Path,
+    method: str,
+    queries_path: str | Path,
+    qrels_path: str | Path,
+    *,
+    use_lm: bool = True,
+    run_out: str | Path | None = None,
+    limit: int | None = None,
+    depth: int = DEPTH,
+    progress: bool = True,
+    params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``clir eval``: the CLIR metrics of ``method`` on a query set (one JSON object)."""
+    start = time.perf_counter()
+    queries, qrels = _select(queries_path, qrels_path, limit)
+    bundle = load_bundle(model)
+    index = load_index(index_path)
+    scorer = make_scorer(method, index, bundle, **dict(params or {}))
+    qrun = run_queries(
+        scorer,
+        decoder_for(bundle, use_lm),
+        queries,
+        bundle.src,
+        k=depth,
+        weights_version=bundle.active_weights().version,
+        progress=progress,
+        desc=f"{method} queries",
+    )
+    if run_out is not None:
+        tag = method if use_lm else f"{method}-nolm"
+        write_run(run_out, rank_entries(qrun.scored_docs(), tag, depth))
+    result = evaluate(qrun.run(), qrels, CLIR_METRICS, depth=depth)
+    return _payload(result.as_json(), qrun, scorer, start)
+
+
+def evaluate_tr(
+    model: str | Path,
+    pool_path: str | Path,
+    queries_path: str | Path,
+    qrels_path: str | Path,
+    *,
+    nbest: int = 5,
+    levenshtein: bool = True,
+    limit: int | None = None,
+    max_candidates: int = 1000,
+    progress: bool = True,
+    use_lm: bool = True,
+    run_out: str | Path | None = None,
+) -> dict[str, Any]:
+    """``clir eval-tr``: the translation-retrieval measures of 002 (f@n, p@n, r@n, MRR)."""
+    start = time.perf_counter()
+    queries, qrels = _select(queries_path, qrels_path, limit)
+    bundle = load_bundle(model)
+    index = load_index(pool_path)
+    scorer = make_scorer(
+        "tr", index, bundle, nbest=nbest, levenshtein=levenshtein, max_candidates=max_candidates
+    )
+    qrun = run_queries(
+        scorer,
+        decoder_for(bundle, use_lm),
+        queries,
+        bundle.src,
+        k=10,
+        weights_version=bundle.active_weights().version,
+        progress=progress,
+        desc=f"tr N={nbest}",
+    )
+    if run_out is not None:
+        write_run(run_out, rank_entries(qrun.scored_docs(), f"tr-n{nbest}", 10))
+    result = evaluate(qrun.run(), qrels, TR_METRICS, depth=None)
+    return _payload(result.as_json(), qrun, scorer, start)
+
+
+def search(
+    model: str | Path,
+    index_path: str | Path,
+    method: str,
+    text: str,
+    k: int = 10,
+    *,
+    use_lm: bool = True,
+    explain: bool = False,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[Ranking, InvertedIndex]:
+    """``clir search``: one query, ranked by ``method``."""
+    bundle = load_bundle(model)
+    index = load_index(index_path)
+    scorer = make_scorer(method, index, bundle, **dict(params or {}))
+    decoded = decode_query(
+        decoder_for(bundle, use_lm),
+        text,
+        bundle.src,
+        weights_version=bundle.active_weights().version,
+    )
+    return scorer.rank(decoded, k, explain=explain), index
