@@ -72,6 +72,9 @@ class _Stages:
             "cpu_seconds": round(time.process_time() - c, 2),
             "child_cpu_seconds": round(_child_cpu() - cc, 2),
             "peak_rss_mb_so_far": _rss_mb(),
+            "peak_child_rss_mb_so_far": round(
+                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            ),
         }
         print(f"[{name}] {self.figures[name]}", file=sys.stderr, flush=True)
         return result

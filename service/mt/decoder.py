@@ -309,6 +309,7 @@ class _CubeSearch:
         self.order = dec._order
         self._logp_cache: dict[tuple[tuple[str, ...], str], float] = {}
         self._oov_cache: dict[str, bool] = {}
+        self._estimates: dict[tuple[str, ...], float] = {}
         self._counter = itertools.count()
 
     # --- LM --------------------------------------------------------------------------------
@@ -416,66 +417,70 @@ class _CubeSearch:
         self, opt: _Option, tails: Sequence[_Item]
     ) -> tuple[float, float, Boundary, float]:
         """(inside score, weighted LM estimate, boundary, raw LM logprob) of a candidate."""
-        inside = opt.score + sum(t.score for t in tails)
+        inside = opt.score
+        for t in tails:
+            inside += t.score
         if self.lm is None:
             return inside, 0.0, _NO_BOUNDARY, 0.0
-        pieces = [tails[s].boundary if isinstance(s, int) else s for s in opt.target]
+        pieces = [tails[s].boundary if type(s) is int else s for s in opt.target]
         comb = combine(pieces, self.order, self.logp)
         w_lm = self.dec._w_lm
         inside += w_lm * comb.logprob + self.dec._w_oov * opt.oov
-        est = w_lm * estimate(comb.boundary, self.logp)
-        return inside, est, comb.boundary, comb.logprob
+        boundary = comb.boundary
+        est = self._estimates.get(boundary.left)
+        if est is None:
+            est = w_lm * estimate(boundary, self.logp)
+            self._estimates[boundary.left] = est
+        return inside, est, boundary, comb.logprob
 
     def _fill_cell(self, label: str, span: Span, cubes: list[_Cube]) -> list[_Item]:
         heap: list[tuple[float, int, int, tuple[int, ...], float, float, Boundary, float]] = []
         seen: set[tuple[int, tuple[int, ...]]] = set()
+        counter = self._counter
+        combine_ = self._combine
+        heappush, heappop = heapq.heappush, heapq.heappop
 
         def push(c: int, idx: tuple[int, ...]) -> None:
-            if (c, idx) in seen:
+            key = (c, idx)
+            if key in seen:
                 return
             cube = cubes[c]
-            if idx[0] >= cube.num_options or any(
-                k >= len(t) for k, t in zip(idx[1:], cube.tails, strict=True)
-            ):
+            if idx[0] >= cube.num_options:
                 return
-            seen.add((c, idx))
-            opt = cube.options(idx[0])
-            tails = [t[k] for k, t in zip(idx[1:], cube.tails, strict=True)]
-            inside, est, boundary, lm = self._combine(opt, tails)
-            heapq.heappush(heap, (-(inside + est), next(self._counter), c, idx, inside, est,
-                                  boundary, lm))  # fmt: skip
+            tails = []
+            for k, t in zip(idx[1:], cube.tails, strict=True):
+                if k >= len(t):
+                    return
+                tails.append(t[k])
+            seen.add(key)
+            inside, est, boundary, lm = combine_(cube.options(idx[0]), tails)
+            heappush(heap, (-(inside + est), next(counter), c, idx, inside, est, boundary, lm))
 
         for c, cube in enumerate(cubes):
             push(c, (0,) * (1 + len(cube.tails)))
         items: dict[Boundary, _Item] = {}
         pops = 0
+        use_lm = self.lm is not None
+        builder = self.builder
         while heap and pops < self.pop_limit:
-            _, _, c, idx, inside, est, boundary, lm = heapq.heappop(heap)
+            _, _, c, idx, inside, est, boundary, lm = heappop(heap)
             pops += 1
             cube = cubes[c]
             opt = cube.options(idx[0])
-            tails = [t[k] for k, t in zip(idx[1:], cube.tails, strict=True)]
+            tail_nodes = tuple(t[k].node for k, t in zip(idx[1:], cube.tails, strict=True))
             item = items.get(boundary)
             if item is None:
-                state = boundary if self.lm is not None else None
-                node = self.builder.add_node(label, span, state)
+                node = builder.add_node(label, span, boundary if use_lm else None)
                 item = _Item(node, inside, est, boundary)
                 items[boundary] = item
             elif inside > item.score:
                 item.score = inside
             feats = opt.features
-            if self.lm is not None:
+            if use_lm:
                 feats = {**feats, LANGUAGE_MODEL: lm}
                 if opt.oov:
                     feats[LM_OOV] = float(opt.oov)
-            self.builder.add_edge(
-                item.node,
-                tuple(t.node for t in tails),
-                opt.target,
-                feats,
-                span=span,
-                rule_id=opt.rule_id,
-            )
+            builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
             for d in range(len(idx)):
                 push(c, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
         self.stats.pops += pops

@@ -62,9 +62,10 @@ encodes the corpus to integer arrays and runs a numba kernel that interns rule s
 open-addressing hash tables and aggregates counts with numpy sorts, chunk by chunk. To bound
 memory on large corpora it works in ``shards`` passes over the corpus: pass ``k`` keeps only
 the rules whose source side hashes to ``k``, so each pass aggregates, filters and computes
-``c(f)`` for a disjoint part of the grammar, and only the kept rules of a pass are carried
-over; ``c(e)`` is accumulated over all passes in a table of target sides shared by the
-passes. Tests check that the two implementations agree for any number of shards.
+``c(f)`` for a disjoint part of the grammar with its own side tables, and only the kept rules
+of a pass are carried over; one last pass sums ``c(e)`` over all rule instances for the
+target sides of the kept rules only (looked up, never added). Tests check that the two
+implementations agree for any number of shards.
 """
 
 from __future__ import annotations
@@ -460,6 +461,38 @@ def _intern(store: I32, count: I64, slots: I32, row: I32) -> int:  # pragma: no 
 
 
 @njit(cache=True, nogil=True)
+def _lookup(store: I32, slots: I32, row: I32) -> int:  # pragma: no cover - jitted
+    """Id of ``row`` in an open-addressing table, or -1 if it is not there."""
+    mask = np.int64(slots.shape[0] - 1)
+    s = _row_hash(row) & mask
+    while True:
+        idx = slots[s]
+        if idx < 0:
+            return -1
+        same = True
+        for k in range(row.shape[0]):
+            if store[idx, k] != row[k]:
+                same = False
+                break
+        if same:
+            return int(idx)
+        s = (s + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _intern_rows(  # pragma: no cover - jitted
+    store: I32, count: I64, slots: I32, rows: I32, ids: I64, start: int
+) -> int:
+    """Intern ``rows[start:]`` into ``ids``; returns where it stopped (the table is full)."""
+    for k in range(start, rows.shape[0]):
+        idx = _intern(store, count, slots, rows[k])
+        if idx < 0:
+            return k
+        ids[k] = idx
+    return int(rows.shape[0])
+
+
+@njit(cache=True, nogil=True)
 def _rehash(store: I32, n: int, slots: I32) -> None:  # pragma: no cover - jitted
     count = np.zeros(1, dtype=np.int64)
     for k in range(n):
@@ -503,6 +536,7 @@ def _extract_kernel(  # pragma: no cover - jitted
     tight_only: bool,
     n_shards: int,
     shard: int,
+    lookup_targets: bool,
     s_store: I32,
     s_count: I64,
     s_slots: I32,
@@ -519,6 +553,9 @@ def _extract_kernel(  # pragma: no cover - jitted
 
     Only rules whose source side is in ``shard`` (of ``n_shards``) are written; the weight
     ``1/N`` of an instance counts all ``N`` instances of its phrase pair, written or not.
+    With ``lookup_targets``, the target side is only looked up in the target table (rows
+    of target sides not in it are skipped), the source side is not interned (id 0), and no
+    sentence flags are set: the pass that sums the target marginals of the kept rules.
     """
     max_len = 1
     for k in range(first, last):
@@ -737,12 +774,18 @@ def _extract_kernel(  # pragma: no cover - jitted
                         code |= np.uint64(1) << np.uint64(bit)
                 if n_out >= n_cap:
                     return sent, start_out, _OUT_FULL
-                sid = _intern(s_store, s_count, s_slots, s_row)
-                if sid < 0:
-                    return sent, start_out, _SOURCE_FULL
-                tid = _intern(t_store, t_count, t_slots, t_row)
-                if tid < 0:
-                    return sent, start_out, _TARGET_FULL
+                if lookup_targets:
+                    sid = 0
+                    tid = _lookup(t_store, t_slots, t_row)
+                    if tid < 0:
+                        continue
+                else:
+                    sid = _intern(s_store, s_count, s_slots, s_row)
+                    if sid < 0:
+                        return sent, start_out, _SOURCE_FULL
+                    tid = _intern(t_store, t_count, t_slots, t_row)
+                    if tid < 0:
+                        return sent, start_out, _TARGET_FULL
                 out_src[n_out] = sid
                 out_tgt[n_out] = tid
                 out_mask[n_out] = code
@@ -751,7 +794,8 @@ def _extract_kernel(  # pragma: no cover - jitted
                 w = 1.0 / n_inst
                 for r in range(p_start, n_out):
                     out_w[r] = w
-        _mark_first(out_src, out_tgt, out_first, start_out, n_out)
+        if not lookup_targets:
+            _mark_first(out_src, out_tgt, out_first, start_out, n_out)
     return last, n_out, _DONE
 
 
@@ -817,7 +861,7 @@ def _merge(parts: list[_Part]) -> _Part:
 
 @dataclass(slots=True)
 class RuleCounts:
-    """Extracted rules in columns, sorted by (source side, target side).
+    """Extracted rules in columns, grouped by source side.
 
     ``source_sides[source_id[r]]`` and ``target_sides[target_id[r]]`` are the integer rows of
     rule ``r`` (codes: 0 pad, 1/2 the gaps, ``word id + 2``); ``count`` its fractional count;
@@ -898,26 +942,28 @@ def extract_rules(
     """Extract, aggregate and filter all rules of an encoded corpus (fast path).
 
     The corpus is read in ``shards`` passes (default :func:`default_shards`), each keeping
-    the rules whose source side hashes to it; the result does not depend on ``shards``.
-    Memory is bounded by ``buffer_rows`` instance rows (25 bytes each) plus the aggregated
-    (rule, alignment) rows of one pass, the kept rules of earlier passes and the table of
-    target sides; the side tables start at ``table_capacity`` rows and double when needed.
-    ``progress`` is called with the number of sentences done, summed over the passes (it
-    ends at ``shards * len(corpus)``).
+    the rules whose source side hashes to it, and one more pass that sums the target
+    marginals of the kept target sides; the result does not depend on ``shards``. Memory is
+    bounded by ``buffer_rows`` instance rows (25 bytes each), the aggregated (rule,
+    alignment) rows and side tables of one pass, and the kept rules; the side tables start
+    at ``table_capacity`` rows and double when needed. ``progress`` is called with the
+    number of sentences done, summed over the passes (it ends at
+    ``(shards + 1) * len(corpus)``).
     """
     config = config or ExtractionConfig()
     n_shards = default_shards(corpus) if shards is None else shards
     if n_shards < 1:
         raise ConfigurationError(f"shards={shards}: need at least one pass")
-    tgt_table = _SideTable(config.max_initial_target, table_capacity)
-    target_marginal = np.zeros(0, dtype=np.float64)
+    width = config.max_initial_target
+    kept_targets = _SideTable(width, table_capacity)  # target sides of kept rules
     kept: list[tuple[I32, I64, I64, F64, I32, U64, F64]] = []
     instances = unfiltered = 0
     buffers = _Buffers(buffer_rows)
     for shard in range(n_shards):
         src_table = _SideTable(config.max_rule_symbols, table_capacity)
+        tgt_table = _SideTable(width, table_capacity)
         part, n_inst = _one_pass(
-            corpus, config, n_shards, shard, src_table, tgt_table, buffers, progress
+            corpus, config, (n_shards, shard), src_table, tgt_table, buffers, progress
         )
         instances += n_inst
         keys, masks, counts, sentences = _per_rule(part)
@@ -926,47 +972,76 @@ def extract_rules(
         sid, tid = keys >> 32, keys & 0xFFFFFFFF
         del keys
         source_marginal = np.bincount(sid, weights=counts, minlength=int(src_table.count[0]))
-        grown = np.zeros(int(tgt_table.count[0]), dtype=np.float64)
-        grown[: len(target_marginal)] = target_marginal
-        target_marginal = grown + np.bincount(tid, weights=counts, minlength=len(grown))
         rows = src_table.rows
         gapped = ((rows == GAP1) | (rows == GAP2)).any(axis=1)
         keep = ~gapped[sid] | (sentences >= config.min_hierarchical_count)
         used, new_sid = np.unique(sid[keep], return_inverse=True)
+        used_t, new_tid = np.unique(tid[keep], return_inverse=True)
+        global_tid = _intern_all(kept_targets, tgt_table.rows[used_t])
         kept.append(
             (
                 rows[used].copy(),
                 new_sid.astype(np.int64),
-                tid[keep],
+                global_tid[new_tid],
                 counts[keep],
                 sentences[keep],
                 masks[keep],
                 source_marginal[used],
             )
         )
-        del src_table, rows, sid, tid, counts, sentences, masks, keep
+        del src_table, tgt_table, rows, sid, tid, counts, sentences, masks, keep
+    target_marginal = _target_marginals(corpus, config, kept_targets, buffers, n_shards, progress)
     del buffers
     source_sides = np.concatenate([k[0] for k in kept])
     offsets = np.cumsum([0] + [len(k[0]) for k in kept])
     source_id = np.concatenate([k[1] + off for k, off in zip(kept, offsets, strict=False)])
-    used_t, target_id = np.unique(np.concatenate([k[2] for k in kept]), return_inverse=True)
     return RuleCounts(
         config=config,
         source_vocab=corpus.source_vocab,
         target_vocab=corpus.target_vocab,
         source_sides=source_sides,
-        target_sides=tgt_table.rows[used_t].copy(),
+        target_sides=kept_targets.rows.copy(),
         source_id=source_id.astype(np.int32),
-        target_id=target_id.astype(np.int32),
+        target_id=np.concatenate([k[2] for k in kept]).astype(np.int32),
         count=np.concatenate([k[3] for k in kept]),
         sentences=np.concatenate([k[4] for k in kept]),
         alignment=np.concatenate([k[5] for k in kept]),
         source_marginal=np.concatenate([k[6] for k in kept]),
-        target_marginal=target_marginal[used_t],
+        target_marginal=target_marginal,
         instances=instances,
         unfiltered=unfiltered,
         shards=n_shards,
     )
+
+
+def _intern_all(table: _SideTable, rows: I32) -> I64:
+    """Ids of ``rows`` in ``table`` (added where missing; the table grows as needed)."""
+    ids = np.empty(len(rows), dtype=np.int64)
+    done = 0
+    while done < len(rows):
+        done = _intern_rows(table.store, table.count, table.slots, rows, ids, done)
+        if done < len(rows):
+            table.grow()
+    return ids
+
+
+def _target_marginals(
+    corpus: EncodedCorpus,
+    config: ExtractionConfig,
+    targets: _SideTable,
+    buffers: _Buffers,
+    n_shards: int,
+    progress: Callable[[int], None] | None,
+) -> F64:
+    """c(e) over all extracted rules, for the target sides in ``targets`` (one more pass)."""
+    marginal = np.zeros(int(targets.count[0]), dtype=np.float64)
+    unused = _SideTable(config.max_rule_symbols, 1)
+
+    def add(out: _Buffers, n_out: int) -> None:
+        marginal[:] += np.bincount(out.tgt[:n_out], out.w[:n_out], minlength=len(marginal))
+
+    _run_kernel(corpus, config, (1, 0), unused, targets, buffers, add, progress, n_shards, True)
+    return marginal
 
 
 class _Buffers:
@@ -980,21 +1055,21 @@ class _Buffers:
         self.first = np.empty(rows, dtype=np.uint8)
 
 
-def _one_pass(
+def _run_kernel(
     corpus: EncodedCorpus,
     config: ExtractionConfig,
-    n_shards: int,
-    shard: int,
+    shard: tuple[int, int],
     src_table: _SideTable,
     tgt_table: _SideTable,
     out: _Buffers,
+    consume: Callable[[_Buffers, int], None],
     progress: Callable[[int], None] | None,
-) -> tuple[_Part, int]:
-    """Aggregated (rule, alignment) rows of one shard, and its number of instances."""
-    buffer_rows = len(out.w)
-    parts: list[_Part] = []
-    pending = 0
-    instances = 0
+    pass_index: int,
+    lookup: bool = False,
+) -> None:
+    """Run the kernel over the corpus chunk by chunk, handing each filled buffer to
+    ``consume``; ``shard`` is (number of shards, this shard); ``lookup`` selects the
+    target-marginal pass (see :func:`_extract_kernel`)."""
     sent, total = 0, len(corpus)
     while sent < total:
         nxt, n_out, status = _extract_kernel(
@@ -1012,8 +1087,9 @@ def _one_pass(
             config.max_rule_symbols,
             config.max_nonterminals,
             config.tight_hierarchical,
-            n_shards,
-            shard,
+            shard[0],
+            shard[1],
+            lookup,
             src_table.store,
             src_table.count,
             src_table.slots,
@@ -1032,27 +1108,45 @@ def _one_pass(
             tgt_table.grow()
         elif status == _OUT_FULL and n_out == 0:
             raise ConfigurationError(
-                f"sentence pair {nxt} yields more than buffer_rows={buffer_rows} rule "
+                f"sentence pair {nxt} yields more than buffer_rows={len(out.w)} rule "
                 "instances; raise buffer_rows"
             )
         if n_out:
-            keys = (out.src[:n_out].astype(np.int64) << 32) | out.tgt[:n_out].astype(np.int64)
-            chunk = _Part(
-                keys,
-                out.mask[:n_out].copy(),
-                out.w[:n_out].copy(),
-                out.first[:n_out].astype(np.int32),
-            )
-            parts.append(_reduce(chunk))
-            del chunk, keys
-            instances += n_out
-            pending += len(parts[-1].keys)
-            if len(parts) > 1 and pending > 2 * len(parts[0].keys) + buffer_rows:
-                parts = [_merge(parts)]
-                pending = len(parts[0].keys)
+            consume(out, n_out)
         sent = nxt
         if progress is not None and status in (_DONE, _OUT_FULL):
-            progress(shard * total + sent)
+            progress(pass_index * total + sent)
+
+
+def _one_pass(
+    corpus: EncodedCorpus,
+    config: ExtractionConfig,
+    shard: tuple[int, int],
+    src_table: _SideTable,
+    tgt_table: _SideTable,
+    out: _Buffers,
+    progress: Callable[[int], None] | None,
+) -> tuple[_Part, int]:
+    """Aggregated (rule, alignment) rows of one shard, and its number of instances."""
+    buffer_rows = len(out.w)
+    parts: list[_Part] = []
+    pending = 0
+    instances = 0
+
+    def consume(out: _Buffers, n_out: int) -> None:
+        nonlocal parts, pending, instances
+        keys = (out.src[:n_out].astype(np.int64) << 32) | out.tgt[:n_out].astype(np.int64)
+        chunk = _Part(
+            keys, out.mask[:n_out].copy(), out.w[:n_out].copy(), out.first[:n_out].astype(np.int32)
+        )
+        parts.append(_reduce(chunk))
+        instances += n_out
+        pending += len(parts[-1].keys)
+        if len(parts) > 1 and pending > 2 * len(parts[0].keys) + buffer_rows:
+            parts = [_merge(parts)]
+            pending = len(parts[0].keys)
+
+    _run_kernel(corpus, config, shard, src_table, tgt_table, out, consume, progress, shard[1])
     return (_merge(parts) if parts else _empty()), instances
 
 

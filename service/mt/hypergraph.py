@@ -529,6 +529,26 @@ class HypergraphBuilder:
         self._parts.add(head, tails_t, tgt, feats)
         return eid
 
+    def add_edge_trusted(
+        self,
+        head: int,
+        tails: tuple[int, ...],
+        target: Yield,
+        features: dict[str, float],
+        span: Span,
+        rule_id: int = -1,
+    ) -> int:
+        """:meth:`add_edge` without validation, for a decoder that builds well-formed edges.
+
+        ``target`` must already be a :data:`Yield` (gaps as tail positions), ``tails`` must
+        name existing nodes and ``features`` must be finite; ``features`` is stored as given
+        (not copied), so the caller must not mutate it afterwards.
+        """
+        eid = len(self._edges)
+        self._edges.append(Hyperedge(eid, head, tails, target, features, span, rule_id))
+        self._parts.add(head, tails, target, features)
+        return eid
+
     def _check_open(self) -> None:
         if self._built:
             raise InvalidInputError("the hypergraph was already built; start a new builder")

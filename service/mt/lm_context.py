@@ -56,28 +56,22 @@ def combine(pieces: Sequence[Piece], order: int, logp: ContextScore) -> Combinat
     pos = 0
     total = 0.0
     scored = 0
-
-    def emit(word: str) -> None:
-        nonlocal pos, total, scored
-        if pos >= h:
-            total += logp(_history(ctx, h), word)
-            scored += 1
-        ctx.append(word)
-        if len(left) < h:
-            left.append(word)
-        pos += 1
-
     for piece in pieces:
-        if isinstance(piece, str):
-            emit(piece)
-            continue
-        for word in piece.left:
-            emit(word)
-        hidden = piece.length - len(piece.left)
-        if hidden > 0:
-            # the rest of the item was scored inside it; its last words are the new context
-            ctx = list(piece.right)
-            pos += hidden
+        words = (piece,) if isinstance(piece, str) else piece.left
+        for word in words:
+            if pos >= h:
+                total += logp(tuple(ctx[-h:]) if h > 0 else (), word)
+                scored += 1
+            ctx.append(word)
+            if len(left) < h:
+                left.append(word)
+            pos += 1
+        if not isinstance(piece, str):
+            hidden = piece.length - len(piece.left)
+            if hidden > 0:
+                # the rest of the item was scored inside it; its last words are the context
+                ctx = list(piece.right)
+                pos += hidden
     right = _history(ctx, h)
     return Combination(Boundary(tuple(left), right, pos), total, scored)
 

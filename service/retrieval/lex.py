@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from service.mt.grammar import Grammar
-from service.mt.hypergraph import FloatArray, Hypergraph
+from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph
 from service.mt.rules import PASS_THROUGH, Rule, is_nt
 
 LEX_PREFIXES = ("lex:", "ins:", "del:")
@@ -69,33 +69,40 @@ class LexFeatures:
             self._cache[rule_id] = feats
         return feats
 
+    def of_edge(self, edge: Hyperedge) -> tuple[str, ...]:
+        """The LEX features fired by one edge (see the module docstring)."""
+        if edge.rule_id >= 0:
+            return self.of_rule(edge.rule_id)
+        if PASS_THROUGH in edge.features:
+            return tuple(f"lex:{w}_{w}" for w in edge.target_terminals)
+        return ()
+
     def of_edges(self, hg: Hypergraph) -> list[tuple[str, ...]]:
-        """The LEX features fired by every edge of ``hg`` (see the module docstring)."""
-        out: list[tuple[str, ...]] = []
-        for e in hg.edges:
-            if e.rule_id >= 0:
-                out.append(self.of_rule(e.rule_id))
-            elif PASS_THROUGH in e.features:
-                out.append(tuple(f"lex:{w}_{w}" for w in e.target_terminals))
-            else:
-                out.append(())
-        return out
+        """The LEX features fired by every edge of ``hg``."""
+        return [self.of_edge(e) for e in hg.edges]
 
     def edge_weights(self, hg: Hypergraph, weights: Mapping[str, float]) -> FloatArray:
-        """Σ of the weights of the LEX features each edge fires (features without weight: 0)."""
-        return lex_edge_weights(self.of_edges(hg), weights)
+        """Σ of the weights of the LEX features each edge fires (features without weight: 0).
 
-
-def lex_edge_weights(
-    edge_features: Sequence[tuple[str, ...]], weights: Mapping[str, float]
-) -> FloatArray:
-    """Per-edge Σ weights[f] over the listed LEX features (absent weights count 0)."""
-    out = np.zeros(len(edge_features), dtype=np.float64)
-    if not weights:
+        Computed once per distinct rule of the forest (a +LM forest repeats each rule on many
+        edges), then gathered.
+        """
+        rule_ids = np.fromiter((e.rule_id for e in hg.edges), dtype=np.int64, count=hg.num_edges)
+        if not weights or len(rule_ids) == 0:
+            return np.zeros(len(rule_ids), dtype=np.float64)
+        rules, inverse = np.unique(rule_ids, return_inverse=True)
+        per_rule = np.array(
+            [_weight(self.of_rule(r), weights) if r >= 0 else 0.0 for r in rules.tolist()],
+            dtype=np.float64,
+        )
+        out = per_rule[inverse]
+        for e in np.flatnonzero(rule_ids < 0).tolist():
+            out[e] = _weight(self.of_edge(hg.edges[e]), weights)
         return out
-    for e, feats in enumerate(edge_features):
-        s = 0.0
-        for f in feats:
-            s += weights.get(f, 0.0)
-        out[e] = s
-    return out
+
+
+def _weight(features: Sequence[str], weights: Mapping[str, float]) -> float:
+    s = 0.0
+    for f in features:
+        s += weights.get(f, 0.0)
+    return s
