@@ -8,7 +8,7 @@ DATA   ?= ../shared/data
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install test lint typecheck pytest serve models index bench clean
+.PHONY: install test lint typecheck pytest serve models demo index bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ models: $(STAMP)
 		--src de --tgt en --out models/de-en
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
 		--src zh --tgt en --out models/zh-en
+
+demo: $(STAMP)
+	$(BIN)/clir build-demo --data $(DATA) --out models/demo-de-en
 
 index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs

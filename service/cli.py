@@ -146,6 +146,14 @@ def _cmd_train_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build_demo(args: argparse.Namespace) -> int:
+    from service.mt.demo import build_demo
+
+    manifest = build_demo(args.data, args.out)
+    print(json.dumps({"bundle": str(args.out), "counts": manifest["counts"]["grammar"]}))
+    return 0
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
     from service.mt.bundle import load_bundle
     from service.mt.decoder import DecoderConfig
@@ -336,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="use only the first N sentence pairs")
     p.add_argument("--lm-limit", type=int, help="use only the first N LM text lines")
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
+
+    p = verb("build-demo", "Build the small demo bundle from a data subset.", _cmd_build_demo)
+    p.add_argument("--data", type=Path, default=Path("../shared/data"))
+    p.add_argument("--out", type=Path, default=Path("models/demo-de-en"))
 
     p = verb("tune", "Tune the model's log-linear weights on dev data.", _cmd_tune)
     p.add_argument("--model", type=Path, required=True)

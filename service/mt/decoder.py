@@ -422,7 +422,7 @@ class _CubeSearch:
             inside += t.score
         if self.lm is None:
             return inside, 0.0, _NO_BOUNDARY, 0.0
-        pieces = [tails[s].boundary if type(s) is int else s for s in opt.target]
+        pieces = [tails[s].boundary if isinstance(s, int) else s for s in opt.target]
         comb = combine(pieces, self.order, self.logp)
         w_lm = self.dec._w_lm
         inside += w_lm * comb.logprob + self.dec._w_oov * opt.oov
