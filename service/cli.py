@@ -146,6 +146,35 @@ def _cmd_train_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from service.mt.bundle import load_bundle
+    from service.mt.decoder import DecoderConfig
+    from service.mt.translate import translate_text
+    from service.settings import get_settings
+
+    bundle = load_bundle(args.model)
+    config = DecoderConfig(
+        pop_limit=args.pop_limit or get_settings().pop_limit, use_lm=not args.no_lm
+    )
+    lines = [args.text] if args.text is not None else (ln.rstrip("\n") for ln in sys.stdin)
+    for k, line in enumerate(lines):
+        if not line.strip():
+            print()
+            continue
+        # stdin mode: one input line -> one output line (no sentence splitting)
+        result = translate_text(
+            bundle, line, nbest=args.nbest, config=config, split=args.text is not None
+        )
+        if args.nbest == 1:
+            print(" ".join(" ".join(s.best.tokens) for s in result))
+            continue
+        for s in result:
+            for d in s.nbest:
+                feats = " ".join(f"{n}={v:.4g}" for n, v in sorted(d.features.items()))
+                print(f"{k} ||| {' '.join(d.tokens)} ||| {feats} ||| {d.score:.4f}")
+    return 0
+
+
 def _cmd_build_demo(args: argparse.Namespace) -> int:
     from service.mt.demo import build_demo
 
@@ -386,10 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    p = verb("translate", "Translate text (or stdin lines) with a model.", _not_built("#4"))
+    p = verb("translate", "Translate text (or stdin lines) with a model.", _cmd_translate)
     p.add_argument("--model", type=Path, required=True)
-    p.add_argument("text", nargs="?")
-    p.add_argument("--nbest", type=int, default=1)
+    p.add_argument("text", nargs="?", help="text to translate; without it, one line per stdin line")
+    p.add_argument("--nbest", type=int, default=1, help="print the N best distinct translations")
+    p.add_argument("--pop-limit", type=int)
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
 
     p = verb("search", "Search the document index with a foreign query.", _cmd_search)
     p.add_argument("--model", type=Path, required=True)

@@ -9,10 +9,8 @@ import pytest
 from service.data import write_docs
 from service.index import build_docs_index
 from service.index.inverted import InvertedIndex
-from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.train import train_model
+from service.mt.bundle import ModelBundle
 from service.records import Doc
-from tests.synthetic import CONFIG, synthetic
 
 TOY_DOCS = [
     Doc("d1", "Houses", "the house is big . a big house is an old house", "t"),
@@ -24,15 +22,6 @@ TOY_DOCS = [
     Doc("d7", "Trees", "a tree is large ; the tree is big and old", "t"),
     Doc("d8", "Misc", "nothing relevant here at all", "t"),
 ]
-
-
-@pytest.fixture(scope="session")
-def toy_bundle(tmp_path_factory: pytest.TempPathFactory) -> ModelBundle:
-    root = tmp_path_factory.mktemp("bundle")
-    par, lm = root / "p.tsv.gz", root / "lm.txt"
-    synthetic(par, lm)
-    train_model(par, lm, root / "de-en", CONFIG, log=lambda _m: None)
-    return load_bundle(root / "de-en")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,58 @@
+"""Sentence translation with a bundle: 1-best and n-best lists (``clir translate``).
+
+The text is split into sentences, preprocessed like the training corpus, decoded into the +LM
+forest (:mod:`service.mt.decoder`) and read out by Viterbi or by unique k-best extraction
+(:mod:`service.mt.kbest`, Huang & Chiang 2005 Algorithm 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.errors import InvalidInputError
+from service.mt.bundle import ModelBundle
+from service.mt.decoder import DecoderConfig
+from service.mt.hypergraph import Derivation
+from service.mt.inference import fast_viterbi
+from service.mt.kbest import unique_kbest
+from service.text import preprocess, split_sentences
+
+
+@dataclass(frozen=True)
+class SentenceTranslation:
+    source: tuple[str, ...]
+    nbest: list[Derivation]
+
+    @property
+    def best(self) -> Derivation:
+        return self.nbest[0]
+
+
+def translate_text(
+    bundle: ModelBundle,
+    text: str,
+    *,
+    nbest: int = 1,
+    config: DecoderConfig | None = None,
+    split: bool = True,
+) -> list[SentenceTranslation]:
+    """Translate ``text`` sentence by sentence; each entry holds up to ``nbest`` translations."""
+    if nbest < 1:
+        raise InvalidInputError(f"nbest must be at least 1, got {nbest}")
+    if not text.strip():
+        raise InvalidInputError("nothing to translate: the text is empty")
+    decoder = bundle.decoder(config)
+    weights = decoder.weights
+    sentences = split_sentences(text, bundle.src) if split else [text]
+    out: list[SentenceTranslation] = []
+    for sentence in sentences:
+        tokens = preprocess(sentence, bundle.src)
+        if not tokens:
+            continue
+        forest = decoder.forest(tokens)
+        if nbest == 1:
+            entries = [fast_viterbi(forest.hypergraph, weights)]
+        else:
+            entries = unique_kbest(forest.hypergraph, weights, nbest)
+        out.append(SentenceTranslation(tuple(tokens), entries))
+    return out
