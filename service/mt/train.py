@@ -211,13 +211,15 @@ def train_model(
             min_hierarchical_count=config.min_hierarchical_count,
         )
         counts = extract_rules(corpus, ext)
+        del corpus  # free each large intermediate as soon as the next one exists
+        extracted = len(counts)
         table = estimate_features(counts, lexical, limit=config.rule_table_limit)
-        write_encoded(table.to_encoded(), bundle / GRAMMAR_DIR)
-        return {
-            "rules_extracted": len(counts),
-            "rules": len(table),
-            "lexical_entries": len(lexical),
-        }
+        del counts
+        kept = len(table)
+        encoded = table.to_encoded()
+        del table
+        write_encoded(encoded, bundle / GRAMMAR_DIR)
+        return {"rules_extracted": extracted, "rules": kept, "lexical_entries": len(lexical)}
 
     grammar_info = runner.run("grammar", grammar_key, grammar)
 
