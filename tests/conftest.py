@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from service.data import write_docs
+from service.index import build_docs_index
+from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.train import train_model
+from service.records import Doc
 from service.settings import get_settings
 from tests.synthetic import CONFIG, synthetic
 
@@ -41,3 +45,28 @@ def toy_bundle(tmp_path_factory: pytest.TempPathFactory) -> ModelBundle:
     synthetic(par, lm)
     train_model(par, lm, root / "de-en", CONFIG, log=lambda _m: None)
     return load_bundle(root / "de-en")
+
+
+TOY_DOCS = [
+    Doc("d1", "Houses", "the house is big . a big house is an old house", "t"),
+    Doc("d2", "Home", "at home : the home is small and the home is new", "t"),
+    Doc("d3", "Cars", "the car is red . a red car and a new car", "t"),
+    Doc("d4", "Automobiles", "an automobile is a car ; the automobile is large", "t"),
+    Doc("d5", "Books", "the book is old . an old book", "t"),
+    Doc("d6", "Dogs", "the dog is small and the dog is old", "t"),
+    Doc("d7", "Trees", "a tree is large ; the tree is big and old", "t"),
+    Doc("d8", "Misc", "nothing relevant here at all", "t"),
+]
+
+
+@pytest.fixture(scope="session")
+def toy_index(tmp_path_factory: pytest.TempPathFactory) -> InvertedIndex:
+    root = tmp_path_factory.mktemp("index")
+    write_docs(root / "docs.jsonl", TOY_DOCS)
+    build_docs_index(root / "docs.jsonl", root / "idx")
+    return InvertedIndex.load(root / "idx")
+
+
+@pytest.fixture(scope="session")
+def toy_paths(toy_bundle: ModelBundle, toy_index: InvertedIndex) -> tuple[Path, Path]:
+    return toy_bundle.path, toy_index.path

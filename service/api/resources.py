@@ -1,53 +1,86 @@
-"""Resources the service serves, loaded once at start-up.
+"""Resources the service serves, loaded once at start-up (DESIGN.md: the lifespan loads every
+configured model bundle, the document index and the sentence-pool index).
 
-Until the model-bundle and index loaders exist, this finds which configured bundles and
-indexes are present on disk and reports the service as not ready with what is missing.
+A bundle or index that is missing or fails to load is reported (``/readyz`` names it) and the
+rest still loads; the first bundle per source language wins.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.errors import ClirError
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle, load_bundle
 from service.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Resources:
     """What the service has loaded, and what it looked for and did not find."""
 
-    models: dict[str, Any] = field(default_factory=dict)  # source language -> bundle
-    doc_index: Any | None = None
-    pool_index: Any | None = None
+    models: dict[str, ModelBundle] = field(default_factory=dict)  # source language -> bundle
+    doc_index: InvertedIndex | None = None
+    pool_index: InvertedIndex | None = None
     missing: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
         return bool(self.models) and self.doc_index is not None
 
     def status(self) -> dict[str, Any]:
-        detail = "ready" if self.ready else "no model loaded" if not self.models else "no index"
+        if self.ready:
+            detail = "ready"
+        elif not self.models:
+            detail = "no model loaded"
+        else:
+            detail = "no document index loaded"
         return {
             "ready": self.ready,
             "detail": detail,
-            "models": sorted(self.models),
-            "doc_index": self.doc_index is not None,
-            "pool_index": self.pool_index is not None,
+            "models": {lang: b.name for lang, b in sorted(self.models.items())},
+            "doc_index": str(self.doc_index.path) if self.doc_index is not None else None,
+            "pool_index": str(self.pool_index.path) if self.pool_index is not None else None,
             "missing": self.missing,
+            "errors": self.errors,
         }
 
 
-def _describe_missing(kind: str, candidates: list[Path]) -> str:
-    return f"{kind}: none of {', '.join(str(p) for p in candidates)} exists"
+def _load_index(kind: str, candidates: list[Path], res: Resources) -> InvertedIndex | None:
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            return InvertedIndex.load(path)
+        except ClirError as exc:
+            res.errors.append(f"{kind} {path}: {exc}")
+            log.error("cannot load %s %s: %s", kind, path, exc)
+    if not any(p.exists() for p in candidates):
+        res.missing.append(f"{kind}: none of {', '.join(str(p) for p in candidates)} exists")
+    return None
 
 
 def load_resources(settings: Settings) -> Resources:
     res = Resources()
-    if settings.first_existing(settings.model_bundles) is None:
-        res.missing.append(_describe_missing("model bundle", settings.model_bundles))
-    if settings.first_existing(settings.doc_indexes) is None:
-        res.missing.append(_describe_missing("document index", settings.doc_indexes))
-    if settings.first_existing(settings.pool_indexes) is None:
-        res.missing.append(_describe_missing("sentence-pool index", settings.pool_indexes))
+    for path in settings.model_bundles:
+        if not path.exists():
+            continue
+        try:
+            bundle = load_bundle(path)
+        except ClirError as exc:
+            res.errors.append(f"model bundle {path}: {exc}")
+            log.error("cannot load model bundle %s: %s", path, exc)
+            continue
+        res.models.setdefault(bundle.src, bundle)
+    if not res.models and not res.errors:
+        names = ", ".join(str(p) for p in settings.model_bundles)
+        res.missing.append(f"model bundle: none of {names} exists")
+    res.doc_index = _load_index("document index", settings.doc_indexes, res)
+    res.pool_index = _load_index("sentence-pool index", settings.pool_indexes, res)
     return res

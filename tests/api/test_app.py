@@ -9,6 +9,8 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.api.errors import status_for
 from service.errors import InputTooLargeError, InvalidInputError, NotFoundError
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
 from service.settings import Settings
 
 
@@ -32,3 +34,31 @@ def test_error_status_mapping() -> None:
     assert status_for(InputTooLargeError("x")) == 413
     assert status_for(InvalidInputError("x")) == 422
     assert status_for(NotFoundError("x")) == 404
+
+
+def test_ready_when_a_bundle_and_an_index_load(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
+) -> None:
+    settings = Settings(
+        model_bundles=[tmp_path / "absent", toy_bundle.path],
+        doc_indexes=[toy_index.path],
+        pool_indexes=[tmp_path / "no-pool"],
+    )
+    with TestClient(create_app(settings)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 200
+        body = r.json()
+        assert body["ready"] is True
+        assert body["models"] == {"de": toy_bundle.name}
+        assert any("sentence-pool index" in m for m in body["missing"])
+
+
+def test_broken_bundle_is_reported_not_fatal(tmp_path: Path) -> None:
+    broken = tmp_path / "models" / "de-en"
+    broken.mkdir(parents=True)
+    (broken / "manifest.json").write_text("{not json")
+    settings = Settings(model_bundles=[broken], doc_indexes=[], pool_indexes=[])
+    with TestClient(create_app(settings)) as client:
+        body = client.get("/readyz").json()
+        assert body["ready"] is False
+        assert any("manifest.json" in e for e in body["errors"])

@@ -17,7 +17,7 @@ from service.records import Doc
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.dt import DirectTranslation
 from service.retrieval.query import decode_query
-from tests.retrieval.conftest import TOY_DOCS
+from tests.conftest import TOY_DOCS
 
 K1, B = 1.2, 0.75
 

@@ -26,7 +26,7 @@ from service.retrieval.psq import (
 )
 from service.retrieval.query import decode_query
 from service.retrieval.runner import make_scorer
-from tests.retrieval.conftest import TOY_DOCS
+from tests.conftest import TOY_DOCS
 
 E = math.e
 
