@@ -1,5 +1,7 @@
 """App factory. The lifespan loads every configured resource once and keeps it on
-``app.state``; ``/readyz`` reports what is loaded and what is missing."""
+``app.state``; ``/readyz`` reports what is loaded and what is missing. The routers (one per
+resource, under ``/v1``) read it through :mod:`service.api.deps`; ``/metrics`` exposes the
+counters of :mod:`service.api.metrics`."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from service import __version__
+from service.api import documents, search, suggest, translate
+from service.api.deps import MetricsDep, ServiceDep
 from service.api.errors import install_error_handlers
+from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.resources import Resources, load_resources
+from service.api.serving import QueryService
 from service.settings import Settings, get_settings
 
 
@@ -32,8 +38,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "(bag-of-words forced decoding) and reference-sentence suggestions for translators.",
         lifespan=lifespan,
     )
+    metrics = Metrics()
     app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.service = QueryService(settings, metrics)
     install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    for module in (search, translate, suggest, documents):
+        app.include_router(module.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
@@ -49,5 +61,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return JSONResponse(body, status_code=503)
         body = resources.status()
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
+
+    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
+    def prometheus_metrics(metrics: MetricsDep, service: ServiceDep) -> PlainTextResponse:
+        """Request counts and latencies, decode times and cache hits (Prometheus text format)."""
+        gauges = {
+            "clir_query_cache_entries": (
+                "Decoded queries in the cache.",
+                float(len(service.cache)),
+            ),
+            "clir_query_cache_capacity": (
+                "Capacity of the query cache.",
+                float(service.cache.size),
+            ),
+        }
+        return PlainTextResponse(
+            metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
     return app

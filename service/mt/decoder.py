@@ -41,7 +41,7 @@ from service.errors import InputTooLargeError, InvalidInputError
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.hypergraph import Hypergraph, HypergraphBuilder
 from service.mt.lm import LanguageModel
-from service.mt.lm_context import Boundary, combine, estimate, finish
+from service.mt.lm_context import Boundary, ContextTable, IdTail, combine_ids, finish
 from service.mt.rules import (
     GLUE,
     LANGUAGE_MODEL,
@@ -82,6 +82,7 @@ class _Item:
     score: float  # best inside score (LM of fully-known words included)
     est: float  # weighted LM heuristic for the item's unscored prefix
     boundary: Boundary
+    lm_tail: IdTail  # the boundary for combine_ids: (left words, right context id, hidden)
 
     @property
     def priority(self) -> float:
@@ -309,8 +310,9 @@ class _CubeSearch:
         self.order = dec._order
         self._logp_cache: dict[tuple[tuple[str, ...], str], float] = {}
         self._oov_cache: dict[str, bool] = {}
-        self._estimates: dict[tuple[str, ...], float] = {}
         self._counter = itertools.count()
+        # per-sentence memo of LM steps over interned contexts (the hot loop's LM cache)
+        self.table = ContextTable(self.order, self.lm.logp if self.lm is not None else self.logp)
 
     # --- LM --------------------------------------------------------------------------------
     def logp(self, context: tuple[str, ...], word: str) -> float:
@@ -413,32 +415,21 @@ class _CubeSearch:
             best = max(best, score)
         return self.builder.build(goal), float(best)
 
-    def _combine(
-        self, opt: _Option, tails: Sequence[_Item]
-    ) -> tuple[float, float, Boundary, float]:
-        """(inside score, weighted LM estimate, boundary, raw LM logprob) of a candidate."""
-        inside = opt.score
-        for t in tails:
-            inside += t.score
-        if self.lm is None:
-            return inside, 0.0, _NO_BOUNDARY, 0.0
-        pieces = [tails[s].boundary if isinstance(s, int) else s for s in opt.target]
-        comb = combine(pieces, self.order, self.logp)
-        w_lm = self.dec._w_lm
-        inside += w_lm * comb.logprob + self.dec._w_oov * opt.oov
-        boundary = comb.boundary
-        est = self._estimates.get(boundary.left)
-        if est is None:
-            est = w_lm * estimate(boundary, self.logp)
-            self._estimates[boundary.left] = est
-        return inside, est, boundary, comb.logprob
-
     def _fill_cell(self, label: str, span: Span, cubes: list[_Cube]) -> list[_Item]:
-        heap: list[tuple[float, int, int, tuple[int, ...], float, float, Boundary, float]] = []
+        """Pop up to ``pop_limit`` candidates of the cubes of one −LM node (the hot loop).
+
+        A candidate is ``(cube, idx)`` with ``idx[0]`` its rule's rank and ``idx[1:]`` its tail
+        items' ranks. Its LM score comes from :func:`combine_ids` (the tested fast form of
+        :func:`combine`), and candidates are keyed by interned boundary ids until popped.
+        """
+        heap: list[_Entry] = []
         seen: set[tuple[int, tuple[int, ...]]] = set()
         counter = self._counter
-        combine_ = self._combine
         heappush, heappop = heapq.heappush, heapq.heappop
+        use_lm = self.lm is not None
+        table = self.table
+        w_lm, w_oov = self.dec._w_lm, self.dec._w_oov
+        no_key = (0, 0, 0)
 
         def push(c: int, idx: tuple[int, ...]) -> None:
             key = (c, idx)
@@ -447,32 +438,63 @@ class _CubeSearch:
             cube = cubes[c]
             if idx[0] >= cube.num_options:
                 return
-            tails = []
-            for k, t in zip(idx[1:], cube.tails, strict=True):
-                if k >= len(t):
+            ctails = cube.tails
+            tl: tuple[_Item, ...]
+            if not ctails:
+                tl = ()
+            elif len(ctails) == 1:
+                k = idx[1]
+                t0 = ctails[0]
+                if k >= len(t0):
                     return
-                tails.append(t[k])
+                tl = (t0[k],)
+            else:
+                got = []
+                for d, axis in enumerate(ctails, 1):
+                    k = idx[d]
+                    if k >= len(axis):
+                        return
+                    got.append(axis[k])
+                tl = tuple(got)
             seen.add(key)
-            inside, est, boundary, lm = combine_(cube.options(idx[0]), tails)
-            heappush(heap, (-(inside + est), next(counter), c, idx, inside, est, boundary, lm))
+            opt = cube.options(idx[0])
+            inside = opt.score
+            for t in tl:
+                inside += t.score
+            if use_lm:
+                lm, est, left, right, length = combine_ids(
+                    opt.target, [t.lm_tail for t in tl], table
+                )
+                inside += w_lm * lm + w_oov * opt.oov
+                est = w_lm * est
+                bkey = (left, right, length)
+            else:
+                lm = est = 0.0
+                bkey = no_key
+            heappush(heap, (-(inside + est), next(counter), c, idx, inside, est, bkey, lm, opt, tl))
 
         for c, cube in enumerate(cubes):
             push(c, (0,) * (1 + len(cube.tails)))
-        items: dict[Boundary, _Item] = {}
+        items: dict[tuple[int, int, int], _Item] = {}
         pops = 0
-        use_lm = self.lm is not None
         builder = self.builder
+        words = table.words
         while heap and pops < self.pop_limit:
-            _, _, c, idx, inside, est, boundary, lm = heappop(heap)
+            _, _, c, idx, inside, est, bkey, lm, opt, tl = heappop(heap)
             pops += 1
-            cube = cubes[c]
-            opt = cube.options(idx[0])
-            tail_nodes = tuple(t[k].node for k, t in zip(idx[1:], cube.tails, strict=True))
-            item = items.get(boundary)
+            item = items.get(bkey)
             if item is None:
-                node = builder.add_node(label, span, boundary if use_lm else None)
-                item = _Item(node, inside, est, boundary)
-                items[boundary] = item
+                if use_lm:
+                    left = words[bkey[0]]
+                    boundary = Boundary(left, words[bkey[1]], bkey[2])
+                    node = builder.add_node(label, span, boundary)
+                    lm_tail = (left, bkey[1], bkey[2] - len(left))
+                else:
+                    boundary = _NO_BOUNDARY
+                    node = builder.add_node(label, span, None)
+                    lm_tail = _NO_TAIL
+                item = _Item(node, inside, est, boundary, lm_tail)
+                items[bkey] = item
             elif inside > item.score:
                 item.score = inside
             feats = opt.features
@@ -480,11 +502,40 @@ class _CubeSearch:
                 feats = {**feats, LANGUAGE_MODEL: lm}
                 if opt.oov:
                     feats[LM_OOV] = float(opt.oov)
+            tail_nodes = tuple([t.node for t in tl])
             builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
-            for d in range(len(idx)):
-                push(c, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
+            n = len(idx)
+            if n == 1:
+                push(c, (idx[0] + 1,))
+            elif n == 2:
+                i0, i1 = idx
+                push(c, (i0 + 1, i1))
+                push(c, (i0, i1 + 1))
+            elif n == 3:
+                i0, i1, i2 = idx
+                push(c, (i0 + 1, i1, i2))
+                push(c, (i0, i1 + 1, i2))
+                push(c, (i0, i1, i2 + 1))
+            else:
+                for d in range(n):
+                    push(c, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
         self.stats.pops += pops
         return sorted(items.values(), key=lambda it: -it.priority)
 
 
+# heap entries: (-priority, tie-break counter, cube, idx, inside, est, boundary key, LM logprob,
+# option, tail items)
+_Entry = tuple[
+    float,
+    int,
+    int,
+    tuple[int, ...],
+    float,
+    float,
+    tuple[int, int, int],
+    float,
+    _Option,
+    tuple[_Item, ...],
+]
+_NO_TAIL: IdTail = ((), 0, 0)
 _NO_BOUNDARY = Boundary((), (), 0)

@@ -1,0 +1,82 @@
+"""Tuning comparison (issue #4; 000 Tables 2–3 on our data): dev and held-out BLEU of the
+untuned default weights and of each optimiser (MERT, PRO, ListNet, ListMLE, top-5 ListMLE,
+top-rank enhanced ListMLE with instance aggregating, and ListMLE-TE with k-best merging).
+
+Each run starts from the bundle's default weights, decodes the tuning sentences to k-best
+lists for a number of outer iterations (Algorithm 1) and keeps the weights with the best dev
+BLEU; held-out BLEU is measured once with those weights. Every tuned vector is stored as a
+weights version of the bundle (not activated).
+
+Writes ``bench/results/tuning_<src>.json``. Run:
+``.venv/bin/python -m bench.bench_tuning de [dev_size] [heldout_size] [iterations] [methods]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from service.mt.bundle import load_bundle
+from service.mt.tuning.data import load_dev_pairs
+from service.mt.tuning.run import bleu_of, tune_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+METHODS = ("mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te", "listmle-te:merge")
+
+
+def main(
+    src: str = "de",
+    dev_size: int = 200,
+    heldout_size: int = 200,
+    iterations: int = 5,
+    methods: tuple[str, ...] = METHODS,
+    max_words: int = 25,
+) -> None:
+    bundle = load_bundle(ROOT / "models" / f"{src}-en")
+    split = load_dev_pairs(DATA / "tr" / f"{src}-en", DATA / "tr" / "pool.en.tsv.gz", src,
+                           max_words=max_words)  # fmt: skip
+    tune_pairs, heldout = split.tune[:dev_size], split.heldout[:heldout_size]
+    default = bundle.weights_store.load("default")
+    out_path = ROOT / "bench" / "results" / f"tuning_{src}.json"
+    result: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {"runs": {}}
+    result.update({"model": f"{src}-en", "dev_sentences": len(tune_pairs),
+                   "heldout_sentences": len(heldout), "iterations": iterations, "k": 20,
+                   "max_words": max_words})  # fmt: skip
+    if "default" not in result["runs"]:
+        start = time.perf_counter()
+        result["runs"]["default"] = {
+            "dev_bleu": round(bleu_of(bundle, default.weights, tune_pairs), 2),
+            "heldout_bleu": round(bleu_of(bundle, default.weights, heldout), 2),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        out_path.write_text(json.dumps(result, indent=1) + "\n")
+    for spec in methods:
+        method, _, merge = spec.partition(":")
+        bundle.weights_store.activate("default")
+        outcome = tune_bundle(bundle, tune_pairs, heldout, method, k=20, iterations=iterations,
+                              merge=merge or None)  # fmt: skip
+        result["runs"][spec] = {
+            "dev_bleu": round(outcome.result.bleu, 2),
+            "heldout_bleu": round(outcome.heldout_bleu, 2),
+            "best_iteration": outcome.result.best_iteration,
+            "version": outcome.version.version,
+            "seconds": round(outcome.seconds, 1),
+        }
+        print(spec, json.dumps(result["runs"][spec]), file=sys.stderr)
+        out_path.write_text(json.dumps(result, indent=1) + "\n")
+    bundle.weights_store.activate("default")
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    main(
+        a[0] if a else "de",
+        int(a[1]) if len(a) > 1 else 200,
+        int(a[2]) if len(a) > 2 else 200,
+        int(a[3]) if len(a) > 3 else 5,
+        tuple(a[4].split(",")) if len(a) > 4 else METHODS,
+    )

@@ -1,0 +1,243 @@
+"""Serving behaviour shared by the query endpoints: the decoded-query cache, the per-request
+time budget, scorer reuse and the concurrency limit (issue 7 "Serving behaviour"; DESIGN.md).
+
+* **Cache.** A bounded LRU of :class:`~service.retrieval.base.DecodedQuery` keyed by (language,
+  the query's tokenised sentences, weights version, use_lm): the tokenised sentences are
+  exactly what the decoder sees, so two texts that normalise alike share their forests, and
+  repeated or paginated queries decode once. An ``OrderedDict`` behind a lock.
+* **Time budget.** Sentences of a query are decoded in order; the first always with the full
+  pop limit. Before each further sentence the time spent so far and the seconds per word
+  measured so far predict its cost: if it fits in ``request_time_budget_s`` it is decoded
+  normally; if not but budget is left it is decoded with pop limit :data:`DEGRADED_POP_LIMIT`
+  (cube pruning's cost grows with the pop limit, 001 §5); with no budget left the remaining
+  sentences are skipped. The answer then says ``degraded`` and why. Degraded decodes are not
+  cached (a later request with time to spare decodes the query fully). Ranking is not cut.
+* **No shared mutable state.** The decoder keeps per-sentence search state in a fresh
+  ``_CubeSearch``; its own caches are dicts whose only race is recomputation. A cached forest
+  does carry caches (edge-weight vectors), so each cache entry has a lock held while a request
+  ranks with it: two requests never touch one forest at once, different queries run in
+  parallel. At most ``max_concurrency`` requests decode or rank at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
+from service.errors import InputTooLargeError, InvalidInputError, NotReadyError
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.mt.decoder import Decoder, DecoderConfig, Forest
+from service.retrieval.base import DecodedQuery, Scorer
+from service.retrieval.query import query_sentences
+from service.retrieval.runner import make_scorer
+from service.settings import Settings
+
+DEGRADED_POP_LIMIT = 20
+SUPPORTED_LANGUAGES = ("de", "zh")
+
+Plan = Literal["full", "reduced", "skip"]
+CacheKey = tuple[str, tuple[tuple[str, ...], ...], str, bool]
+
+
+def plan_sentence(elapsed: float, budget: float, seconds_per_word: float, words: int) -> Plan:
+    """How to decode the next sentence, given the time spent and the cost measured so far."""
+    remaining = budget - elapsed
+    if remaining <= 0:
+        return "skip"
+    if seconds_per_word * words <= remaining:
+        return "full"
+    return "reduced"
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded query with how it was obtained."""
+
+    query: DecodedQuery
+    cached: bool
+    decode_seconds: float
+    lock: threading.Lock
+
+
+class QueryCache:
+    """A thread-safe bounded LRU of decoded queries (size 0 disables it)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[Hashable, tuple[DecodedQuery, threading.Lock]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def get(self, key: Hashable) -> tuple[DecodedQuery, threading.Lock] | None:
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is not None:
+                self._data.move_to_end(key)
+            return entry
+
+    def put(self, key: Hashable, query: DecodedQuery) -> threading.Lock:
+        """Store ``query``; returns the lock of the stored entry (an existing one wins)."""
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                entry = (query, threading.Lock())
+                if self.size > 0:
+                    self._data[key] = entry
+                    while len(self._data) > self.size:
+                        self._data.popitem(last=False)
+            return entry[1]
+
+
+def decode_sentences(
+    decoder: Decoder,
+    sentences: list[tuple[str, ...]],
+    budget: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[Forest], str | None]:
+    """The forests of ``sentences`` within ``budget`` seconds, and why it degraded (if it did)."""
+    start = clock()
+    forests: list[Forest] = []
+    reduced: list[int] = []
+    words_done = 0
+    for i, tokens in enumerate(sentences):
+        plan: Plan = "full"
+        if i > 0:
+            elapsed = clock() - start
+            plan = plan_sentence(elapsed, budget, elapsed / max(words_done, 1), len(tokens))
+        if plan == "skip":
+            break
+        limit = DEGRADED_POP_LIMIT if plan == "reduced" else None
+        if limit is not None and limit >= decoder.config.pop_limit:
+            limit = None
+        if plan == "reduced":
+            reduced.append(i + 1)
+        forests.append(decoder.forest(tokens, pop_limit=limit))
+        words_done += len(tokens)
+    n = len(sentences)
+    reasons = []
+    if reduced:
+        reasons.append(
+            f"sentences {_ranges(reduced)} of {n} decoded with pop limit {DEGRADED_POP_LIMIT}"
+        )
+    if len(forests) < n:
+        reasons.append(f"sentences {_ranges(list(range(len(forests) + 1, n + 1)))} of {n} skipped")
+    if not reasons:
+        return forests, None
+    return forests, f"time budget of {budget:g} s exceeded: " + "; ".join(reasons)
+
+
+def _ranges(numbers: list[int]) -> str:
+    return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"
+
+
+class QueryService:
+    """Decodes (through the cache) and ranks; one per app, on ``app.state.service``."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.cache = QueryCache(settings.forest_cache_size)
+        self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+        self._scorers: dict[Hashable, Scorer] = {}
+        self._scorers_lock = threading.Lock()
+
+    # --- checks -----------------------------------------------------------------------------
+
+    def bundle(self, models: dict[str, ModelBundle], lang: str) -> ModelBundle:
+        """The bundle for ``lang``; the error names the loaded languages."""
+        bundle = models.get(lang)
+        if bundle is not None:
+            return bundle
+        loaded = ", ".join(sorted(models)) or "none"
+        if lang not in SUPPORTED_LANGUAGES:
+            raise InvalidInputError(
+                f"unknown language {lang!r}; loaded languages: {loaded} "
+                f"(the service supports {', '.join(SUPPORTED_LANGUAGES)})"
+            )
+        raise NotReadyError(f"no model is loaded for language {lang!r}; loaded languages: {loaded}")
+
+    def check_text(self, text: str, what: str) -> None:
+        """413 for text longer than ``max_query_chars``, 422 for blank text."""
+        limit = self.settings.max_query_chars
+        if len(text) > limit:
+            raise InputTooLargeError(
+                f"the {what} has {len(text)} characters; at most {limit} are accepted "
+                "(shorten it or raise CLIR_MAX_QUERY_CHARS)"
+            )
+        if not text.strip():
+            raise InvalidInputError(f"the {what} is empty")
+
+    # --- work -------------------------------------------------------------------------------
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` holding one of ``max_concurrency`` slots (503 if none frees in time)."""
+        if not self._slots.acquire(timeout=self.settings.request_time_budget_s):
+            raise NotReadyError(
+                f"the service is busy ({self.settings.max_concurrency} requests in progress); "
+                "retry shortly"
+            )
+        try:
+            return fn()
+        finally:
+            self._slots.release()
+
+    def decoder(self, bundle: ModelBundle, use_lm: bool = True) -> Decoder:
+        s = self.settings
+        return bundle.decoder(
+            DecoderConfig(pop_limit=s.pop_limit, max_span=s.max_span, use_lm=use_lm)
+        )
+
+    def decode(self, bundle: ModelBundle, text: str, *, use_lm: bool = True) -> Decoded:
+        """The query's forests, from the cache or decoded within the time budget."""
+        decoder = self.decoder(bundle, use_lm)
+        version = bundle.active_weights().version
+        sentences = query_sentences(text, bundle.src, decoder.config.max_words)
+        if not sentences:
+            raise InvalidInputError("the query has no words left after normalisation")
+        key: CacheKey = (bundle.src, tuple(sentences), version, use_lm)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.metrics.inc(CACHE_HITS)
+            return Decoded(replace(hit[0], text=text), True, 0.0, hit[1])
+        self.metrics.inc(CACHE_MISSES)
+        t0 = time.perf_counter()
+        forests, degraded = decode_sentences(
+            decoder, sentences, self.settings.request_time_budget_s
+        )
+        seconds = time.perf_counter() - t0
+        self.metrics.observe_decode(seconds)
+        query = DecodedQuery(
+            qid="q",
+            text=text,
+            lang=bundle.src,
+            sentences=tuple(sentences[: len(forests)]),
+            forests=tuple(forests),
+            weights=decoder.weights,
+            weights_version=version,
+            degraded=degraded,
+        )
+        if degraded is not None:
+            self.metrics.inc(DEGRADED)
+            return Decoded(query, False, seconds, threading.Lock())
+        return Decoded(query, False, seconds, self.cache.put(key, query))
+
+    def scorer(
+        self, method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any
+    ) -> Scorer:
+        """A scorer per (method, index, bundle, params), built once and reused."""
+        key = (method, id(index), id(bundle), tuple(sorted(params.items())))
+        with self._scorers_lock:
+            scorer = self._scorers.get(key)
+            if scorer is None:
+                scorer = make_scorer(method, index, bundle, **params)
+                self._scorers[key] = scorer
+            return scorer

@@ -1,0 +1,73 @@
+"""``POST /v1/suggest``: reference sentences for translators (translation retrieval, 002).
+
+The sentence is decoded once (through the query cache) and its N best translations retrieve
+English sentences of the pool, scored by ``Σ_t Pr(t|s)·Pr(d|t)`` (002 Algorithms 1 and 2,
+:mod:`service.retrieval.tr`); every suggestion lists the translations that found it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter
+
+from service.api.deps import PoolIndexDep, ResourcesDep, ServiceDep
+from service.api.schemas import (
+    FoundBy,
+    PoolTranslation,
+    Suggestion,
+    SuggestRequest,
+    SuggestResponse,
+    Timings,
+)
+from service.api.serving import QueryService
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+
+router = APIRouter(prefix="/v1", tags=["suggest"])
+
+
+def run_suggest(
+    req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: InvertedIndex
+) -> SuggestResponse:
+    t0 = time.perf_counter()
+    decoded = service.decode(bundle, req.sentence)
+    scorer = service.scorer("tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein)
+    t1 = time.perf_counter()
+    with decoded.lock:
+        ranking = scorer.rank(decoded.query, req.k, explain=True)
+    results = [
+        Suggestion(
+            id=hit.doc_id,
+            text=pool.doc(hit.docno).text,
+            score=hit.score,
+            found_by=[FoundBy(**f) for f in (hit.explanation or {}).get("found_by", [])],
+        )
+        for hit in ranking.hits
+    ]
+    t2 = time.perf_counter()
+    return SuggestResponse(
+        results=results,
+        translations=[PoolTranslation(**t) for t in ranking.info.get("translations", [])],
+        signature=ranking.signature,
+        weights_version=decoded.query.weights_version,
+        timings=Timings(
+            decode_ms=decoded.decode_seconds * 1000,
+            rank_ms=(t2 - t1) * 1000,
+            total_ms=(t2 - t0) * 1000,
+        ),
+        cached=decoded.cached,
+        degraded=decoded.query.degraded is not None,
+        degraded_reason=decoded.query.degraded,
+    )
+
+
+@router.post("/suggest", response_model=SuggestResponse)
+def suggest(
+    req: SuggestRequest, service: ServiceDep, resources: ResourcesDep, pool: PoolIndexDep
+) -> SuggestResponse:
+    """English reference sentences from the pool for a sentence to translate."""
+    service.check_text(req.sentence, "sentence")
+    bundle = service.bundle(resources.models, req.lang)
+    result: SuggestResponse = service.run(lambda: run_suggest(req, service, bundle, pool))
+    return result

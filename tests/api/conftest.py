@@ -1,0 +1,66 @@
+"""API fixtures: an app over the toy bundle, the toy document index and a tiny pool index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.app import create_app
+from service.index import build_pool_index
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.settings import Settings
+
+POOL = [
+    ("p1", "the house is big"),
+    ("p2", "a red car"),
+    ("p3", "the old book is small"),
+    ("p4", "a big home"),
+]
+
+
+def write_pool(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(f"{i}\t{t}\n" for i, t in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pool_index(tmp_path_factory: pytest.TempPathFactory) -> InvertedIndex:
+    root = tmp_path_factory.mktemp("pool")
+    build_pool_index(write_pool(root / "pool.tsv", POOL), root / "idx")
+    return InvertedIndex.load(root / "idx")
+
+
+MakeClient = Callable[..., TestClient]
+
+
+@pytest.fixture
+def make_client(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, pool_index: InvertedIndex
+) -> Iterator[MakeClient]:
+    """``make_client(**settings)``: a started TestClient; settings override the toy paths."""
+    clients: list[TestClient] = []
+
+    def make(**overrides: object) -> TestClient:
+        fields: dict[str, object] = {
+            "model_bundles": [toy_bundle.path],
+            "doc_indexes": [toy_index.path],
+            "pool_indexes": [pool_index.path],
+        }
+        fields.update(overrides)
+        client = TestClient(create_app(Settings.model_validate(fields)))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for c in clients:
+        c.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: MakeClient) -> TestClient:
+    return make_client()

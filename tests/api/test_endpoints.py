@@ -1,0 +1,137 @@
+"""POST /v1/translate, POST /v1/suggest, GET /v1/documents/{id}."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.data import write_docs
+from service.index import build_docs_index
+from service.records import Doc
+from tests.api.conftest import MakeClient
+
+# --- translate -----------------------------------------------------------------------------
+
+
+def test_translate_nbest(client: TestClient) -> None:
+    r = client.post("/v1/translate", json={"text": "das haus ist groß", "lang": "de", "nbest": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["weights_version"] == "default"
+    [sentence] = body["sentences"]
+    assert sentence["source"] == "das haus ist groß"
+    texts = [t["text"] for t in sentence["nbest"]]
+    scores = [t["score"] for t in sentence["nbest"]]
+    assert texts[0] == "the house is big"
+    assert len(texts) == 3 and len(set(texts)) == 3
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_translate_two_sentences(client: TestClient) -> None:
+    r = client.post(
+        "/v1/translate", json={"text": "Das Haus ist groß. Das Auto ist rot.", "lang": "de"}
+    )
+    assert [s["source"] for s in r.json()["sentences"]] == [
+        "das haus ist groß .",
+        "das auto ist rot .",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"text": "das haus", "lang": "de", "nbest": 0}, 422),
+        ({"text": "das haus", "lang": "de", "nbest": 101}, 422),
+        ({"text": " ", "lang": "de"}, 422),
+        ({"text": "das haus", "lang": "xx"}, 422),
+        ({"text": "das haus", "lang": "zh"}, 503),
+    ],
+)
+def test_translate_errors(client: TestClient, body: dict[str, object], status: int) -> None:
+    assert client.post("/v1/translate", json=body).status_code == status
+
+
+def test_translate_too_long_is_413(make_client: MakeClient) -> None:
+    client = make_client(max_query_chars=5)
+    r = client.post("/v1/translate", json={"text": "das haus", "lang": "de"})
+    assert r.status_code == 413
+
+
+# --- suggest -------------------------------------------------------------------------------
+
+
+def test_suggest_finds_the_reference_sentence(client: TestClient) -> None:
+    r = client.post(
+        "/v1/suggest", json={"sentence": "das haus ist groß", "lang": "de", "nbest": 5, "k": 3}
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    first = body["results"][0]
+    assert (first["id"], first["text"]) == ("p1", "the house is big")
+    assert len(body["results"]) <= 3
+    assert body["translations"][0]["text"] == "the house is big"
+    assert "the house is big" in [f["translation"] for f in first["found_by"]]
+    assert body["signature"].startswith("method:tr|N:5|")
+    scores = [s["score"] for s in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_suggest_shares_the_query_cache_with_search(client: TestClient) -> None:
+    client.post("/v1/search", json={"query": "das haus ist groß", "lang": "de"})
+    r = client.post("/v1/suggest", json={"sentence": "das haus ist groß", "lang": "de"})
+    assert r.json()["cached"] is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"sentence": "das haus", "lang": "de", "nbest": 3},
+        {"sentence": "das haus", "lang": "de", "k": 0},
+        {"sentence": "das haus", "lang": "de", "k": 101},
+        {"sentence": "", "lang": "de"},
+    ],
+)
+def test_suggest_bad_input_is_422(client: TestClient, body: dict[str, object]) -> None:
+    assert client.post("/v1/suggest", json=body).status_code == 422
+
+
+def test_suggest_without_a_pool_is_503(make_client: MakeClient) -> None:
+    client = make_client(pool_indexes=[])
+    r = client.post("/v1/suggest", json={"sentence": "das haus", "lang": "de"})
+    assert r.status_code == 503
+    assert "no sentence-pool index" in r.json()["detail"]
+
+
+# --- documents -----------------------------------------------------------------------------
+
+
+def test_document_by_id(client: TestClient) -> None:
+    r = client.get("/v1/documents/d5")
+    assert r.status_code == 200
+    assert r.json() == {
+        "id": "d5",
+        "title": "Books",
+        "text": "the book is old . an old book",
+        "source": "t",
+    }
+
+
+def test_unknown_document_is_404(client: TestClient) -> None:
+    r = client.get("/v1/documents/nope")
+    assert r.status_code == 404
+    assert "nope" in r.json()["detail"]
+
+
+def test_ids_with_colons_and_slashes(make_client: MakeClient, tmp_path: Path) -> None:
+    doc_id = "lo:text/swriter/guide/x.html"
+    write_docs(tmp_path / "docs.jsonl", [Doc(doc_id, "Tables", "insert a table", "lohelp")])
+    build_docs_index(tmp_path / "docs.jsonl", tmp_path / "idx")
+    client = make_client(doc_indexes=[tmp_path / "idx"])
+    r = client.get(f"/v1/documents/{doc_id}")
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == doc_id and r.json()["source"] == "lohelp"
+    assert client.get("/v1/documents/lo:text/swriter/guide/y.html").status_code == 404
+    metrics = client.get("/metrics").text
+    assert 'endpoint="/v1/documents/{doc_id:path}",method="GET",status="404"} 1' in metrics

@@ -1,0 +1,147 @@
+"""POST /v1/search on the toy bundle and the 8-document toy index, and GET /metrics."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import MakeClient
+
+HOUSE = "das haus ist groß"
+
+
+def search(client: TestClient, **body: object) -> dict[str, object]:
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "de", **body})
+    assert r.status_code == 200, r.text
+    out: dict[str, object] = r.json()
+    return out
+
+
+@pytest.mark.parametrize("method", ["bowfd", "dt", "psq"])
+def test_house_query_finds_the_house_documents(client: TestClient, method: str) -> None:
+    body = search(client, method=method, k=8)
+    results = body["results"]
+    assert isinstance(results, list)
+    ids = [h["id"] for h in results]
+    assert ids[0] == "d1"  # "the house is big . a big house is an old house"
+    assert "d3" not in ids[:2]  # cars come after houses
+    assert body["translation"] == "the house is big"
+    assert str(body["signature"]).startswith(f"method:{method}|")
+    assert body["weights_version"] == "default"
+    assert body["degraded"] is False and body["degraded_reason"] is None
+    scores = [h["score"] for h in results]
+    assert scores == sorted(scores, reverse=True)
+    first = results[0]
+    assert first["title"] == "Houses"
+    assert "<mark>house</mark>" in first["snippet"]
+    assert "<mark>big</mark>" in first["snippet"]
+    assert "<mark>the</mark>" not in first["snippet"]  # in 7 of 8 documents: no weight
+    assert first["explanation"] is None
+
+
+def test_bowfd_explanation_is_the_documents_derivation(client: TestClient) -> None:
+    body = search(client, method="bowfd", k=2, explain=True)
+    first = body["results"][0]  # type: ignore[index]
+    sentences = first["explanation"]["sentences"]
+    assert len(sentences) == 1
+    assert "house" in sentences[0]["translation"].split()
+    assert {m["term"] for m in sentences[0]["matched"]} >= {"house"}
+
+
+def test_pagination_returns_the_next_page_from_the_cache(client: TestClient) -> None:
+    full = search(client, k=3)
+    page2 = search(client, k=1, offset=1)
+    assert full["cached"] is False
+    assert page2["cached"] is True
+    assert page2["timings"]["decode_ms"] == 0.0  # type: ignore[index]
+    assert [h["id"] for h in page2["results"]] == [full["results"][1]["id"]]  # type: ignore[index]
+    metrics = client.get("/metrics").text
+    assert "clir_query_cache_hits_total 1\n" in metrics
+    assert "clir_query_cache_misses_total 1\n" in metrics
+    assert (
+        'clir_http_requests_total{endpoint="/v1/search",method="POST",status="200"} 2\n' in metrics
+    )
+    assert re.search(r'clir_http_request_duration_seconds_count\{endpoint="/v1/search"', metrics)
+    assert re.search(r"clir_decode_seconds_count 1\n", metrics)
+
+
+def test_a_query_that_normalises_alike_shares_the_cache(client: TestClient) -> None:
+    search(client)
+    again = search(client, query="  Das   Haus ist groß ")
+    assert again["cached"] is True
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t"])
+def test_empty_query_is_422(client: TestClient, query: str) -> None:
+    r = client.post("/v1/search", json={"query": query, "lang": "de"})
+    assert r.status_code == 422
+
+
+def test_too_long_query_is_413(make_client: MakeClient) -> None:
+    client = make_client(max_query_chars=10)
+    r = client.post("/v1/search", json={"query": HOUSE + " und alt", "lang": "de"})
+    assert r.status_code == 413
+    assert "at most 10" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [{"k": 0}, {"k": 1001}, {"offset": -1}, {"method": "bm25"}])
+def test_out_of_range_parameters_are_422(client: TestClient, body: dict[str, object]) -> None:
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "de", **body})
+    assert r.status_code == 422
+
+
+def test_page_beyond_the_ranking_depth_is_422(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "de", "k": 10, "offset": 995})
+    assert r.status_code == 422
+    assert "offset + k at most 1000" in r.json()["detail"]
+
+
+def test_unknown_language_names_the_loaded_ones(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "fr"})
+    assert r.status_code == 422
+    assert "loaded languages: de" in r.json()["detail"]
+    r = client.post("/v1/search", json={"query": "房子很大", "lang": "zh"})
+    assert r.status_code == 503
+    assert "no model is loaded for language 'zh'; loaded languages: de" in r.json()["detail"]
+
+
+def test_no_document_index_is_503(make_client: MakeClient) -> None:
+    client = make_client(doc_indexes=[])
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "de"})
+    assert r.status_code == 503
+    assert "no document index" in r.json()["detail"]
+
+
+def test_exhausted_time_budget_skips_sentences_and_says_so(make_client: MakeClient) -> None:
+    client = make_client(request_time_budget_s=1e-9)
+    query = "Das Haus ist groß. Das Auto ist rot."
+    body = search(client, query=query, method="dt")
+    assert body["degraded"] is True
+    assert body["degraded_reason"] == "time budget of 1e-09 s exceeded: sentences 2 of 2 skipped"
+    assert body["translation"] == "the house is big ."  # only the first sentence
+    again = search(client, query=query, method="dt")
+    assert again["cached"] is False  # degraded decodes are not cached
+    assert "clir_degraded_responses_total 2\n" in client.get("/metrics").text
+
+
+def test_unmatched_paths_count_as_other(client: TestClient) -> None:
+    assert client.get("/nowhere").status_code == 404
+    metrics = client.get("/metrics").text
+    assert 'clir_http_requests_total{endpoint="other",method="GET",status="404"} 1' in metrics
+
+
+def test_concurrent_requests_agree(make_client: MakeClient) -> None:
+    client = make_client(max_concurrency=2)
+    queries = [HOUSE, "das auto ist rot", HOUSE, "ein buch ist alt"] * 3
+
+    def run(q: str) -> list[tuple[str, float]]:
+        body = search(client, query=q, k=5)
+        return [(h["id"], h["score"]) for h in body["results"]]  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(run, queries))
+    alone = [run(q) for q in queries]
+    assert together == alone
