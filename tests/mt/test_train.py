@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import MissingResourceError
+from service.errors import (
+    ConfigurationError,
+    DataFormatError,
+    InvalidInputError,
+    MissingResourceError,
+)
 from service.mt.bundle import MANIFEST, load_bundle
 from service.mt.inference import viterbi
 from service.mt.train import TrainConfig, train_model
@@ -51,3 +56,23 @@ def test_incomplete_bundle_is_refused(tmp_path: Path) -> None:
     (tmp_path / "b" / "grammar").mkdir(parents=True)
     with pytest.raises(MissingResourceError, match="incomplete"):
         load_bundle(tmp_path / "b")
+
+
+def test_bad_training_inputs_name_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    lm = tmp_path / "lm.txt"
+    lm.write_text("the house\n")
+    with pytest.raises(ConfigurationError, match=r"nope\.tsv"):
+        train_model(tmp_path / "nope.tsv", lm, out, CONFIG, log=lambda _m: None)
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("gettext:x\t%s\t<b></b>\nbroken line without tabs\n")
+    with pytest.raises(InvalidInputError, match="no usable sentence pair"):
+        train_model(empty, lm, out, CONFIG, log=lambda _m: None)
+    assert not (out / "manifest.json").exists()
+    par = tmp_path / "p.tsv.gz"
+    synthetic(par, tmp_path / "ignored.txt")
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b"\n\xff\xfe\n")
+    with pytest.raises(DataFormatError, match=r"blank\.txt"):
+        train_model(par, blank, out, CONFIG, log=lambda _m: None)
+    assert not (out / "manifest.json").exists()
