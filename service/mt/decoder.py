@@ -24,14 +24,23 @@ forest with other weights (001 eq. 4).
 
 With ``use_lm=False`` (the ``--no-lm`` ablation of 001 Table 2) the LM features are left out
 and each −LM node keeps one +LM node.
+
+Speed (issue #4): candidates are scored with :func:`service.mt.lm_context.combine_ids`, the
+tested fast form of ``combine`` over interned LM contexts whose steps are memoised per thread
+across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
+a new +LM node; and the cyclic garbage collector is paused during the search
+(``DecoderConfig.pause_gc``). The forest is the same as with the reference functions.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +75,10 @@ class DecoderConfig:
     max_span: int = 10
     use_lm: bool = True
     max_words: int = 200
+    # pause Python's cyclic garbage collector during the search (see _GcPause): it allocates
+    # some 10^5 tuples and objects per sentence, and the collector's passes over the growing
+    # forest took about half of the decode time. The output does not depend on it.
+    pause_gc: bool = True
 
     def __post_init__(self) -> None:
         if self.pop_limit < 1:
@@ -108,6 +121,7 @@ class _Cube:
     num_options: int
     first_score: float
     tails: tuple[list[_Item], ...]
+    seen: set[tuple[int, ...]] = field(default_factory=set)  # candidates pushed so far
 
 
 @dataclass
@@ -139,7 +153,8 @@ class Decoder:
     """Builds translation forests for one grammar, LM and weight vector.
 
     The decoder holds no per-sentence mutable state: concurrent calls are safe (the LM's
-    context-state cache is a plain dict whose worst case under races is recomputation).
+    context-state cache is a plain dict whose worst case under races is recomputation; the
+    memo of LM steps, :class:`ContextTable`, is one per thread).
     """
 
     def __init__(
@@ -164,6 +179,19 @@ class Decoder:
         self._order = self.lm.order if self.lm is not None else 1
         self._nterm = _target_terminal_counts(grammar)
         self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
+        self._tables = threading.local()  # per thread: the ContextTable kept across sentences
+
+    # the LM step memo of one thread is dropped (between sentences) beyond this many contexts
+    CONTEXT_TABLE_LIMIT = 100_000
+
+    def _context_table(self) -> ContextTable:
+        """This thread's memo of LM steps (a table is only used by one search at a time)."""
+        table: ContextTable | None = getattr(self._tables, "table", None)
+        if table is None or len(table.words) > self.CONTEXT_TABLE_LIMIT:
+            assert self.lm is not None
+            table = ContextTable(self._order, self.lm.logp, self.lm)
+            self._tables.table = table
+        return table
 
     # --- rules ---------------------------------------------------------------------------
     def rule_yield(self, rule_id: int) -> tuple[YieldSym, ...]:
@@ -217,7 +245,11 @@ class Decoder:
         t1 = time.perf_counter()
         stats.timings["lookup"] = t1 - t0
         search = _CubeSearch(self, toks, sg, limit, stats)
-        hg, best = search.run()
+        if self.config.pause_gc:
+            with _GC_PAUSE.paused():
+                hg, best = search.run()
+        else:
+            hg, best = search.run()
         stats.timings["cube_pruning"] = time.perf_counter() - t1
         stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
         return Forest(toks, hg, best, stats, self.lm is not None)
@@ -266,6 +298,55 @@ class Decoder:
         return b.build(goal)
 
 
+class _GcPause:
+    """Process-wide pause of the cyclic garbage collector, safe for concurrent decodes.
+
+    The collector is disabled when the first pause starts (if it was enabled then) and enabled
+    again when the last concurrent pause ends, also on errors. Reference counting still frees
+    everything that is not in a cycle; cyclic garbage waits until the pause ends. So that
+    overlapping decodes under sustained load cannot keep the collector off for good, a pause
+    that ends while others go on runs a collection itself if the collector has been off for
+    more than :attr:`max_off` seconds.
+    """
+
+    def __init__(self, max_off: float = 2.0) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+        self._off_since = 0.0
+        self.max_off = max_off
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                self._off_since = time.monotonic()
+                gc.disable()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            collect = False
+            with self._lock:
+                self._depth -= 1
+                if self._was_enabled:
+                    if self._depth == 0:
+                        gc.enable()
+                    elif time.monotonic() - self._off_since > self.max_off:
+                        self._off_since = time.monotonic()
+                        collect = True
+            if collect:
+                gc.collect()
+
+
+_GC_PAUSE = _GcPause()
+
+
 def _pass_features() -> dict[str, float]:
     return {PASS_THROUGH: 1.0, WORD_PENALTY: 1.0}
 
@@ -311,8 +392,8 @@ class _CubeSearch:
         self._logp_cache: dict[tuple[tuple[str, ...], str], float] = {}
         self._oov_cache: dict[str, bool] = {}
         self._counter = itertools.count()
-        # per-sentence memo of LM steps over interned contexts (the hot loop's LM cache)
-        self.table = ContextTable(self.order, self.lm.logp if self.lm is not None else self.logp)
+        # memo of LM steps over interned contexts (the hot loop's LM cache), kept per thread
+        self.table = dec._context_table() if self.lm is not None else ContextTable(1, self.logp)
 
     # --- LM --------------------------------------------------------------------------------
     def logp(self, context: tuple[str, ...], word: str) -> float:
@@ -423,7 +504,6 @@ class _CubeSearch:
         :func:`combine`), and candidates are keyed by interned boundary ids until popped.
         """
         heap: list[_Entry] = []
-        seen: set[tuple[int, tuple[int, ...]]] = set()
         counter = self._counter
         heappush, heappop = heapq.heappush, heapq.heappop
         use_lm = self.lm is not None
@@ -431,23 +511,23 @@ class _CubeSearch:
         w_lm, w_oov = self.dec._w_lm, self.dec._w_oov
         no_key = (0, 0, 0)
 
-        def push(c: int, idx: tuple[int, ...]) -> None:
-            key = (c, idx)
-            if key in seen:
-                return
-            cube = cubes[c]
-            if idx[0] >= cube.num_options:
+        def push(cube: _Cube, idx: tuple[int, ...]) -> None:
+            seen = cube.seen
+            if idx in seen or idx[0] >= cube.num_options:
                 return
             ctails = cube.tails
             tl: tuple[_Item, ...]
+            lt: tuple[IdTail, ...]
             if not ctails:
-                tl = ()
+                tl = lt = ()
             elif len(ctails) == 1:
                 k = idx[1]
                 t0 = ctails[0]
                 if k >= len(t0):
                     return
-                tl = (t0[k],)
+                item = t0[k]
+                tl = (item,)
+                lt = (item.lm_tail,)
             else:
                 got = []
                 for d, axis in enumerate(ctails, 1):
@@ -456,31 +536,45 @@ class _CubeSearch:
                         return
                     got.append(axis[k])
                 tl = tuple(got)
-            seen.add(key)
+                lt = tuple([t.lm_tail for t in got])
+            seen.add(idx)
             opt = cube.options(idx[0])
             inside = opt.score
             for t in tl:
                 inside += t.score
             if use_lm:
-                lm, est, left, right, length = combine_ids(
-                    opt.target, [t.lm_tail for t in tl], table
-                )
+                lm, raw_est, left, right, length = combine_ids(opt.target, lt, table)
                 inside += w_lm * lm + w_oov * opt.oov
-                est = w_lm * est
+                est = w_lm * raw_est
                 bkey = (left, right, length)
             else:
-                lm = est = 0.0
+                lm = est = raw_est = 0.0
                 bkey = no_key
-            heappush(heap, (-(inside + est), next(counter), c, idx, inside, est, bkey, lm, opt, tl))
+            heappush(
+                heap,
+                (
+                    -(inside + est),
+                    next(counter),
+                    cube,
+                    idx,
+                    inside,
+                    est,
+                    bkey,
+                    lm,
+                    opt,
+                    tl,
+                    raw_est,
+                ),
+            )
 
-        for c, cube in enumerate(cubes):
-            push(c, (0,) * (1 + len(cube.tails)))
+        for cube in cubes:
+            push(cube, (0,) * (1 + len(cube.tails)))
         items: dict[tuple[int, int, int], _Item] = {}
         pops = 0
         builder = self.builder
         words = table.words
         while heap and pops < self.pop_limit:
-            _, _, c, idx, inside, est, bkey, lm, opt, tl = heappop(heap)
+            _, _, cube, idx, inside, est, bkey, lm, opt, tl, raw_est = heappop(heap)
             pops += 1
             item = items.get(bkey)
             if item is None:
@@ -488,7 +582,7 @@ class _CubeSearch:
                     left = words[bkey[0]]
                     boundary = Boundary(left, words[bkey[1]], bkey[2])
                     node = builder.add_node(label, span, boundary)
-                    lm_tail = (left, bkey[1], bkey[2] - len(left))
+                    lm_tail = (left, bkey[0], bkey[1], bkey[2] - len(left), raw_est)
                 else:
                     boundary = _NO_BOUNDARY
                     node = builder.add_node(label, span, None)
@@ -506,29 +600,29 @@ class _CubeSearch:
             builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
             n = len(idx)
             if n == 1:
-                push(c, (idx[0] + 1,))
+                push(cube, (idx[0] + 1,))
             elif n == 2:
                 i0, i1 = idx
-                push(c, (i0 + 1, i1))
-                push(c, (i0, i1 + 1))
+                push(cube, (i0 + 1, i1))
+                push(cube, (i0, i1 + 1))
             elif n == 3:
                 i0, i1, i2 = idx
-                push(c, (i0 + 1, i1, i2))
-                push(c, (i0, i1 + 1, i2))
-                push(c, (i0, i1, i2 + 1))
+                push(cube, (i0 + 1, i1, i2))
+                push(cube, (i0, i1 + 1, i2))
+                push(cube, (i0, i1, i2 + 1))
             else:
                 for d in range(n):
-                    push(c, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
+                    push(cube, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
         self.stats.pops += pops
         return sorted(items.values(), key=lambda it: -it.priority)
 
 
 # heap entries: (-priority, tie-break counter, cube, idx, inside, est, boundary key, LM logprob,
-# option, tail items)
+# option, tail items, unweighted LM estimate)
 _Entry = tuple[
     float,
     int,
-    int,
+    _Cube,
     tuple[int, ...],
     float,
     float,
@@ -536,6 +630,7 @@ _Entry = tuple[
     float,
     _Option,
     tuple[_Item, ...],
+    float,
 ]
-_NO_TAIL: IdTail = ((), 0, 0)
+_NO_TAIL: IdTail = ((), 0, 0, 0, 0.0)
 _NO_BOUNDARY = Boundary((), (), 0)

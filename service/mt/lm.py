@@ -72,6 +72,10 @@ class LanguageModel(ABC):
         log10p, nxt = self._score10(state, word)
         return log10p * LN10, nxt
 
+    def state_logp(self, state: State, word: str) -> float:
+        """Natural-log p(word | state) alone (``score`` without the next state)."""
+        return self.score(state, word)[0]
+
     def end_score(self, state: State) -> float:
         """Natural-log p(</s> | state)."""
         return self._score10(state, EOS)[0] * LN10
@@ -117,7 +121,7 @@ class LanguageModel(ABC):
 
         ``context`` holds at most ``order - 1`` preceding words and may start with ``<s>``.
         """
-        return self.score(self.context_state(context), word)[0]
+        return self.state_logp(self.context_state(context), word)
 
     def sentence_score(self, words: Sequence[str], bos: bool = True, eos: bool = True) -> float:
         """Natural-log probability of a whole sentence (with ``<s>``/``</s>`` if asked)."""
@@ -188,6 +192,10 @@ class KenLM(LanguageModel):
         out = self._state_cls()
         log10p = self._model.BaseScore(state, word, out)
         return float(log10p), out
+
+    def state_logp(self, state: State, word: str) -> float:
+        # the hot path of the decoder's LM cache misses: one KenLM call, same value as score()
+        return float(self._model.BaseScore(state, word, self._state_cls())) * LN10
 
     def is_oov(self, word: str) -> bool:
         return word not in self._model

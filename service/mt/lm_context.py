@@ -21,8 +21,9 @@ against :func:`combine` and :func:`estimate` on random inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 BOS = "<s>"
 EOS = "</s>"
@@ -115,22 +116,35 @@ def sentence_logprob(words: Sequence[str], order: int, logp: ContextScore) -> fl
     return total
 
 
+class StateScorer(Protocol):
+    """An LM that scores through states (``service.mt.lm.LanguageModel`` is one)."""
+
+    def context_state(self, context: Sequence[str]) -> Hashable: ...
+
+    def state_logp(self, state: Hashable, word: str) -> float: ...
+
+
 class ContextTable:
     """Interned LM contexts (tuples of at most ``order - 1`` words) and memoised steps.
 
     Context id 0 is the empty context. ``step(cid, word)`` gives ``(logp(context, word), id of
     the context after word)``; the steps of context ``cid`` are cached in ``succ[cid]``, so a
     caller in a hot loop can look them up directly and call :meth:`step` only on a miss.
+    Scores come from ``logp``, or, if ``lm`` is given, from
+    ``lm.state_logp(lm.context_state(context), word)`` with the state kept per context id
+    (the same value as ``LanguageModel.logp``, without rebuilding the state on every miss).
     """
 
-    __slots__ = ("h", "ids", "logp", "succ", "words")
+    __slots__ = ("h", "ids", "lm", "logp", "states", "succ", "words")
 
-    def __init__(self, order: int, logp: ContextScore) -> None:
+    def __init__(self, order: int, logp: ContextScore, lm: StateScorer | None = None) -> None:
         self.h = max(order - 1, 0)
         self.logp = logp
+        self.lm = lm
         self.words: list[tuple[str, ...]] = [()]
         self.ids: dict[tuple[str, ...], int] = {(): 0}
         self.succ: list[dict[str, tuple[float, int]]] = [{}]
+        self.states: list[Hashable | None] = [None]
 
     def intern(self, context: tuple[str, ...]) -> int:
         """The id of ``context`` (at most ``order - 1`` words)."""
@@ -142,6 +156,7 @@ class ContextTable:
             self.ids[context] = cid
             self.words.append(context)
             self.succ.append({})
+            self.states.append(None)
         return cid
 
     def step(self, cid: int, word: str) -> tuple[float, int]:
@@ -150,14 +165,35 @@ class ContextTable:
         if found is None:
             ctx = self.words[cid]
             nxt = (*ctx, word)[-self.h :] if self.h else ()
-            found = (self.logp(ctx, word), self.intern(nxt))
+            lm = self.lm
+            if lm is None:
+                lp = self.logp(ctx, word)
+            else:
+                state = self.states[cid]
+                if state is None:
+                    state = self.states[cid] = lm.context_state(ctx)
+                lp = lm.state_logp(state, word)
+            found = (lp, self.intern(nxt))
             self.succ[cid][word] = found
         return found
 
 
-# A tail item for :func:`combine_ids`: (its left words, the context id of its right words,
-# how many words it has beyond its left words).
-IdTail = tuple[tuple[str, ...], int, int]
+# A tail item for :func:`combine_ids`: (its left words, the context id of its left words, the
+# context id of its right words, how many words it has beyond its left words, the sum of its
+# left words' scores with the history inside the item, i.e. its unweighted :func:`estimate`).
+IdTail = tuple[tuple[str, ...], int, int, int, float]
+
+
+def id_tail(boundary: Boundary, table: ContextTable) -> IdTail:
+    """The :data:`IdTail` of ``boundary`` (reference; the decoder builds it from ids)."""
+    left = table.intern(boundary.left)
+    est = 0.0
+    cid = 0
+    for word in boundary.left:
+        lp, cid = table.step(cid, word)
+        est += lp
+    hidden = boundary.length - len(boundary.left)
+    return boundary.left, left, table.intern(boundary.right), hidden, est
 
 
 def combine_ids(
@@ -191,7 +227,16 @@ def combine_ids(
             if pos <= h:
                 left_cid = cid
         else:
-            left, right, hidden = tails[sym]  # type: ignore[index]
+            left, left_id, right, hidden, left_est = tails[sym]  # type: ignore[index]
+            if pos == 0:
+                # from the empty context the left words get exactly the item's own history
+                est = left_est
+                cid = left_cid = left_id
+                pos = len(left)
+                if hidden > 0:
+                    cid = right
+                    pos += hidden
+                continue
             for word in left:
                 found = succ[cid].get(word)
                 if found is None:

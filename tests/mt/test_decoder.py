@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.errors import InputTooLargeError, InvalidInputError
-from service.mt.decoder import Decoder, DecoderConfig
+from service.mt.decoder import _GC_PAUSE, Decoder, DecoderConfig, Forest, _GcPause
 from service.mt.grammar import load_grammar, write_grammar
 from service.mt.inference import enumerate_derivations, viterbi
 from service.mt.kbest import kbest
@@ -168,3 +170,49 @@ def test_unbounded_cube_pruning_equals_exact_intersection(
     assert best.score == pytest.approx(pruned.best_score, abs=1e-9)
     # the LM feature on the edges adds up to the LM score of the string
     assert best.features[LANGUAGE_MODEL] == pytest.approx(lm.sentence_score(best.tokens))
+
+
+# --- the garbage-collector pause --------------------------------------------------------------
+
+
+def _edges(forest: Forest) -> list[tuple[object, ...]]:
+    hg = forest.hypergraph
+    return [
+        (e.head, e.tails, e.target, e.span, e.rule_id, sorted(e.features.items())) for e in hg.edges
+    ] + [(v.label, v.span, v.state) for v in hg.nodes]
+
+
+def test_gc_pause_changes_nothing_and_restores_the_collector(toy: Decoder) -> None:
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            seen: list[bool] = []
+            with _GC_PAUSE.paused():
+                seen.append(gc.isenabled())
+                with _GC_PAUSE.paused():  # nested (as by a concurrent decode)
+                    seen.append(gc.isenabled())
+                seen.append(gc.isenabled())
+            assert seen == [False, False, False] and gc.isenabled() == enabled
+            with pytest.raises(RuntimeError), _GC_PAUSE.paused():
+                raise RuntimeError("boom")
+            assert gc.isenabled() == enabled and _GC_PAUSE.depth == 0
+        gc.enable()
+        # overlapping pauses that keep the collector off too long make a collection themselves
+        runs: list[str] = []
+        gc.callbacks.append(lambda phase, _info: runs.append(phase))
+        pause = _GcPause(max_off=0.0)
+        try:
+            with pause.paused():
+                with pause.paused():
+                    time.sleep(0.001)
+                assert "start" in runs and not gc.isenabled()
+        finally:
+            gc.callbacks.pop()
+        assert gc.isenabled()
+        plain = Decoder(toy.grammar, toy.lm, WEIGHTS, DecoderConfig(pause_gc=False))
+        sentence = ["das", "haus", "das", "auto", "haus"]
+        assert _edges(plain.forest(sentence)) == _edges(toy.forest(sentence))
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -5,19 +5,26 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.mt.lm import ArpaLM, KenLM
 from service.mt.lm_context import (
     Boundary,
+    ContextTable,
     Piece,
     combine,
+    combine_ids,
     estimate,
     finish,
+    id_tail,
     sentence_logprob,
 )
+
+TOY_ARPA = Path(__file__).resolve().parent.parent / "data" / "toy_bigram.arpa"
 
 
 def toy_logp(context: tuple[str, ...], word: str) -> float:
@@ -104,3 +111,76 @@ def test_estimate_scores_the_prefix_with_inner_history() -> None:
     b = Boundary(("a", "b"), ("c", "d"), 6)
     assert estimate(b, toy_logp) == toy_logp((), "a") + toy_logp(("a",), "b")
     assert math.isfinite(estimate(Boundary((), (), 0), toy_logp))
+
+
+# --- the fast form over interned contexts ----------------------------------------------------
+
+
+def _random_pieces(rng: random.Random, order: int) -> list[Piece]:
+    vocab = ["a", "b", "c", "d", "e"]
+    pieces: list[Piece] = []
+    for _ in range(rng.randint(1, 5)):
+        if rng.random() < 0.5:
+            pieces.append(rng.choice(vocab))
+        else:
+            words = [rng.choice(vocab) for _ in range(rng.randint(1, 6))]
+            pieces.append(combine(words, order, toy_logp).boundary)
+    return pieces
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), order=st.integers(1, 5))
+def test_combine_ids_equals_combine(seed: int, order: int) -> None:
+    rng = random.Random(seed)
+    table = ContextTable(order, toy_logp)
+    for _ in range(5):  # several combinations share one table (and its memo)
+        pieces = _random_pieces(rng, order)
+        target = [p if isinstance(p, str) else k for k, p in enumerate(pieces)]
+        tails = [
+            id_tail(p, table) if isinstance(p, Boundary) else ((), 0, 0, 0, 0.0) for p in pieces
+        ]
+        ref = combine(pieces, order, toy_logp)
+        logprob, est, left, right, length = combine_ids(target, tails, table)
+        assert logprob == ref.logprob  # the same additions in the same order
+        assert Boundary(table.words[left], table.words[right], length) == ref.boundary
+        assert est == estimate(ref.boundary, toy_logp)
+
+
+def test_combine_ids_by_hand_trigram() -> None:
+    calls: list[tuple[tuple[str, ...], str]] = []
+
+    def logp(ctx: tuple[str, ...], w: str) -> float:
+        calls.append((ctx, w))
+        return -float(len(calls))
+
+    table = ContextTable(3, logp)
+    inner = Boundary(("b", "c"), ("d", "e"), 5)  # "b c ? d e"
+    tail = id_tail(inner, table)  # scores b, c from the empty context: -1, -2
+    assert tail[3] == 3 and tail[4] == -3.0
+    calls.clear()
+    logprob, est, left, right, length = combine_ids(["a", 0, "f"], [tail], table)
+    # a: (); b: (a) -- the new left words, estimate only; c: (a, b) and f: (d, e) are scored
+    assert calls == [((), "a"), (("a",), "b"), (("a", "b"), "c"), (("d", "e"), "f")]
+    assert est == -1.0 - 2.0 and logprob == -3.0 - 4.0
+    assert (table.words[left], table.words[right], length) == (("a", "b"), ("e", "f"), 7)
+    # a tail at the start reuses its own estimate; f after (d, e) is memoised: no LM call
+    calls.clear()
+    logprob, est, left, right, length = combine_ids([0, "f"], [tail], table)
+    assert calls == [] and (logprob, est) == (-4.0, -3.0)
+    assert (table.words[left], table.words[right], length) == (("b", "c"), ("e", "f"), 6)
+
+
+def test_context_table_through_lm_states_matches_logp() -> None:
+    arpa = ArpaLM(TOY_ARPA)
+    kenlm = KenLM(TOY_ARPA)
+    for lm in (arpa, kenlm):
+        by_logp = ContextTable(lm.order, lm.logp)
+        by_state = ContextTable(lm.order, lm.logp, lm)
+        for ctx in [(), ("the",), ("<s>",), ("house",), ("zzz",)]:
+            for word in ["the", "house", "that", "</s>", "zzz"]:
+                a = by_logp.step(by_logp.intern(ctx), word)
+                b = by_state.step(by_state.intern(ctx), word)
+                assert a == b
+                assert a[0] == lm.logp(ctx, word)
+    with pytest.raises(ValueError, match="longer"):
+        ContextTable(2, toy_logp).intern(("a", "b"))
