@@ -50,9 +50,7 @@ def bleu_of(
 ) -> float:
     """Corpus BLEU (percent, tokenised, lowercased text) of the 1-best translations."""
     hyps = translate_1best(bundle, weights, [p.source for p in pairs], config)
-    return sacrebleu_corpus_bleu(
-        [" ".join(h) for h in hyps], [" ".join(p.reference) for p in pairs]
-    )
+    return sacrebleu_corpus_bleu(hyps, [p.reference for p in pairs])
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
-from service.mt.bundle import load_bundle
+from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.train import train_model
 from service.mt.tuning.data import load_dev_pairs
 from tests.synthetic import ADJS, CONFIG, DETS, NOUNS, synthetic
@@ -55,3 +55,22 @@ def test_tune_writes_a_version(tmp_path: Path, capsys: pytest.CaptureFixture[str
     stored = bundle.weights_store.load("t1")
     assert stored.metrics["heldout_bleu"] == pytest.approx(out["heldout_bleu"], abs=0.01)
     assert stored.parent == "default"
+
+
+def test_bleu_of_scores_token_sequences(toy_bundle: ModelBundle) -> None:
+    import sacrebleu
+
+    from service.mt.tuning.data import DevPair
+    from service.mt.tuning.run import bleu_of, translate_1best
+
+    pairs = [
+        DevPair("a", ("das", "buch", "ist", "alt"), ("the", "book", "is", "old")),
+        DevPair("b", ("ein", "hund", "ist", "klein"), ("a", "cat", "is", "small")),
+    ]
+    weights = toy_bundle.active_weights().weights
+    hyps = translate_1best(toy_bundle, weights, [p.source for p in pairs])
+    expected = sacrebleu.corpus_bleu(
+        [" ".join(h) for h in hyps], [[" ".join(p.reference) for p in pairs]], tokenize="none"
+    ).score
+    assert bleu_of(toy_bundle, weights, pairs) == pytest.approx(expected)
+    assert bleu_of(toy_bundle, weights, pairs[:1]) == pytest.approx(100.0)
