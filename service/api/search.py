@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
-from service.api.schemas import SearchHit, SearchRequest, SearchResponse, Timings
+from service.api.schemas import SearchHit, SearchRequest, SearchResponse
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.errors import InvalidInputError
@@ -99,15 +99,7 @@ def run_search(
         results=results,
         translation=" ".join(" ".join(s) for s in translation),
         signature=ranking.signature,
-        weights_version=decoded.query.weights_version,
-        timings=Timings(
-            decode_ms=decoded.decode_seconds * 1000,
-            rank_ms=(t2 - t1) * 1000,
-            total_ms=(t2 - t0) * 1000,
-        ),
-        cached=decoded.cached,
-        degraded=decoded.query.degraded is not None,
-        degraded_reason=decoded.query.degraded,
+        **decoded.response_fields(t0, t1, t2),
     )
 
 

@@ -64,6 +64,22 @@ class Decoded:
     decode_seconds: float
     lock: threading.Lock
 
+    def response_fields(self, start: float, ranked: float, end: float) -> dict[str, Any]:
+        """The fields every decoding endpoint returns: timings, cache use, degradation."""
+        from service.api.schemas import Timings
+
+        return {
+            "weights_version": self.query.weights_version,
+            "timings": Timings(
+                decode_ms=self.decode_seconds * 1000,
+                rank_ms=(end - ranked) * 1000,
+                total_ms=(end - start) * 1000,
+            ),
+            "cached": self.cached,
+            "degraded": self.query.degraded is not None,
+            "degraded_reason": self.query.degraded,
+        }
+
 
 class QueryCache:
     """A thread-safe bounded LRU of decoded queries (size 0 disables it)."""

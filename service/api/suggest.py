@@ -18,7 +18,6 @@ from service.api.schemas import (
     Suggestion,
     SuggestRequest,
     SuggestResponse,
-    Timings,
 )
 from service.api.serving import QueryService
 from service.index.inverted import InvertedIndex
@@ -50,15 +49,7 @@ def run_suggest(
         results=results,
         translations=[PoolTranslation(**t) for t in ranking.info.get("translations", [])],
         signature=ranking.signature,
-        weights_version=decoded.query.weights_version,
-        timings=Timings(
-            decode_ms=decoded.decode_seconds * 1000,
-            rank_ms=(t2 - t1) * 1000,
-            total_ms=(t2 - t0) * 1000,
-        ),
-        cached=decoded.cached,
-        degraded=decoded.query.degraded is not None,
-        degraded_reason=decoded.query.degraded,
+        **decoded.response_fields(t0, t1, t2),
     )
 
 
