@@ -42,7 +42,13 @@ from service.mt.bundle import (
     MANIFEST,
     WEIGHTS_DIR,
 )
-from service.mt.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
+from service.mt.extract import (
+    AlignedPair,
+    ExtractionConfig,
+    default_shards,
+    encode_corpus,
+    extract_rules,
+)
 from service.mt.features import estimate_features
 from service.mt.grammar import write_encoded
 from service.mt.lexical import LexicalTable
@@ -100,11 +106,24 @@ def _read_token_lines(path: Path) -> Iterator[tuple[str, ...]]:
         yield tuple(line.split(" ")) if line else ()
 
 
+def bar_through(bar: Any, items: Iterator[Any]) -> Iterator[Any]:
+    for item in items:
+        bar.update()
+        yield item
+
+
 def _limited(it: Iterator[Any], limit: int | None) -> Iterator[Any]:
     for k, x in enumerate(it):
         if limit is not None and k >= limit:
             return
         yield x
+
+
+def _bar(desc: str, total: int | None = None, unit: str = " lines") -> Any:
+    """A progress bar on stderr (off when stderr is not a terminal, e.g. in CI logs)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty())
 
 
 def train_model(
@@ -160,7 +179,11 @@ def train_model(
             config.src, config.tgt, max_tokens=config.max_tokens, max_ratio=config.max_ratio
         )
         pairs = _limited(read_parallel(parallel, on_error="skip"), config.limit)
-        kept = list(cleaner.clean(pairs))
+        with _bar("clean", unit=" pairs") as bar:
+            kept = []
+            for pair in cleaner.clean(pairs):
+                kept.append(pair)
+                bar.update()
         if not kept:
             raise InvalidInputError(f"{parallel}: no usable sentence pair after cleaning")
         _write_lines(src_file, (" ".join(p.source) for p in kept))
@@ -210,7 +233,16 @@ def train_model(
             tight_hierarchical=config.tight_hierarchical,
             min_hierarchical_count=config.min_hierarchical_count,
         )
-        counts = extract_rules(corpus, ext)
+        passes = default_shards(corpus) + 1  # the extraction's passes over the corpus
+        with _bar("extract rules", total=passes * len(corpus), unit=" sentences") as bar:
+            done = 0
+
+            def progress(n: int) -> None:
+                nonlocal done
+                bar.update(n - done)
+                done = n
+
+            counts = extract_rules(corpus, ext, progress=progress)
         del corpus  # free each large intermediate as soon as the next one exists
         extracted = len(counts)
         table = estimate_features(counts, lexical, limit=config.rule_table_limit)
@@ -234,11 +266,12 @@ def train_model(
 
     def lm() -> dict[str, Any]:
         text = work / "lm.txt"
-        lines = (
-            " ".join(preprocess(line, config.tgt))
-            for _, line in _limited(iter_lines(lm_text), config.lm_limit)
-        )
-        n = _write_lines(text, (ln for ln in lines if ln))
+        with _bar("tokenise LM text") as bar:
+            lines = (
+                " ".join(preprocess(line, config.tgt))
+                for _, line in _limited(iter_lines(lm_text), config.lm_limit)
+            )
+            n = _write_lines(text, (ln for ln in bar_through(bar, lines) if ln))
         fallback = (0.5, 1.0, 1.5) if config.lm_discount_fallback else None
         model = train_lm(
             text, bundle / LM_FILE, config.lm_order, tokenize=str.split, discount_fallback=fallback
