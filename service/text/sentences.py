@@ -10,6 +10,9 @@ are combined as a product of experts (001 §3); this module cuts the query into 
   single letter (``z. B.``, ``d. h.``, ``u. a.``, initials), or after a one- or two-digit
   number or a dotted date (``1. Januar``, ``24.12. Heute``: German ordinals are written
   ``1.``); ``2024.`` does end a sentence.
+* Text typed entirely in lower case (a common way to type a query) also splits before a
+  lower-case letter, after ``!``/``?`` or after a period that follows a full word of at least
+  four letters (never after an abbreviation, a number or a short token).
 * Chinese: after ``。！？；`` (and their ASCII forms ``! ? ;``, which NFKC produces from the
   full-width ones), plus closing quotes or brackets; no space is needed.
 
@@ -74,13 +77,20 @@ def _split_western(text: str, abbreviations: frozenset[str]) -> list[str]:
         end = m.end()
         nxt = _NEXT_START.match(text, end)
         at_end = not text[end:].strip()
-        if not at_end and (nxt is None or not nxt.group(1).isupper()):
+        if not at_end and nxt is None:
             continue
         marks = m.group(0).rstrip(_CLOSERS)
-        if not at_end and marks == ".":
-            words = text[start : m.start()].split()
-            if words and _is_abbreviation(words[-1], abbreviations):
+        words = text[start : m.start()].split()
+        if not at_end and nxt is not None and not nxt.group(1).isupper():
+            # lower case next: a new sentence only in text typed all in lower case, after
+            # "!"/"?" or a full word (not an abbreviation, number or short token)
+            lowered = text == text.lower()
+            last = words[-1].strip(_CLOSERS + _OPENERS) if words else ""
+            full_word = len(last) >= 4 and last.isalpha()
+            if not (lowered and nxt.group(1).isalpha() and (marks != "." or full_word)):
                 continue
+        if not at_end and marks == "." and words and _is_abbreviation(words[-1], abbreviations):
+            continue
         out.append(text[start:end])
         start = end
     out.append(text[start:])

@@ -55,3 +55,20 @@ def test_english_abbreviations() -> None:
 def test_unknown_language() -> None:
     with pytest.raises(ConfigurationError, match=r"'fr'.*de, en, zh"):
         split_sentences("Bonjour. Salut.", "fr")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("das haus ist groß. das auto ist rot.", ["das haus ist groß.", "das auto ist rot."]),
+        ("das ist gut? ja sicher", ["das ist gut?", "ja sicher"]),
+        ("wählen sie z. b. format. dann ok", ["wählen sie z. b. format.", "dann ok"]),
+        # abbreviations, numbers and short tokens never end a lower-case sentence
+        ("ca. 5 mal. nr. 3 ist gut", ["ca. 5 mal. nr. 3 ist gut"]),
+        ("siehe bzw. dort", ["siehe bzw. dort"]),
+        # mixed-case text keeps the capital-letter rule
+        ("Siehe den Abschnitt. danach weiter", ["Siehe den Abschnitt. danach weiter"]),
+    ],
+)
+def test_lower_case_queries_split_into_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(text, "de") == expected
