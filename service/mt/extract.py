@@ -436,6 +436,15 @@ def _shard_of(row: I32, n_shards: int) -> int:  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True)
+def _row_equal(store: I32, idx: int, row: I32) -> bool:  # pragma: no cover - jitted
+    """True if table row ``idx`` holds ``row`` (an explicit loop: numba compiles no ``all``)."""
+    for k in range(row.shape[0]):  # noqa: SIM110
+        if store[idx, k] != row[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _intern(store: I32, count: I64, slots: I32, row: I32) -> int:  # pragma: no cover - jitted
     """Id of ``row`` in an open-addressing table; adds it; -1 if the table must grow first."""
     mask = np.int64(slots.shape[0] - 1)
@@ -450,12 +459,7 @@ def _intern(store: I32, count: I64, slots: I32, row: I32) -> int:  # pragma: no 
             slots[s] = n
             count[0] = n + 1
             return int(n)
-        same = True
-        for k in range(row.shape[0]):
-            if store[idx, k] != row[k]:
-                same = False
-                break
-        if same:
+        if _row_equal(store, idx, row):
             return int(idx)
         s = (s + 1) & mask
 
@@ -469,12 +473,7 @@ def _lookup(store: I32, slots: I32, row: I32) -> int:  # pragma: no cover - jitt
         idx = slots[s]
         if idx < 0:
             return -1
-        same = True
-        for k in range(row.shape[0]):
-            if store[idx, k] != row[k]:
-                same = False
-                break
-        if same:
+        if _row_equal(store, idx, row):
             return int(idx)
         s = (s + 1) & mask
 

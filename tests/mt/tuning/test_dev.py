@@ -3,9 +3,6 @@ tests, and one tuning run through it."""
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import pytest
 
 from service.errors import InvalidInputError
@@ -13,34 +10,16 @@ from service.mt.bundle import ModelBundle
 from service.mt.grammar import load_grammar, write_grammar
 from service.mt.lm import KenLM
 from service.mt.rules import (
-    GLUE,
     LANGUAGE_MODEL,
     LOG_P_E_GIVEN_F,
-    PASS_THROUGH,
     RULE_PENALTY,
     WORD_PENALTY,
-    Rule,
-    X,
 )
 from service.mt.tuning.dev import bundle_kbest_decoder
 from service.mt.tuning.loop import tune
 from service.mt.tuning.optimizers import get_optimizer
 from service.mt.weights import WeightsStore
-
-TOY_ARPA = Path(__file__).resolve().parents[2] / "data" / "toy_bigram.arpa"
-LN10 = math.log(10)
-WEIGHTS = {
-    LANGUAGE_MODEL: 1.0,
-    LOG_P_E_GIVEN_F: 1.0,
-    WORD_PENALTY: 0.5,
-    RULE_PENALTY: -0.1,
-    GLUE: 0.0,
-    PASS_THROUGH: -2.0,
-}
-
-
-def rule(src: str, tgt: str, logp: float) -> Rule:
-    return Rule(X, tuple(src.split()), tuple(tgt.split()), {LOG_P_E_GIVEN_F: logp})
+from tests.mt.test_decoder import LN10, TOY_ARPA, WEIGHTS, rule
 
 
 @pytest.fixture(scope="module")
