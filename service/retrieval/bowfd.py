@@ -921,6 +921,14 @@ class BowFdScorer(Scorer):
             parts["lex"] = hashlib.sha256(blob).hexdigest()[:10]
         return parts
 
+    def v_for(self, weights: Mapping[str, float]) -> float:
+        """The IR weight for a weight vector: its ``IR_BM25`` entry (learning to rank writes
+        one), else the scorer's default ``v``."""
+        v = float(weights.get(IR_FEATURE, self.v))
+        if not math.isfinite(v):
+            raise ConfigurationError(f"the weight of {IR_FEATURE} must be finite, got {v!r}")
+        return v
+
     def _lex_weights(self, query: DecodedQuery) -> dict[str, float]:
         out = {n: float(w) for n, w in query.weights.items() if is_lex_feature(n)}
         out.update(self.lex_weights)
@@ -937,22 +945,24 @@ class BowFdScorer(Scorer):
         return out
 
     def rank_prepared(
-        self, preps: Sequence[PreparedSentence], k: int
+        self, preps: Sequence[PreparedSentence], k: int, v: float | None = None
     ) -> tuple[Int32Array, FloatArray, list[SentenceRanking]]:
-        """Top ``k`` (documents, scores) of prepared sentences, and each sentence's list."""
+        """Top ``k`` (documents, scores) of prepared sentences, and each sentence's list
+        (``v``: the IR weight, default the scorer's)."""
+        v = self.v if v is None else v
         depth = k if len(preps) == 1 else max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
         # K' is at least k (a smaller per_sentence_k is raised to k)
-        lists = [self._rank_one(p, depth) for p in preps]
+        lists = [self._rank_one(p, depth, v) for p in preps]
         if len(lists) == 1:
             return lists[0].docs, lists[0].scores, lists
         docs, scores = combine_sentences(lists)
         return docs[:k], scores[:k], lists
 
-    def _rank_one(self, prep: PreparedSentence, depth: int) -> SentenceRanking:
+    def _rank_one(self, prep: PreparedSentence, depth: int, v: float) -> SentenceRanking:
         if self.engine == "fast":
-            return rank_sentence(prep, self.v, depth)
+            return rank_sentence(prep, v, depth)
         t0 = time.perf_counter()
-        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, self.v)
+        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v)
         pos = top_k_order(docs, scores, depth)
         info = {"candidates": len(docs), "scored": len(docs),
                 "seconds": time.perf_counter() - t0}  # fmt: skip
@@ -960,16 +970,18 @@ class BowFdScorer(Scorer):
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
         t0 = time.perf_counter()
+        v = self.v_for(query.weights)
         preps = self.prepare(query)
         t1 = time.perf_counter()
-        docs, scores, lists = self.rank_prepared(preps, k)
+        docs, scores, lists = self.rank_prepared(preps, k, v)
         t2 = time.perf_counter()
         hits = []
         for d, s in zip(docs.tolist(), scores.tolist(), strict=True):
-            expl = self.explain(preps, d, lists) if explain else None
+            expl = self.explain(preps, d, lists, v) if explain else None
             hits.append(Hit(d, self.index.doc_id(d), s, expl))
         info: dict[str, Any] = {
             "sentences": len(preps),
+            "v": v,
             "candidates": [p.docs.size for p in preps],
             "viterbi": [p.viterbi for p in preps],
             "edges": [p.hypergraph.num_edges for p in preps],
@@ -983,11 +995,13 @@ class BowFdScorer(Scorer):
         preps: Sequence[PreparedSentence],
         docno: int,
         lists: Sequence[SentenceRanking] | None = None,
+        v: float | None = None,
     ) -> dict[str, Any]:
         """Per sentence, the document's best derivation with the words that matched it."""
+        v = self.v if v is None else v
         parts = []
         for i, prep in enumerate(preps):
-            part = best_derivation(prep, docno, self.v, self.index, self.lex).to_json()
+            part = best_derivation(prep, docno, v, self.index, self.lex).to_json()
             part["sentence"] = i
             if lists is not None and len(preps) > 1:
                 part["in_sentence_list"] = bool(np.isin(docno, lists[i].docs))
@@ -995,7 +1009,10 @@ class BowFdScorer(Scorer):
         return {"sentences": parts}
 
     def feature_vector(
-        self, query: DecodedQuery | Sequence[PreparedSentence], docno: int
+        self,
+        query: DecodedQuery | Sequence[PreparedSentence],
+        docno: int,
+        v: float | None = None,
     ) -> dict[str, float]:
         """Features of ``docno``'s best derivations, summed over the sentences.
 
@@ -1004,10 +1021,12 @@ class BowFdScorer(Scorer):
         single sentence, ``w · Φ`` is the document's score; the hinge-loss subgradient of
         learning to rank is the difference of two such vectors.
         """
+        if v is None:
+            v = self.v_for(query.weights) if isinstance(query, DecodedQuery) else self.v
         preps = self.prepare(query) if isinstance(query, DecodedQuery) else query
         total: dict[str, float] = {}
         for prep in preps:
-            deriv = best_derivation(prep, docno, self.v, self.index, self.lex)
+            deriv = best_derivation(prep, docno, v, self.index, self.lex)
             for n, x in deriv.features.items():
                 total[n] = total.get(n, 0.0) + x
         return total

@@ -127,6 +127,21 @@ def test_v_scales_the_bonus() -> None:
     assert scores["D2"] == -4.0
 
 
+def test_ir_weight_in_the_weight_vector_overrides_the_default_v() -> None:
+    # learning to rank writes v into the weights as IR_BM25; the same hand-worked numbers as
+    # test_v_scales_the_bonus, from a scorer whose own default is v = 1.0
+    scorer = BowFdScorer(hand_index(DOCS), v=1.0)
+    query = query_of(toy_forest(), weights={**TOY_WEIGHTS, IR_FEATURE: 0.5})
+    scores = {h.doc_id: h.score for h in scorer.rank(query, k=10).hits}
+    assert scores["D1"] == -2.75
+    assert scores["D2"] == -4.0
+    features = scorer.feature_vector(query, scorer.index.docno("D1"))
+    assert features[IR_FEATURE] == 3.0  # "the house is burning": house 2.0 + burning 1.0
+    bad = query_of(toy_forest(), weights={**TOY_WEIGHTS, IR_FEATURE: float("nan")})
+    with pytest.raises(ConfigurationError, match="IR_BM25"):
+        scorer.rank(bad, k=10)
+
+
 def test_explanation_is_the_translation_that_retrieved_the_document() -> None:
     scorer = BowFdScorer(hand_index(DOCS), v=1.0)
     hit = scorer.rank(query_of(toy_forest()), k=1, explain=True).hits[0]
