@@ -5,12 +5,17 @@ DT, PSQ and BOW-FD (a grid of default IR weights v) rank the full document colle
 same forests (depth 1000). Reports MAP, NDCG, NDCG@10, PRES, MRR, Recall@1000, P@10 per
 configuration, paired randomization-test p-values of BOW-FD against DT and PSQ, and timings.
 
+With ``--rsj-index NAME=PATH`` (repeatable) DT, PSQ and BOW-FD at the best ``v`` are also run,
+from the same +LM forests, against indexes built with another rsj policy (``clir build-index
+--rsj keep|drop``), to measure the choice for terms in more than half the documents on dev.
+
 Writes ``bench/results/retrieval_<src>.json``.
-Run: ``.venv/bin/python -m bench.bench_retrieval [de|zh] [max_queries]``.
+Run: ``.venv/bin/python -m bench.bench_retrieval de [--max-queries N] [--rsj-index keep=PATH]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -46,7 +51,18 @@ def _decode(bundle: Any, queries: dict[str, str], use_lm: bool) -> tuple[list[De
     return out, (time.perf_counter() - start) / max(1, len(out))
 
 
-def main(src: str = "de", max_queries: int | None = None) -> None:
+def _run(scorer: Any, decoded: list[DecodedQuery]) -> tuple[dict[str, dict[str, float]], float]:
+    start = time.perf_counter()
+    run = {}
+    for q in decoded:
+        ranking = scorer.rank(q, 1000)
+        run[q.qid] = {h.doc_id: h.score for h in ranking.hits}
+    return run, (time.perf_counter() - start) / max(1, len(decoded))
+
+
+def main(
+    src: str = "de", max_queries: int | None = None, rsj_indexes: dict[str, Path] | None = None
+) -> None:
     bundle = load_bundle(ROOT / "models" / f"{src}-en")
     index = load_index(ROOT / "indexes" / "docs")
     qdir = DATA / "clir" / f"lohelp-{src}"
@@ -55,8 +71,11 @@ def main(src: str = "de", max_queries: int | None = None) -> None:
     result: dict[str, Any] = {"model": f"{src}-en", "weights": bundle.active_weights().version,
                               "queries": len(queries), "configs": {}}  # fmt: skip
     per_query: dict[str, dict[str, float]] = {}
+    lm_forests: list[DecodedQuery] = []
     for use_lm in (True, False):
         decoded, decode_s = _decode(bundle, queries, use_lm)
+        if use_lm:
+            lm_forests = decoded
         tag = "+lm" if use_lm else "-lm"
         result[f"decode_s_per_query{tag}"] = round(decode_s, 3)
         configs: list[tuple[str, str, dict[str, Any]]] = [("dt", "dt", {}), ("psq", "psq", {})]
@@ -65,12 +84,7 @@ def main(src: str = "de", max_queries: int | None = None) -> None:
         configs += [(f"bowfd_v{v}", "bowfd", {"v": v}) for v in V_GRID]
         for name, method, params in configs:
             scorer = make_scorer(method, index, bundle, **params)
-            start = time.perf_counter()
-            run = {}
-            for q in decoded:
-                ranking = scorer.rank(q, 1000)
-                run[q.qid] = {h.doc_id: h.score for h in ranking.hits}
-            seconds = (time.perf_counter() - start) / max(1, len(decoded))
+            run, seconds = _run(scorer, decoded)
             ev = evaluate(run, qrels, CLIR_METRICS)
             key = f"{name}{tag}"
             per_query[key] = ev.per_query["map"]
@@ -84,12 +98,31 @@ def main(src: str = "de", max_queries: int | None = None) -> None:
         f"bowfd_v{best_v}+lm vs {other}": randomization_test(best, per_query[other], 10_000, 0)
         for other in ("dt+lm", "psq+lm")
     }
+    for name, path in (rsj_indexes or {}).items():
+        other_index = load_index(path)
+        for label, method, params in (("dt", "dt", {}), ("psq", "psq", {}),
+                                      (f"bowfd_v{best_v}", "bowfd", {"v": best_v})):  # fmt: skip
+            scorer = make_scorer(method, other_index, bundle, **params)
+            run, seconds = _run(scorer, lm_forests)
+            ev = evaluate(run, qrels, CLIR_METRICS)
+            key = f"{label}+lm@rsj-{name}"
+            per_query[key] = ev.per_query["map"]
+            base = per_query[f"{label}+lm"]
+            result["configs"][key] = {**ev.as_json(), "rank_s_per_query": round(seconds, 3),
+                                      "signature": scorer.signature(),
+                                      "p_map_vs_floor": randomization_test(
+                                          per_query[key], base, 10_000, 0)}  # fmt: skip
+            print(key, json.dumps(result["configs"][key]), file=sys.stderr)
     out = ROOT / "bench" / "results" / f"retrieval_{src}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    main(
-        sys.argv[1] if len(sys.argv) > 1 else "de", int(sys.argv[2]) if len(sys.argv) > 2 else None
-    )
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("src", nargs="?", default="de", choices=("de", "zh"))
+    ap.add_argument("--max-queries", type=int)
+    ap.add_argument("--rsj-index", action="append", default=[], metavar="NAME=PATH")
+    args = ap.parse_args()
+    main(args.src, args.max_queries,
+         {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)})  # fmt: skip
