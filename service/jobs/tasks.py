@@ -1,0 +1,95 @@
+"""The registry of background tasks: job kind → ``"module:function"``, imported lazily, so the
+worker loads the learning-to-rank code only when it runs a training job (issue 6 item 4).
+
+Every task has the signature ``run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]``
+and returns ``{"version": <new weights version or None>, "model": ..., "metrics": {...}}``.
+It reports progress through ``ctx``, checks ``ctx.cancelled()`` between steps and then raises
+:class:`~service.errors.JobCancelled`; any other exception fails the job.
+
+``selftest`` is a built-in diagnostic: ``steps`` steps of ``seconds`` each, reporting progress
+and per-step metrics and honouring cancellation. With ``model`` (a bundle directory) it ends
+like a training job: it stores a copy of the active weights as a new version (``source =
+"selftest"``), and activates it if ``activate`` is true. The ops check and the tests use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from service.errors import InvalidInputError, JobCancelled
+from service.jobs.context import JobContext
+
+Task = Callable[[dict[str, Any], JobContext], dict[str, Any]]
+
+TASKS: dict[str, str] = {
+    "ltr": "service.ltr.task:run_job",
+    "selftest": "service.jobs.tasks:selftest",
+}
+
+
+def resolve_task(kind: str) -> Task:
+    """The task function of ``kind`` (its module imported now)."""
+    target = TASKS.get(kind)
+    if target is None:
+        raise InvalidInputError(
+            f"unknown job kind {kind[:40]!r}; known kinds: {', '.join(sorted(TASKS))}"
+        )
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    fn: Task = getattr(module, attr)
+    return fn
+
+
+class SelftestParams(BaseModel):
+    """Parameters of the ``selftest`` task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(3, ge=1, le=10_000, description="Number of steps.")
+    seconds: float = Field(0.05, ge=0, le=60, description="Seconds each step sleeps.")
+    fail_at: int | None = Field(None, ge=1, description="Raise an error at this step.")
+    model: Path | None = Field(None, description="Bundle to write a weights version to.")
+    activate: bool = Field(False, description="Activate the written version.")
+
+
+def selftest(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """Sleep through ``steps`` steps, reporting progress; optionally write a weights version."""
+    try:
+        p = SelftestParams.model_validate(params)
+    except ValidationError as exc:
+        raise InvalidInputError(f"invalid selftest parameters: {exc}") from exc
+    for step in range(1, p.steps + 1):
+        if ctx.cancelled():
+            raise JobCancelled(f"selftest cancelled before step {step} of {p.steps}")
+        if p.fail_at == step:
+            raise RuntimeError(f"selftest failed at step {step} as asked")
+        time.sleep(p.seconds)
+        ctx.progress(step / p.steps, f"step {step}/{p.steps}")
+        ctx.epoch_metrics(step, {"step": float(step)})
+    version: str | None = None
+    if p.model is not None:
+        from service.mt.bundle import WEIGHTS_DIR
+        from service.mt.weights import WeightsStore
+
+        store = WeightsStore(p.model / WEIGHTS_DIR)
+        active = store.active()
+        record = store.save(
+            active.weights,
+            source="selftest",
+            metrics={"steps": float(p.steps)},
+            parent=active.version,
+        )
+        version = record.version
+        if p.activate:
+            store.activate(version)
+    return {
+        "version": version,
+        "model": None if p.model is None else str(p.model),
+        "metrics": {"steps": float(p.steps)},
+    }
