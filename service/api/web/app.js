@@ -1,0 +1,651 @@
+/*
+ * The CLIR web page (issue 7 item 4): a search tab (POST /v1/search, 001 §3: BOW-FD, DT, PSQ
+ * with the derivation that retrieved each document) and a translator tab (POST /v1/suggest,
+ * 002: reference sentences from the pool, each with its word-level differences to the query's
+ * 1-best translation).
+ *
+ * Safety rule: text from the API or the user is only ever put into the page with textContent
+ * or as an option/attribute value, never parsed as HTML. The one piece of markup the API sends
+ * (the snippet's <mark> tags around otherwise HTML-escaped text) is split by parseSnippet and
+ * rebuilt as DOM nodes.
+ *
+ * The pure helpers (entity decoding, snippet parsing, tokenising, the word diff) are exposed as
+ * window.ClirPage so that the browser test can check them on hand-computed examples.
+ */
+"use strict";
+
+(function () {
+  // ------------------------------------------------------------------ pure helpers
+
+  const NAMED_ENTITIES = { amp: "&", lt: "<", gt: ">", quot: "\"", apos: "'" };
+
+  /** Decode the character references of HTML-escaped text (what Python's html.escape makes). */
+  function decodeEntities(text) {
+    return text.replace(/&(#[xX][0-9a-fA-F]+|#[0-9]+|[a-zA-Z]+);/g, function (whole, name) {
+      if (name.charAt(0) === "#") {
+        const hex = name.charAt(1) === "x" || name.charAt(1) === "X";
+        const code = hex ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
+        const valid = code > 0 && code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff);
+        return valid ? String.fromCodePoint(code) : whole;
+      }
+      return Object.prototype.hasOwnProperty.call(NAMED_ENTITIES, name)
+        ? NAMED_ENTITIES[name]
+        : whole;
+    });
+  }
+
+  /**
+   * Split a snippet ("a <mark>b</mark> &lt;c&gt;") into [{text, mark}] parts with plain text:
+   * [{text: "a ", mark: false}, {text: "b", mark: true}, {text: " <c>", mark: false}].
+   */
+  function parseSnippet(snippet) {
+    const parts = [];
+    const tag = /<mark>([\s\S]*?)<\/mark>/g;
+    let last = 0;
+    let match;
+    while ((match = tag.exec(snippet)) !== null) {
+      if (match.index > last) {
+        parts.push({ text: decodeEntities(snippet.slice(last, match.index)), mark: false });
+      }
+      parts.push({ text: decodeEntities(match[1]), mark: true });
+      last = tag.lastIndex;
+    }
+    if (last < snippet.length) {
+      parts.push({ text: decodeEntities(snippet.slice(last)), mark: false });
+    }
+    return parts;
+  }
+
+  const TOKEN = /[\p{L}\p{M}\p{N}]+(?:['’][\p{L}\p{M}\p{N}]+)*|[^\s\p{L}\p{M}\p{N}]/gu;
+
+  /**
+   * Words and single punctuation marks of `text`, each {text, norm, space}: norm is the
+   * NFKC lower-cased form that the diff compares, space says whether whitespace preceded it.
+   */
+  function tokenize(text) {
+    const tokens = [];
+    let end = 0;
+    for (const m of text.matchAll(TOKEN)) {
+      tokens.push({
+        text: m[0],
+        norm: m[0].normalize("NFKC").toLowerCase(),
+        space: tokens.length > 0 && m.index > end,
+      });
+      end = m.index + m[0].length;
+    }
+    return tokens;
+  }
+
+  /**
+   * Word-level diff of `before` (the translation) and `after` (a reference sentence) by a
+   * longest common subsequence over tokens: a list of {op, token} in reading order, op being
+   * "same" (the token of `after`), "ins" (only in `after`) or "del" (only in `before`). Within a
+   * changed stretch deletions come before insertions.
+   */
+  function wordDiff(before, after) {
+    const a = typeof before === "string" ? tokenize(before) : before;
+    const b = typeof after === "string" ? tokenize(after) : after;
+    const n = a.length;
+    const m = b.length;
+    // lcs[i][j] = length of the longest common subsequence of a[i:] and b[j:]
+    const lcs = [];
+    for (let i = 0; i <= n; i++) lcs.push(new Array(m + 1).fill(0));
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        lcs[i][j] = a[i].norm === b[j].norm
+          ? lcs[i + 1][j + 1] + 1
+          : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+      }
+    }
+    const ops = [];
+    let i = 0;
+    let j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && a[i].norm === b[j].norm) {
+        ops.push({ op: "same", token: b[j] });
+        i++;
+        j++;
+      } else if (i < n && (j >= m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+        ops.push({ op: "del", token: a[i] });
+        i++;
+      } else {
+        ops.push({ op: "ins", token: b[j] });
+        j++;
+      }
+    }
+    return ops;
+  }
+
+  /**
+   * Consecutive ops of one kind joined: [{op, lead, text}], lead being the space before the run
+   * ("" for the first), each token keeping its own spacing (tokenize's space).
+   */
+  function diffRuns(ops) {
+    const runs = [];
+    for (const { op, token } of ops) {
+      const lead = token.space ? " " : "";
+      const prev = runs[runs.length - 1];
+      if (prev && prev.op === op) {
+        prev.text += lead + token.text;
+      } else {
+        runs.push({ op: op, lead: runs.length > 0 ? lead : "", text: token.text });
+      }
+    }
+    return runs;
+  }
+
+  /** A short text for screen readers and everyone: "2 words added, 1 word removed …". */
+  function diffSummary(ops) {
+    const added = ops.filter(function (o) { return o.op === "ins"; }).length;
+    const removed = ops.filter(function (o) { return o.op === "del"; }).length;
+    if (added === 0 && removed === 0) return "Same words as the translation.";
+    const words = function (k) { return k + (k === 1 ? " word" : " words"); };
+    const parts = [];
+    if (added > 0) parts.push(words(added) + " added");
+    if (removed > 0) parts.push(words(removed) + " removed");
+    return parts.join(", ") + " compared with the translation.";
+  }
+
+  // ------------------------------------------------------------------ DOM helpers
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    if (attrs) {
+      for (const [key, value] of Object.entries(attrs)) {
+        if (value === null || value === undefined || value === false) continue;
+        if (key === "text") node.textContent = String(value);
+        else if (key === "className") node.className = value;
+        else node.setAttribute(key, value === true ? "" : String(value));
+      }
+    }
+    for (const child of children || []) {
+      if (child === null || child === undefined) continue;
+      node.append(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function srOnly(text) {
+    return el("span", { className: "sr-only", text: text });
+  }
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  function clear(node) {
+    node.replaceChildren();
+  }
+
+  function fmt(value, digits) {
+    return typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "–";
+  }
+
+  // ------------------------------------------------------------------ API access
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  /** The API's {"detail": ...} as one readable line (a string, or FastAPI's list of errors). */
+  function formatDetail(data) {
+    const detail = data && typeof data === "object" ? data.detail : undefined;
+    if (typeof detail === "string") return detail;
+    if (Array.isArray(detail)) {
+      return detail.map(function (item) {
+        if (item && typeof item === "object") {
+          const loc = Array.isArray(item.loc) ? item.loc.filter(function (p) { return p !== "body"; }).join(".") : "";
+          return (loc ? loc + ": " : "") + String(item.msg || JSON.stringify(item));
+        }
+        return String(item);
+      }).join("; ");
+    }
+    if (detail !== undefined) return JSON.stringify(detail);
+    return null;
+  }
+
+  async function callApi(method, path, body) {
+    const init = { method: method, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (exc) {
+      throw new ApiError(0, "The service cannot be reached (" + exc.message + "). Is it running?");
+    }
+    const raw = await response.text();
+    let data = null;
+    try {
+      data = raw ? JSON.parse(raw) : null;
+    } catch (_exc) {
+      data = null;
+    }
+    if (!response.ok) {
+      const detail = formatDetail(data) || response.statusText || "no details";
+      throw new ApiError(response.status, "Error " + response.status + ": " + detail);
+    }
+    return data;
+  }
+
+  function showAlert(message) {
+    const box = byId("alert");
+    box.textContent = message;
+    box.hidden = false;
+  }
+
+  function hideAlert() {
+    const box = byId("alert");
+    box.textContent = "";
+    box.hidden = true;
+  }
+
+  function showDegraded(id, response) {
+    const box = byId(id);
+    if (response && response.degraded) {
+      box.textContent = "Partial answer: decoding was cut short by the time budget" +
+        (response.degraded_reason ? " (" + response.degraded_reason + ")" : "") +
+        ". Results may be less accurate.";
+      box.hidden = false;
+    } else {
+      box.textContent = "";
+      box.hidden = true;
+    }
+  }
+
+  // ------------------------------------------------------------------ tabs
+
+  function setupTabs() {
+    const tabs = Array.from(document.querySelectorAll("[role=tab]"));
+    function select(tab, focus) {
+      for (const t of tabs) {
+        const selected = t === tab;
+        t.setAttribute("aria-selected", selected ? "true" : "false");
+        t.tabIndex = selected ? 0 : -1;
+        byId(t.getAttribute("aria-controls")).hidden = !selected;
+      }
+      if (focus) tab.focus();
+    }
+    for (const tab of tabs) {
+      tab.addEventListener("click", function () { select(tab, true); });
+      tab.addEventListener("keydown", function (event) {
+        const at = tabs.indexOf(tab);
+        let next = null;
+        if (event.key === "ArrowRight" || event.key === "ArrowDown") next = tabs[(at + 1) % tabs.length];
+        else if (event.key === "ArrowLeft" || event.key === "ArrowUp") next = tabs[(at - 1 + tabs.length) % tabs.length];
+        else if (event.key === "Home") next = tabs[0];
+        else if (event.key === "End") next = tabs[tabs.length - 1];
+        if (next) {
+          event.preventDefault();
+          select(next, true);
+        }
+      });
+    }
+  }
+
+  // ------------------------------------------------------------------ languages (/readyz)
+
+  const LANGUAGE_NAMES = { de: "German", zh: "Chinese", en: "English" };
+
+  async function loadLanguages(attempt) {
+    const status = byId("service-status");
+    let body = null;
+    try {
+      const response = await fetch("/readyz", { headers: { Accept: "application/json" } });
+      body = await response.json();
+    } catch (exc) {
+      status.textContent = "The service cannot be reached (" + exc.message + ").";
+      return;
+    }
+    if (!body || typeof body !== "object") {
+      status.textContent = "The service gave an unreadable readiness answer.";
+      return;
+    }
+    if (body.detail === "still loading" && attempt < 30) {
+      status.textContent = "The service is still loading its models…";
+      window.setTimeout(function () { loadLanguages(attempt + 1); }, 1000);
+      return;
+    }
+    const models = body.models && typeof body.models === "object" ? body.models : {};
+    const langs = Object.keys(models).sort();
+    for (const select of document.querySelectorAll(".lang-select")) {
+      clear(select);
+      for (const lang of langs) {
+        const name = LANGUAGE_NAMES[lang] || lang;
+        select.append(el("option", { value: lang, text: name + " (" + lang + ")" }));
+      }
+    }
+    if (langs.length === 0) {
+      status.textContent = "No language is loaded: " + String(body.detail || "not ready") + ".";
+      const missing = Array.isArray(body.missing) ? body.missing.join("; ") : "";
+      showAlert("The service is not ready: " + String(body.detail || "") + (missing ? " (" + missing + ")" : ""));
+      return;
+    }
+    const names = langs.map(function (l) { return (LANGUAGE_NAMES[l] || l) + " (" + l + ")"; });
+    let text = "Languages loaded: " + names.join(", ") + ".";
+    if (!body.ready) text += " Not ready: " + String(body.detail) + ".";
+    if (!body.pool_index) text += " No sentence pool: the translator tab cannot answer.";
+    status.textContent = text;
+  }
+
+  // ------------------------------------------------------------------ search tab
+
+  const searchState = { request: null, offset: 0, seq: 0 };
+
+  function readSearchForm() {
+    const k = parseInt(byId("search-k").value, 10);
+    return {
+      query: byId("search-query").value,
+      lang: byId("search-lang").value,
+      method: byId("search-method").value,
+      k: Number.isFinite(k) ? k : 10,
+    };
+  }
+
+  /** The translation's words, the ones in `matched` in <mark>, then the list of matched words. */
+  function markedTranslation(translation, matched) {
+    const set = new Set(matched.map(function (t) { return String(t).toLowerCase(); }));
+    const line = el("span", { className: "translation" });
+    String(translation).split(/\s+/).filter(Boolean).forEach(function (word, at) {
+      if (at > 0) line.append(" ");
+      line.append(set.has(word.toLowerCase()) ? el("mark", { text: word }) : word);
+    });
+    return line;
+  }
+
+  function renderExplanation(explanation) {
+    const box = el("div", { className: "explanation-body" });
+    if (!explanation || typeof explanation !== "object") {
+      box.append(el("p", { text: "No explanation was returned." }));
+      return box;
+    }
+    if (Array.isArray(explanation.sentences)) { // BOW-FD: each sentence's best derivation
+      for (const s of explanation.sentences) {
+        const matched = Array.isArray(s.matched) ? s.matched : [];
+        const terms = matched.map(function (m) { return m.term; });
+        box.append(
+          el("p", { className: "derivation" }, [
+            el("span", { className: "label", text: "Translation that retrieved it" + (explanation.sentences.length > 1 ? " (sentence " + (Number(s.sentence) + 1) + ")" : "") + ": " }),
+            markedTranslation(s.translation || "", terms),
+          ]),
+          el("p", { className: "matched" }, [
+            "Matched words: ",
+            matched.length
+              ? matched.map(function (m) { return m.term + " (BM25 " + fmt(m.bm25, 2) + (m.count > 1 ? ", ×" + m.count : "") + ")"; }).join(", ")
+              : "none",
+          ]),
+          el("p", { className: "scores", text: "Translation model " + fmt(s.smt, 2) + " + retrieval " + fmt(s.ir, 2) + " = " + fmt(s.score, 2) }),
+        );
+      }
+    } else if (Array.isArray(explanation.matched)) { // DT: the 1-best translation
+      const terms = explanation.matched.map(String);
+      box.append(
+        el("p", { className: "derivation" }, [
+          el("span", { className: "label", text: "Translation that retrieved it: " }),
+          markedTranslation(explanation.translation || "", terms),
+        ]),
+        el("p", { className: "matched", text: "Matched words: " + (terms.length ? terms.join(", ") : "none") }),
+      );
+    } else if (explanation.terms && typeof explanation.terms === "object") { // PSQ
+      const list = el("ul", { className: "psq-terms" });
+      for (const [source, found] of Object.entries(explanation.terms)) {
+        const parts = Object.entries(found || {}).map(function (e) { return e[0] + " (" + fmt(e[1], 3) + ")"; });
+        list.append(el("li", {}, [el("span", { className: "label", text: source + " → " }), parts.join(", ")]));
+      }
+      box.append(el("p", { text: "Query words and the English translations found in this document, with Pr(e|f):" }), list);
+    } else {
+      box.append(el("pre", { text: JSON.stringify(explanation, null, 2) }));
+    }
+    return box;
+  }
+
+  function renderHit(hit, position, uid) {
+    const snippet = el("p", { className: "snippet" });
+    for (const part of parseSnippet(String(hit.snippet || ""))) {
+      snippet.append(part.mark ? el("mark", { text: part.text }) : part.text);
+    }
+    const panelId = "explain-" + uid + "-" + position;
+    const toggle = el("button", {
+      type: "button",
+      className: "explain-toggle",
+      "aria-expanded": "false",
+      "aria-controls": panelId,
+      text: "Explain",
+    });
+    toggle.append(srOnly(" result " + position));
+    const panel = el("div", { id: panelId, className: "explanation", hidden: true }, [renderExplanation(hit.explanation)]);
+    toggle.addEventListener("click", function () {
+      const open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      panel.hidden = !open;
+    });
+    return el("li", { className: "result" }, [
+      el("h3", { className: "result-title", text: hit.title || hit.id }),
+      el("p", { className: "result-meta" }, [
+        el("span", { className: "score", text: "score " + fmt(hit.score, 3) }),
+        " · ",
+        el("span", { className: "doc-id", text: hit.id }),
+      ]),
+      snippet,
+      toggle,
+      panel,
+    ]);
+  }
+
+  function renderMeta(dl, rows) {
+    clear(dl);
+    for (const [term, value] of rows) {
+      dl.append(el("dt", { text: term }), el("dd", { text: value }));
+    }
+    dl.hidden = rows.length === 0;
+  }
+
+  function timingText(response) {
+    const t = response.timings || {};
+    return "decode " + fmt(t.decode_ms, 0) + " ms, rank " + fmt(t.rank_ms, 0) + " ms, total " +
+      fmt(t.total_ms, 0) + " ms" + (response.cached ? " (translation from cache)" : "");
+  }
+
+  async function runSearch(offset, focusResults) {
+    const request = searchState.request;
+    if (!request) return;
+    const seq = ++searchState.seq;
+    const form = byId("search-form");
+    const summary = byId("search-summary");
+    const results = byId("search-results");
+    hideAlert();
+    form.setAttribute("aria-busy", "true");
+    results.setAttribute("aria-busy", "true");
+    summary.textContent = "Searching…";
+    try {
+      const body = Object.assign({}, request, { offset: offset, explain: true });
+      const response = await callApi("POST", "/v1/search", body);
+      if (seq !== searchState.seq) return; // a newer search has started
+      searchState.offset = offset;
+      showDegraded("search-degraded", response);
+      const hits = Array.isArray(response.results) ? response.results : [];
+      clear(results);
+      results.start = offset + 1;
+      hits.forEach(function (hit, at) { results.append(renderHit(hit, offset + at + 1, seq)); });
+      summary.textContent = hits.length
+        ? "Results " + (offset + 1) + "–" + (offset + hits.length) + " for “" + request.query + "”"
+        : (offset > 0 ? "No more results for “" + request.query + "”" : "No results for “" + request.query + "”");
+      renderMeta(byId("search-meta"), [
+        ["Best translation of the query", String(response.translation || "")],
+        ["Weights version", String(response.weights_version || "")],
+        ["Timings", timingText(response)],
+        ["Scorer", String(response.signature || "")],
+      ]);
+      const pager = byId("search-pager");
+      byId("search-prev").disabled = offset === 0;
+      byId("search-next").disabled = hits.length < request.k;
+      byId("search-page").textContent = "Page " + (Math.floor(offset / request.k) + 1);
+      pager.hidden = offset === 0 && hits.length < request.k;
+      if (focusResults) summary.focus();
+    } catch (exc) {
+      if (seq !== searchState.seq) return;
+      summary.textContent = "";
+      showAlert(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
+    } finally {
+      if (seq === searchState.seq) {
+        form.removeAttribute("aria-busy");
+        results.removeAttribute("aria-busy");
+      }
+    }
+  }
+
+  function setupSearch() {
+    byId("search-summary").tabIndex = -1;
+    byId("search-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      const request = readSearchForm();
+      if (!request.query.trim()) {
+        showAlert("Type a query first.");
+        byId("search-query").focus();
+        return;
+      }
+      searchState.request = request;
+      runSearch(0, false);
+    });
+    byId("search-prev").addEventListener("click", function () {
+      const r = searchState.request;
+      if (r) runSearch(Math.max(0, searchState.offset - r.k), true);
+    });
+    byId("search-next").addEventListener("click", function () {
+      const r = searchState.request;
+      if (r) runSearch(searchState.offset + r.k, true);
+    });
+  }
+
+  // ------------------------------------------------------------------ translator tab
+
+  const suggestState = { seq: 0 };
+
+  function renderDiff(translation, reference) {
+    const ops = wordDiff(translation, reference);
+    const line = el("p", { className: "diff" });
+    for (const run of diffRuns(ops)) {
+      if (run.lead) line.append(run.lead);
+      if (run.op === "same") {
+        line.append(run.text);
+      } else if (run.op === "ins") {
+        line.append(el("ins", { className: "diff-ins" }, [srOnly("[added: "), run.text, srOnly("]")]));
+      } else {
+        line.append(el("del", { className: "diff-del" }, [srOnly("[removed: "), run.text, srOnly("]")]));
+      }
+    }
+    return [line, el("p", { className: "diff-summary", text: diffSummary(ops) })];
+  }
+
+  function renderSuggestion(item, best) {
+    const foundBy = Array.isArray(item.found_by) ? item.found_by : [];
+    const details = el("details", { className: "found-by" }, [
+      el("summary", { text: "Found by " + foundBy.length + (foundBy.length === 1 ? " translation" : " translations") }),
+      el("ul", {}, foundBy.map(function (f) {
+        return el("li", {
+          text: "#" + f.rank + " “" + f.translation + "”: Pr(t|s) " + fmt(f.pr_t, 3) + ", cosine " +
+            fmt(f.cosine, 3) + ", edit similarity " + fmt(f.levenshtein, 3) + ", Pr(d|t) " + fmt(f.pr_d_given_t, 4),
+        });
+      })),
+    ]);
+    return el("li", { className: "result suggestion" }, [
+      el("p", { className: "reference", text: String(item.text || "") }),
+      el("p", { className: "result-meta" }, [
+        el("span", { className: "score", text: "score " + fmt(item.score, 4) }),
+        " · ",
+        el("span", { className: "doc-id", text: String(item.id || "") }),
+      ]),
+      el("div", { className: "diff-box" }, [
+        el("span", { className: "label", text: "Differences to the best translation:" }),
+      ].concat(renderDiff(best, String(item.text || "")))),
+      details,
+    ]);
+  }
+
+  async function runSuggest() {
+    const seq = ++suggestState.seq;
+    const sentence = byId("suggest-sentence").value;
+    if (!sentence.trim()) {
+      showAlert("Type a sentence first.");
+      byId("suggest-sentence").focus();
+      return;
+    }
+    const k = parseInt(byId("suggest-k").value, 10);
+    const request = {
+      sentence: sentence,
+      lang: byId("suggest-lang").value,
+      nbest: parseInt(byId("suggest-nbest").value, 10),
+      k: Number.isFinite(k) ? k : 10,
+      levenshtein: byId("suggest-levenshtein").checked,
+    };
+    const form = byId("suggest-form");
+    const summary = byId("suggest-summary");
+    const results = byId("suggest-results");
+    hideAlert();
+    form.setAttribute("aria-busy", "true");
+    summary.textContent = "Looking for reference sentences…";
+    try {
+      const response = await callApi("POST", "/v1/suggest", request);
+      if (seq !== suggestState.seq) return;
+      showDegraded("suggest-degraded", response);
+      const translations = Array.isArray(response.translations) ? response.translations : [];
+      const best = translations.length ? String(translations[0].text) : "";
+      const box = byId("suggest-translations");
+      clear(box);
+      box.append(
+        el("h2", { className: "small-heading", text: "Translations used to search" }),
+        el("ol", { className: "nbest" }, translations.map(function (t) {
+          return el("li", {}, [el("span", { text: String(t.text) }), el("span", { className: "prob", text: " Pr " + fmt(t.pr_t, 3) })]);
+        })),
+        el("p", { className: "timings", text: "Weights " + String(response.weights_version || "") + "; " + timingText(response) }),
+      );
+      box.hidden = false;
+      const items = Array.isArray(response.results) ? response.results : [];
+      clear(results);
+      for (const item of items) results.append(renderSuggestion(item, best));
+      byId("suggest-legend").hidden = items.length === 0;
+      summary.textContent = items.length
+        ? items.length + (items.length === 1 ? " reference sentence" : " reference sentences") + " for “" + sentence + "”"
+        : "No reference sentences for “" + sentence + "”";
+    } catch (exc) {
+      if (seq !== suggestState.seq) return;
+      summary.textContent = "";
+      showAlert(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
+    } finally {
+      if (seq === suggestState.seq) form.removeAttribute("aria-busy");
+    }
+  }
+
+  function setupSuggest() {
+    byId("suggest-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      runSuggest();
+    });
+  }
+
+  // ------------------------------------------------------------------ start
+
+  window.ClirPage = Object.freeze({
+    decodeEntities: decodeEntities,
+    parseSnippet: parseSnippet,
+    tokenize: tokenize,
+    wordDiff: wordDiff,
+    diffRuns: diffRuns,
+    diffSummary: diffSummary,
+  });
+
+  function start() {
+    setupTabs();
+    setupSearch();
+    setupSuggest();
+    loadLanguages(0);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
