@@ -1,0 +1,446 @@
+"""Bounded load benchmark of the running service on loopback (issue 8 item 1, issue 7 benchmark).
+
+Starts the real service (``uvicorn service.api.app:create_app --factory`` in a subprocess, on
+127.0.0.1 and a free port, with the configured model bundles and indexes, or the committed demo
+bundle with ``--demo``), waits for ``/readyz``, warms up, then runs C concurrent clients
+(``--clients``, default 16 and 64) for D seconds each (``--duration``, default 120) or until
+``--max-requests`` requests, whichever comes first; then it stops. The request mix:
+
+* ``POST /v1/search`` method bowfd (35 %) and dt (25 %), ``POST /v1/suggest`` (15 %),
+  ``POST /v1/translate`` (25 %, the query's first sentence);
+* German dev queries from ``clir/lohelp-de/queries.dev.tsv``: half from a hot set of 20
+  (repeated: the query cache answers them), half fresh (each dev query in turn).
+
+Recorded per phase: throughput, p50/p95/p99 latency per endpoint (and repeated vs fresh), status
+counts (5xx must be 0), the share of answers served from the cache; the server's RSS and the
+number of cached queries after the warm-up and after every phase (growth %). The load phases
+run with ``queue_timeout_s`` = ``--queue-timeout`` (default 600 s) so that all clients queue for
+the ``max_concurrency`` slots instead of being refused (the queue is bounded by the number of
+clients): they measure throughput and latency, not the refusal. Then an **overload probe**
+against a second server started with ``max_concurrency`` = ``--probe-slots``, the default short
+queue wait (0.1 s) and 4× as many clients: the share of 503 answers, whether each carried
+Retry-After, and their latency next to that of the answered requests.
+
+Writes ``bench/results/load.json`` (``--out``). A short proof run:
+``nice -n 10 python -m bench.bench_load --demo --duration 10 --out bench/results/load_demo.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
+HOT_SET = 20
+MIX: list[tuple[str, float]] = [
+    ("search/bowfd", 0.35),
+    ("search/dt", 0.25),
+    ("suggest", 0.15),
+    ("translate", 0.25),
+]
+DEMO_ENV = {
+    "CLIR_MODEL_BUNDLES": json.dumps(["models/demo-de-en"]),
+    "CLIR_DOC_INDEXES": json.dumps(["indexes/demo"]),
+    "CLIR_POOL_INDEXES": json.dumps(["indexes/demo-pool"]),
+}
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of process ``pid`` in MiB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+class Server:
+    """``uvicorn`` in a subprocess, on loopback; stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
+        full_env.update({"CLIR_EMBEDDED_WORKER": "false", **env})
+        self._log_file = log.open("w", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "service.api.app:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+        self.load_seconds = 0.0
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        start = time.perf_counter()
+        deadline = start + timeout
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.proc.returncode}); see {self.log}")
+            try:
+                r = httpx2.get(f"{self.url}/readyz", timeout=5)
+                if r.status_code == 200:
+                    self.load_seconds = time.perf_counter() - start
+                    status: dict[str, Any] = r.json()
+                    return status
+            except httpx2.TransportError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"the server was not ready within {timeout:g} s; see {self.log}")
+
+    def rss(self) -> float:
+        return rss_mb(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._log_file.close()
+
+
+# --- the workload ------------------------------------------------------------------------------
+
+
+def load_queries(path: Path) -> list[str]:
+    queries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and parts[1].strip():
+            queries.append(parts[1].strip())
+    if len(queries) <= HOT_SET:
+        raise SystemExit(f"{path}: need more than {HOT_SET} queries, found {len(queries)}")
+    return queries
+
+
+def first_sentence(text: str) -> str:
+    for stop in (". ", "? ", "! ", ": "):
+        if stop in text:
+            return text.split(stop, 1)[0]
+    return text
+
+
+@dataclass
+class Workload:
+    """A seeded request stream: (endpoint, repeated?, path, body)."""
+
+    queries: list[str]
+    seed: int
+    rng: random.Random = field(init=False)
+    fresh_next: int = field(default=HOT_SET, init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def next(self) -> tuple[str, bool, str, dict[str, Any]]:
+        endpoint = self.rng.choices([m for m, _ in MIX], weights=[w for _, w in MIX])[0]
+        repeated = self.rng.random() < 0.5
+        if repeated:
+            text = self.queries[self.rng.randrange(HOT_SET)]
+        else:
+            text = self.queries[self.fresh_next]
+            self.fresh_next = HOT_SET + (self.fresh_next + 1 - HOT_SET) % (
+                len(self.queries) - HOT_SET
+            )
+        return (endpoint, repeated, *request_for(endpoint, text))
+
+
+def request_for(endpoint: str, text: str) -> tuple[str, dict[str, Any]]:
+    if endpoint.startswith("search/"):
+        return "/v1/search", {"query": text, "lang": "de", "method": endpoint.split("/")[1]}
+    if endpoint == "suggest":
+        return "/v1/suggest", {"sentence": first_sentence(text), "lang": "de", "nbest": 5}
+    return "/v1/translate", {"text": first_sentence(text), "lang": "de"}
+
+
+@dataclass
+class Sample:
+    endpoint: str
+    repeated: bool
+    status: int  # 0: transport error
+    seconds: float
+    retry_after: bool
+    cached: bool | None
+
+
+async def run_phase(
+    url: str, workload: Workload, clients: int, duration: float, max_requests: int
+) -> tuple[list[Sample], float]:
+    """``clients`` concurrent loops for ``duration`` s or ``max_requests`` requests."""
+    samples: list[Sample] = []
+    issued = 0
+    limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    start = time.perf_counter()
+    deadline = start + duration
+    async with httpx2.AsyncClient(base_url=url, timeout=300.0, limits=limits) as http:
+
+        async def client() -> None:
+            nonlocal issued
+            while time.perf_counter() < deadline and issued < max_requests:
+                issued += 1
+                endpoint, repeated, path, body = workload.next()
+                t0 = time.perf_counter()
+                try:
+                    r = await http.post(path, json=body)
+                    status = r.status_code
+                    retry = "retry-after" in r.headers
+                    cached = r.json().get("cached") if status == 200 else None
+                except httpx2.TransportError:
+                    status, retry, cached = 0, False, None
+                samples.append(
+                    Sample(endpoint, repeated, status, time.perf_counter() - t0, retry, cached)
+                )
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+    return samples, time.perf_counter() - start
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of an ascending list."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, -(-len(sorted_values) * q // 100))
+    return sorted_values[int(rank) - 1]
+
+
+def latency_stats(seconds: list[float]) -> dict[str, Any]:
+    ms = sorted(s * 1000 for s in seconds)
+    if not ms:
+        return {"n": 0}
+    return {
+        "n": len(ms),
+        "mean_ms": round(sum(ms) / len(ms), 1),
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p95_ms": round(percentile(ms, 95), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "max_ms": round(ms[-1], 1),
+    }
+
+
+def summarise(samples: list[Sample], elapsed: float, clients: int) -> dict[str, Any]:
+    status = Counter(str(s.status) for s in samples)
+    by_endpoint: dict[str, dict[str, Any]] = {}
+    groups: defaultdict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        groups[s.endpoint].append(s)
+    for endpoint, group in sorted(groups.items()):
+        ok = [s for s in group if s.status == 200]
+        cached = [s for s in ok if s.cached is not None]
+        by_endpoint[endpoint] = {
+            **latency_stats([s.seconds for s in ok]),
+            "repeated": latency_stats([s.seconds for s in ok if s.repeated]),
+            "fresh": latency_stats([s.seconds for s in ok if not s.repeated]),
+            "cache_hit_share": (
+                round(sum(1 for s in cached if s.cached) / len(cached), 3) if cached else None
+            ),
+            "status": dict(Counter(str(s.status) for s in group)),
+        }
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "requests": len(samples),
+        "throughput_rps": round(len(samples) / elapsed, 2) if elapsed else None,
+        "status": dict(sorted(status.items())),
+        "errors_5xx": sum(1 for s in samples if s.status >= 500),
+        "transport_errors": sum(1 for s in samples if s.status == 0),
+        "all_ok": latency_stats([s.seconds for s in samples if s.status == 200]),
+        "endpoints": by_endpoint,
+    }
+
+
+def summarise_overload(samples: list[Sample], elapsed: float, clients: int) -> dict[str, Any]:
+    refused = [s for s in samples if s.status == 503]
+    answered = [s for s in samples if s.status == 200]
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "requests": len(samples),
+        "status": dict(sorted(Counter(str(s.status) for s in samples).items())),
+        "share_503": round(len(refused) / len(samples), 3) if samples else None,
+        "share_503_with_retry_after": (
+            round(sum(1 for s in refused if s.retry_after) / len(refused), 3) if refused else None
+        ),
+        "other_5xx": sum(1 for s in samples if s.status >= 500 and s.status != 503),
+        "latency_503": latency_stats([s.seconds for s in refused]),
+        "latency_200": latency_stats([s.seconds for s in answered]),
+    }
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def start_server(env: dict[str, str], log: Path, timeout: float) -> tuple[Server, dict[str, Any]]:
+    server = Server(env, log)
+    try:
+        ready = server.wait_ready(timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server, ready
+
+
+def warm_up(url: str, queries: list[str], seconds: float) -> dict[str, Any]:
+    """Decode the hot set once (search fills the query cache that search and suggest share),
+    touch every endpoint, then ``seconds`` of the mix with 4 clients."""
+    t0 = time.perf_counter()
+    status: Counter[str] = Counter()
+    with httpx2.Client(base_url=url, timeout=120.0) as http:
+        for text in queries[:HOT_SET]:
+            path, body = request_for("search/bowfd", text)
+            status[str(http.post(path, json=body).status_code)] += 1
+        for endpoint, _ in MIX:
+            path, body = request_for(endpoint, queries[0])
+            status[str(http.post(path, json=body).status_code)] += 1
+    if seconds > 0:
+        samples, _ = asyncio.run(run_phase(url, Workload(queries, seed=1), 4, seconds, 10**6))
+        status.update(str(s.status) for s in samples)
+    return {"seconds": round(time.perf_counter() - t0, 1), "status": dict(status)}
+
+
+def cache_entries(url: str) -> int | None:
+    """The server's query-cache size, from ``/metrics``."""
+    text = httpx2.get(f"{url}/metrics", timeout=30).text
+    for line in text.splitlines():
+        if line.startswith("clir_query_cache_entries "):
+            return int(float(line.split()[1]))
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--demo", action="store_true", help="serve the committed demo bundle")
+    p.add_argument("--clients", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--duration", type=float, default=120.0, help="seconds per phase")
+    p.add_argument("--max-requests", type=int, default=200_000, help="requests per phase")
+    p.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up load")
+    p.add_argument(
+        "--queue-timeout", type=float, default=600.0, help="queue_timeout_s of the load phases"
+    )
+    p.add_argument("--probe-slots", type=int, default=2, help="max_concurrency of the probe")
+    p.add_argument("--probe-duration", type=float, default=None, help="default: --duration/4")
+    p.add_argument("--ready-timeout", type=float, default=900.0)
+    p.add_argument("--queries", type=Path, default=DATA / "clir/lohelp-de/queries.dev.tsv")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+
+    queries = load_queries(args.queries)
+    base_env = dict(DEMO_ENV) if args.demo else {}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="bench_load_"))  # the servers' logs
+    print(f"server logs in {log_dir}", file=sys.stderr)
+    result: dict[str, Any] = {
+        "setup": {
+            "demo": args.demo,
+            "queries": str(args.queries),
+            "mix": dict(MIX),
+            "hot_set": HOT_SET,
+            "duration_s": args.duration,
+            "max_requests": args.max_requests,
+            "queue_timeout_s": args.queue_timeout,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores shared by client and server",
+        }
+    }
+
+    env = {**base_env, "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
+    server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout)
+    try:
+        result["server"] = {"ready": ready, "load_seconds": round(server.load_seconds, 1)}
+        print(f"server ready in {server.load_seconds:.1f} s: {ready['models']}", file=sys.stderr)
+        result["warmup"] = warm_up(server.url, queries, args.warmup)
+        rss: dict[str, float] = {"after_warmup": round(server.rss(), 1)}
+        cache = {"after_warmup": cache_entries(server.url)}
+        phases = []
+        for i, clients in enumerate(args.clients):
+            workload = Workload(queries, seed=100 + i)
+            samples, elapsed = asyncio.run(
+                run_phase(server.url, workload, clients, args.duration, args.max_requests)
+            )
+            phase = summarise(samples, elapsed, clients)
+            rss[f"after_{clients}_clients"] = round(server.rss(), 1)
+            cache[f"after_{clients}_clients"] = cache_entries(server.url)
+            phases.append(phase)
+            print(
+                f"{clients} clients: {phase['requests']} requests, "
+                f"{phase['throughput_rps']} req/s, status {phase['status']}, "
+                f"p99 {phase['all_ok'].get('p99_ms')} ms",
+                file=sys.stderr,
+            )
+        rss["end"] = round(server.rss(), 1)
+        rss["growth_pct"] = round(100 * (rss["end"] - rss["after_warmup"]) / rss["after_warmup"], 1)
+        result["phases"] = phases
+        result["rss_mb"] = rss
+        result["query_cache_entries"] = cache  # RSS grows with the cache up to its capacity
+        result["errors_5xx"] = sum(ph["errors_5xx"] for ph in phases)
+    finally:
+        server.stop()
+
+    probe_slots = args.probe_slots
+    probe_clients = 4 * probe_slots
+    probe_env = {**base_env, "CLIR_MAX_CONCURRENCY": str(probe_slots)}
+    server, _ = start_server(probe_env, log_dir / "load_probe_server.log", args.ready_timeout)
+    try:
+        warm_up(server.url, queries, 0.0)
+        duration = args.probe_duration or max(5.0, args.duration / 4)
+        samples, elapsed = asyncio.run(
+            run_phase(server.url, Workload(queries, 7), probe_clients, duration, args.max_requests)
+        )
+        result["overload"] = {
+            "max_concurrency": probe_slots,
+            "queue_timeout_s": 0.1,
+            **summarise_overload(samples, elapsed, probe_clients),
+        }
+        print(f"overload probe: {result['overload']['status']}", file=sys.stderr)
+    finally:
+        server.stop()
+
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    if result["errors_5xx"]:
+        print(f"FAIL: {result['errors_5xx']} answers with 5xx in the load phases", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

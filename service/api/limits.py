@@ -1,0 +1,316 @@
+"""Request hardening at the HTTP edge (issue 8 items 1, 3 and 4; issue 7 "Serving behaviour").
+
+* :class:`BodyGuardMiddleware` (plain ASGI) refuses a request body over ``max_body_bytes`` with
+  413 before the app sees it: at once when ``Content-Length`` says so, otherwise by counting the
+  streamed chunks (chunked bodies have no ``Content-Length``). A body within the limit is
+  buffered (it is small) and replayed to the app. A ``POST``/``PUT``/``PATCH`` body that is not
+  declared as JSON is refused with 415, and one that is not UTF-8 with 422, naming what was
+  expected (FastAPI would answer 422 "Input should be a valid dictionary" and 400 "There was an
+  error parsing the body").
+* Request validation errors keep FastAPI's list of field errors, made safe to encode (a lone
+  surrogate echoed back in ``input`` used to crash the encoder with a 500); errors about the body
+  as a whole (malformed JSON, an empty body, a JSON value that is not an object) become one
+  sentence that says what was expected.
+* :class:`~service.errors.OverloadedError` (no concurrency slot free in time, see
+  :mod:`service.api.serving`) becomes 503 with ``Retry-After``.
+* CORS is off unless ``cors_origins`` is set; then exactly those origins may call the API.
+* The OpenAPI document lists the error answers every operation can give (``{"detail": ...}``),
+  so clients and schema-driven tests (schemathesis) see them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.middleware.cors import CORSMiddleware
+
+from service.api.errors import status_for
+from service.api.metrics import ASGIApp, Message, Receive, Scope, Send
+from service.errors import OverloadedError
+from service.settings import Settings
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+JSON_EXAMPLE = '{"query": "das haus ist groß", "lang": "de"}'
+
+
+def is_json_content_type(value: str) -> bool:
+    """``application/json`` or ``application/<anything>+json``, parameters ignored."""
+    media = value.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def _reply(send: Send, status: int, detail: str) -> None:
+    body = JSONResponse({"detail": detail}).body
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyGuardMiddleware:
+    """Size limit (413), JSON content type (415) and UTF-8 (422) of request bodies."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    def too_large(self, size: int | None) -> str:
+        got = f"has {size} bytes" if size is not None else f"exceeds {self.max_body_bytes} bytes"
+        return (
+            f"the request body {got}; at most {self.max_body_bytes} bytes are accepted "
+            "(send a shorter request; the limit is the setting CLIR_MAX_BODY_BYTES)"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await _reply(send, 400, f"the Content-Length header {declared!r} is not a number")
+                return
+            if int(declared) > self.max_body_bytes:
+                await _reply(send, 413, self.too_large(int(declared)))
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = bytes(message.get("body", b""))
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await _reply(send, 413, self.too_large(None))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if body and scope.get("method", "") in BODY_METHODS:
+            detail = self.body_problem(headers.get("content-type"), body)
+            if detail is not None:
+                status, text = detail
+                await _reply(send, status, text)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    def body_problem(content_type: str | None, body: bytes) -> tuple[int, str] | None:
+        """(status, detail) when a request body is not UTF-8 JSON, else None."""
+        expected = f"send the body as JSON with Content-Type: application/json, e.g. {JSON_EXAMPLE}"
+        if content_type is None:
+            return 415, f"the request has a body but no Content-Type header; {expected}"
+        if not is_json_content_type(content_type):
+            return 415, f"unsupported Content-Type {content_type!r}; {expected}"
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return 422, (
+                f"the request body is not valid UTF-8 (byte 0x{body[exc.start]:02x} at offset "
+                f"{exc.start}); JSON must be encoded as UTF-8"
+            )
+        return None
+
+
+# --- error answers ------------------------------------------------------------------------------
+
+
+def _safe_text(value: str) -> str:
+    """``value`` with lone surrogates (unencodable as UTF-8) replaced by U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON-compatible value (from :func:`jsonable_encoder`) that encodes as UTF-8."""
+    if isinstance(value, str):
+        return _safe_text(value)
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {_safe_text(str(k)): json_safe(v) for k, v in value.items()}
+    return value
+
+
+def _kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def body_error_detail(exc: RequestValidationError) -> str | None:
+    """One sentence for an error about the whole body (not JSON, empty, not an object)."""
+    errors = exc.errors()
+    if len(errors) != 1:
+        return None
+    err = errors[0]
+    loc = tuple(err.get("loc", ()))
+    if err.get("type") == "json_invalid":
+        doc = exc.body if isinstance(exc.body, str) else ""
+        pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+        line = doc.count("\n", 0, pos) + 1
+        column = pos - (doc.rfind("\n", 0, pos) + 1) + 1
+        reason = (err.get("ctx") or {}).get("error", "JSON decode error")
+        return (
+            f"the request body is not valid JSON: {reason} at line {line}, column {column}; "
+            f"send a JSON object such as {JSON_EXAMPLE}"
+        )
+    if loc == ("body",) and err.get("type") == "missing":
+        return f"the request body is empty; send a JSON object such as {JSON_EXAMPLE}"
+    if loc == ("body",) and err.get("type") == "model_attributes_type":
+        return (
+            f"the request body is {_kind(err.get('input'))}, not a JSON object; "
+            f"send a JSON object such as {JSON_EXAMPLE}"
+        )
+    return None
+
+
+async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """422 ``{"detail": ...}``: one sentence for body-level errors, else the field errors."""
+    assert isinstance(exc, RequestValidationError)
+    sentence = body_error_detail(exc)
+    if sentence is not None:
+        return JSONResponse({"detail": _safe_text(sentence)}, status_code=422)
+    return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
+
+async def overloaded_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """503 with ``Retry-After`` (whole seconds, at least 1)."""
+    assert isinstance(exc, OverloadedError)
+    retry = max(1, math.ceil(exc.retry_after))
+    return JSONResponse(
+        {"detail": str(exc)}, status_code=status_for(exc), headers={"Retry-After": str(retry)}
+    )
+
+
+# --- OpenAPI --------------------------------------------------------------------------------------
+
+ERROR_SCHEMA = {
+    "title": "ErrorDetail",
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"title": "Detail", "type": "string"}},
+}
+ERROR_TEXT = {
+    400: "Malformed request headers.",
+    401: "Missing bearer token.",
+    403: "Wrong bearer token, or admin is disabled.",
+    404: "No such id.",
+    409: "Conflicts with the current state.",
+    413: "Request body or text over the configured limit.",
+    415: "The request body is not declared as JSON.",
+    503: "Not ready (resource not loaded) or busy (then with Retry-After).",
+}
+
+
+def _error_response(code: int) -> dict[str, Any]:
+    ref = {"$ref": "#/components/schemas/ErrorDetail"}
+    response: dict[str, Any] = {
+        "description": ERROR_TEXT[code],
+        "content": {"application/json": {"schema": ref}},
+    }
+    if code == 503:
+        response["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before retrying (when busy).",
+                "schema": {"type": "integer"},
+            }
+        }
+    return response
+
+
+def document_error_responses(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add the ``{"detail": ...}`` answers to every ``/v1`` operation of ``schema`` (in place).
+
+    422 may carry FastAPI's field-error list or one sentence, so its schema is the union."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.setdefault("ErrorDetail", ERROR_SCHEMA)
+    validation = components.get("HTTPValidationError")
+    for path, item in schema.get("paths", {}).items():
+        if not path.startswith("/v1/"):
+            continue
+        for method, op in item.items():
+            if method.lower() not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            responses = op.setdefault("responses", {})
+            codes = [503]
+            if op.get("requestBody"):
+                codes += [400, 413, 415]
+            if "{" in path:
+                codes.append(404)
+            if path.startswith("/v1/admin/"):
+                codes += [401, 403, 404, 409]
+            for code in sorted(set(codes)):
+                responses.setdefault(str(code), _error_response(code))
+            if "422" in responses or op.get("requestBody"):
+                one_of: list[dict[str, Any]] = [{"$ref": "#/components/schemas/ErrorDetail"}]
+                if validation is not None:
+                    one_of.append({"$ref": "#/components/schemas/HTTPValidationError"})
+                responses["422"] = {
+                    "description": "Validation error: field errors, or one sentence.",
+                    "content": {"application/json": {"schema": {"anyOf": one_of}}},
+                }
+    return schema
+
+
+def _documented_openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_error_responses(original())
+        return app.openapi_schema
+
+    return openapi
+
+
+# --- wiring ------------------------------------------------------------------------------------
+
+
+def install_limits(app: FastAPI, settings: Settings) -> None:
+    """Body guard, CORS (only when configured), error handlers and documented errors.
+
+    Call before other middleware is added so that those (metrics) wrap these and count their
+    answers; CORS wraps the body guard so that its 413/415 carry the CORS headers."""
+    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(OverloadedError, overloaded_handler)
+    app.openapi = _documented_openapi(app)  # type: ignore[method-assign]
