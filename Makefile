@@ -8,7 +8,7 @@ DATA   ?= ../shared/data
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install test lint typecheck pytest serve models demo index bench clean
+.PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,10 +25,22 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy service
 
-pytest: $(STAMP)
+pytest: $(STAMP) browser compose
 	$(BIN)/pytest -W error --strict-markers
 
 test: lint typecheck pytest
+
+# Debian's Chromium and ChromeDriver for the web page's browser test (tests/api/test_page.py,
+# marker `browser`); installed once, as root, when missing. Never a downloaded browser build.
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
+# Debian's docker-compose for tests/test_containers.py (`docker-compose config` validates
+# docker-compose.yml; no Docker engine is needed). Installed once, as root, when missing.
+compose:
+	@command -v docker-compose >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose; }
 
 serve: $(STAMP)
 	$(BIN)/clir serve --host $(HOST) --port $(PORT)

@@ -57,6 +57,18 @@ class NotReadyError(ClirError):
     """A resource the request needs is not loaded (no model for that language, no index)."""
 
 
+class OverloadedError(NotReadyError):
+    """Too many requests are in progress; the caller should retry after ``retry_after`` s."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class JobCancelled(ClirError):
+    """A background task saw ``ctx.cancelled()`` and stopped (the worker marks the job)."""
+
+
 def check_condition(condition: bool, message: str, error: type[ClirError] = ClirError) -> None:
     """Raise ``error(message)`` unless ``condition`` holds."""
     if not condition:

@@ -53,13 +53,39 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     request_time_budget_s: float = Field(5.0, gt=0)
     max_concurrency: int = Field(8, ge=1)
-    forest_cache_size: int = Field(256, ge=0)
+    queue_timeout_s: float = Field(
+        0.1,
+        ge=0,
+        description="How long a request waits for one of max_concurrency slots "
+        "before it is refused with 503 and Retry-After.",
+    )
+    retry_after_s: int = Field(1, ge=1, description="Retry-After (seconds) of a 503 when busy.")
+    forest_cache_size: int = Field(256, ge=0, description="Decoded queries kept (LRU).")
+    forest_cache_mb: int = Field(
+        1024, ge=0, description="Approximate memory bound of the decoded-query cache (MB)."
+    )
     cors_origins: list[str] = Field(default_factory=list)
 
     # --- admin and training ------------------------------------------------------------
     admin_token: SecretStr | None = Field(None, description="Bearer token for /v1/admin.")
     ltr_backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+
+    # --- background worker (service/jobs) --------------------------------------------------
+    embedded_worker: bool = Field(
+        True,
+        description="The API starts one job worker subprocess (set false when a separate "
+        "`clir worker` serves the job store, as in docker-compose).",
+    )
+    worker_exclusive: bool = Field(
+        True,
+        description="The worker is the only one of its job store: on start it marks every "
+        "running job interrupted (false: only jobs whose worker pid is gone).",
+    )
+    worker_poll_s: float = Field(1.0, gt=0, description="Seconds between job-queue polls.")
+    worker_stop_timeout_s: float = Field(
+        10.0, gt=0, description="Grace period for the embedded worker on shutdown."
+    )
 
     @field_validator("admin_token")
     @classmethod

@@ -22,10 +22,16 @@ FIXTURES = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _fresh_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     for key in list(__import__("os").environ):
         if key.startswith("CLIR_"):
             monkeypatch.delenv(key)
+    # An app started by a test runs no worker subprocess and keeps its jobs out of the checkout
+    # unless the test asks otherwise.
+    monkeypatch.setenv("CLIR_EMBEDDED_WORKER", "false")
+    monkeypatch.setenv("CLIR_JOB_STORE", str(tmp_path_factory.getbasetemp() / "jobs.sqlite3"))
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()

@@ -5,6 +5,7 @@ counters of :mod:`service.api.metrics`."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,12 +14,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from service import __version__
-from service.api import documents, search, suggest, translate
+from service.api import admin, documents, search, suggest, translate
+from service.api import page as web_page
 from service.api.deps import MetricsDep, ServiceDep
 from service.api.errors import install_error_handlers
+from service.api.limits import install_limits
 from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.resources import Resources, load_resources
 from service.api.serving import QueryService
+from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings, get_settings
 
 
@@ -28,8 +32,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.resources = load_resources(settings)
-        yield
+        worker = EmbeddedWorker(settings) if settings.embedded_worker else None
+        app.state.worker = worker
+        if worker is not None:
+            worker.start()
+        try:
+            app.state.resources = load_resources(settings)
+            yield
+        finally:
+            if worker is not None:
+                await asyncio.to_thread(worker.stop)
 
     app = FastAPI(
         title="CLIR service",
@@ -43,9 +55,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.service = QueryService(settings, metrics)
     install_error_handlers(app)
+    install_limits(app, settings)  # before metrics, so that metrics counts their answers
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     for module in (search, translate, suggest, documents):
         app.include_router(module.router)
+    app.include_router(admin.router)
+    app.include_router(web_page.router)  # the web page at / and /static/*
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
@@ -74,9 +89,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "Capacity of the query cache.",
                 float(service.cache.size),
             ),
+            "clir_query_cache_bytes": (
+                "Approximate memory held by the query cache.",
+                float(service.cache.bytes),
+            ),
         }
         return PlainTextResponse(
-            metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8"
+            metrics.render(gauges) + admin.job_gauges(app),
+            media_type="text/plain; version=0.0.4; charset=utf-8",
         )
 
     return app

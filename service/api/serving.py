@@ -16,7 +16,9 @@ time budget, scorer reuse and the concurrency limit (issue 7 "Serving behaviour"
   ``_CubeSearch``; its own caches are dicts whose only race is recomputation. A cached forest
   does carry caches (edge-weight vectors), so each cache entry has a lock held while a request
   ranks with it: two requests never touch one forest at once, different queries run in
-  parallel. At most ``max_concurrency`` requests decode or rank at a time.
+  parallel. At most ``max_concurrency`` requests decode or rank at a time; a request that finds
+  no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After, issue 8 item 1)
+  rather than queueing without bound.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
-from service.errors import InputTooLargeError, InvalidInputError, NotReadyError
+from service.errors import (
+    InputTooLargeError,
+    InvalidInputError,
+    NotReadyError,
+    OverloadedError,
+)
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
@@ -81,12 +88,29 @@ class Decoded:
         }
 
 
-class QueryCache:
-    """A thread-safe bounded LRU of decoded queries (size 0 disables it)."""
+# Memory held by a decoded query, per hyperedge of its forests (nodes, target tuples, feature
+# dicts and the flat arrays included): 713–806 bytes per edge, measured with tracemalloc on five
+# lohelp-de dev queries of 3–60 words (1.4k–122k edges, 1–94 MB) with the demo bundle.
+BYTES_PER_EDGE = 800
 
-    def __init__(self, size: int) -> None:
+
+def query_bytes(query: DecodedQuery) -> int:
+    """Approximate memory held by ``query``'s forests (see :data:`BYTES_PER_EDGE`)."""
+    return BYTES_PER_EDGE * sum(f.hypergraph.num_edges for f in query.forests)
+
+
+class QueryCache:
+    """A thread-safe LRU of decoded queries bounded by entry count and by approximate bytes
+    (:func:`query_bytes`): a 50-word query's forests hold ~75 MB, so a count alone does not
+    bound memory. ``size`` 0 disables it; a query larger than ``max_bytes`` is not kept."""
+
+    def __init__(self, size: int, max_bytes: int | None = None) -> None:
         self.size = size
-        self._data: OrderedDict[Hashable, tuple[DecodedQuery, threading.Lock]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._data: OrderedDict[Hashable, tuple[DecodedQuery, threading.Lock, int]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -96,21 +120,29 @@ class QueryCache:
     def get(self, key: Hashable) -> tuple[DecodedQuery, threading.Lock] | None:
         with self._lock:
             entry = self._data.get(key)
-            if entry is not None:
-                self._data.move_to_end(key)
-            return entry
+            if entry is None:
+                return None
+            self._data.move_to_end(key)
+            return entry[0], entry[1]
 
     def put(self, key: Hashable, query: DecodedQuery) -> threading.Lock:
         """Store ``query``; returns the lock of the stored entry (an existing one wins)."""
         with self._lock:
             entry = self._data.get(key)
-            if entry is None:
-                entry = (query, threading.Lock())
-                if self.size > 0:
-                    self._data[key] = entry
-                    while len(self._data) > self.size:
-                        self._data.popitem(last=False)
-            return entry[1]
+            if entry is not None:
+                return entry[1]
+            lock = threading.Lock()
+            nbytes = query_bytes(query)
+            if self.size <= 0 or (self.max_bytes is not None and nbytes > self.max_bytes):
+                return lock
+            self._data[key] = (query, lock, nbytes)
+            self.bytes += nbytes
+            while len(self._data) > self.size or (
+                self.max_bytes is not None and self.bytes > self.max_bytes
+            ):
+                _, (_, _, dropped) = self._data.popitem(last=False)
+                self.bytes -= dropped
+            return lock
 
 
 def decode_sentences(
@@ -161,7 +193,9 @@ class QueryService:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.cache = QueryCache(settings.forest_cache_size)
+        self.cache = QueryCache(
+            settings.forest_cache_size, settings.forest_cache_mb * 1024 * 1024
+        )
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._scorers: dict[Hashable, Scorer] = {}
         self._scorers_lock = threading.Lock()
@@ -195,11 +229,16 @@ class QueryService:
     # --- work -------------------------------------------------------------------------------
 
     def run(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` holding one of ``max_concurrency`` slots (503 if none frees in time)."""
-        if not self._slots.acquire(timeout=self.settings.request_time_budget_s):
-            raise NotReadyError(
-                f"the service is busy ({self.settings.max_concurrency} requests in progress); "
-                "retry shortly"
+        """Run ``fn`` holding one of ``max_concurrency`` slots.
+
+        A request waits at most ``queue_timeout_s`` for a slot, then is refused with
+        :class:`OverloadedError` (503 + Retry-After) instead of queueing without bound."""
+        s = self.settings
+        if not self._slots.acquire(timeout=s.queue_timeout_s):
+            raise OverloadedError(
+                f"the service is busy: {s.max_concurrency} requests are in progress and none "
+                f"finished within {s.queue_timeout_s:g} s; retry after {s.retry_after_s} s",
+                retry_after=s.retry_after_s,
             )
         try:
             return fn()

@@ -39,7 +39,10 @@ MakeClient = Callable[..., TestClient]
 
 @pytest.fixture
 def make_client(
-    toy_bundle: ModelBundle, toy_index: InvertedIndex, pool_index: InvertedIndex
+    toy_bundle: ModelBundle,
+    toy_index: InvertedIndex,
+    pool_index: InvertedIndex,
+    tmp_path: Path,
 ) -> Iterator[MakeClient]:
     """``make_client(**settings)``: a started TestClient; settings override the toy paths."""
     clients: list[TestClient] = []
@@ -49,6 +52,8 @@ def make_client(
             "model_bundles": [toy_bundle.path],
             "doc_indexes": [toy_index.path],
             "pool_indexes": [pool_index.path],
+            "job_store": tmp_path / "jobs.sqlite3",
+            "embedded_worker": False,  # tests that need a worker start one themselves
         }
         fields.update(overrides)
         client = TestClient(create_app(Settings.model_validate(fields)))

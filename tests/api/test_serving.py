@@ -6,10 +6,17 @@ from collections.abc import Callable
 
 import pytest
 
-from service.api.serving import QueryCache, decode_sentences, plan_sentence
+from service.api.serving import (
+    BYTES_PER_EDGE,
+    QueryCache,
+    decode_sentences,
+    plan_sentence,
+    query_bytes,
+)
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import DecodedQuery
+from service.retrieval.query import decode_query
 
 
 @pytest.mark.parametrize(
@@ -72,3 +79,23 @@ def test_cache_of_size_zero_keeps_nothing() -> None:
     cache = QueryCache(0)
     cache.put("a", query("a"))
     assert cache.get("a") is None and len(cache) == 0
+
+
+def test_cache_is_bounded_by_memory(toy_bundle: ModelBundle) -> None:
+    decoder = toy_bundle.decoder(DecoderConfig())
+    small = decode_query(decoder, "das Haus", "de")
+    large = decode_query(decoder, "das Haus ist groß . das Auto ist groß", "de")
+    edges = [sum(f.hypergraph.num_edges for f in q.forests) for q in (small, large)]
+    assert edges[0] < edges[1]
+    assert [query_bytes(small), query_bytes(large)] == [BYTES_PER_EDGE * e for e in edges]
+    # room for the large query alone, or for the small one twice, never for both kinds
+    cache = QueryCache(100, max_bytes=query_bytes(large) + query_bytes(small) - 1)
+    cache.put("s1", small)
+    cache.put("L", large)  # evicts s1: both would exceed the bound
+    assert cache.get("s1") is None and cache.get("L") is not None
+    assert cache.bytes == query_bytes(large)
+    cache.put("s2", small)  # evicts L, the least recently used
+    assert cache.get("L") is None and cache.bytes == query_bytes(small)
+    tiny = QueryCache(100, max_bytes=query_bytes(small) - 1)
+    tiny.put("s", small)  # larger than the whole budget: not kept
+    assert len(tiny) == 0 and tiny.bytes == 0
