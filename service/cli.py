@@ -229,6 +229,39 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_worker(args: argparse.Namespace) -> int:
+    import logging
+
+    from service.jobs.worker import run_worker
+    from service.settings import get_settings
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s worker %(process)d %(levelname)s %(message)s"
+    )
+    run_worker(get_settings(), once=args.once, poll_s=args.poll_s)
+    return 0
+
+
+def _cmd_train_ltr(args: argparse.Namespace) -> int:
+    from service.ltr.task import ConsoleContext, train_ltr
+
+    params = dict(
+        model=args.model, index=args.index, queries=args.queries, qrels=args.qrels,
+        dev_queries=args.dev_queries, dev_qrels=args.dev_qrels, objective=args.objective,
+        shards=args.shards, epochs=args.epochs, patience=args.patience, backend=args.backend,
+        freeze_smt=args.freeze_smt, lex=args.lex, v=args.v, candidates=args.candidates,
+        limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
+        activate=args.activate,
+    )  # fmt: skip
+    ctx = ConsoleContext(enabled=not args.quiet)
+    try:
+        result = train_ltr(params, ctx)
+    finally:
+        ctx.close()
+    print(json.dumps({**result.to_json(), "activated": result.activated}, sort_keys=True))
+    return 0
+
+
 def _params(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--param key=value`` options as keyword arguments (numbers parsed)."""
     out: dict[str, Any] = {}
@@ -484,16 +517,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _add_eval_flags(p)
 
-    p = verb("train-ltr", "Learn ranking weights from relevance judgments.", _not_built("#6"))
+    p = verb("train-ltr", "Learn ranking weights from relevance judgments.", _cmd_train_ltr)
     for flag in ("--model", "--index", "--queries", "--qrels", "--dev-queries", "--dev-qrels"):
         p.add_argument(flag, type=Path, required=True)
-    p.add_argument("--objective", default="hinge")
-    p.add_argument("--shards", type=int, default=1)
+    p.add_argument(
+        "--objective",
+        choices=["hinge", "listnet", "listmle", "listmle-te", "perceptron"],
+        default="hinge",
+    )
+    p.add_argument("--shards", type=int, default=1, help="shards for parameter mixing")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--patience", type=int, default=3, help="epochs without a better dev MAP")
+    p.add_argument(
+        "--backend", choices=["inline", "local", "ray"], help="default: inline for 1 shard, "
+        "else the ltr_backend setting"
+    )  # fmt: skip
+    p.add_argument("--freeze-smt", action="store_true", help="learn only the IR (and LEX) weights")
+    p.add_argument("--lex", action="store_true", help="add and learn sparse LEX features")
+    p.add_argument("--v", type=float, default=1.0, help="starting IR weight (if none is set)")
+    p.add_argument("--candidates", type=int, default=100, help="top BOW-FD documents per query")
+    p.add_argument("--limit", type=int, help="use only the first N training queries")
+    p.add_argument("--dev-limit", type=int, help="use only the first N dev queries")
+    p.add_argument("--pop-limit", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--activate", action="store_true", help="activate the new weights version")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = verb("serve", "Run the web service.", _cmd_serve)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--log-level", default="info")
+
+    p = verb("worker", "Run the background job worker (training jobs).", _cmd_worker)
+    p.add_argument("--once", action="store_true", help="Run at most one queued job, then exit.")
+    p.add_argument("--poll-s", type=float, default=None, help="Seconds between queue polls.")
     return parser
 
 

@@ -28,10 +28,10 @@ def test_every_verb_has_help(verb: str, capsys: pytest.CaptureFixture[str]) -> N
     assert "usage: clir " + verb in capsys.readouterr().out
 
 
-def test_unbuilt_verb_exits_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_model_exits_1_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train-ltr", "--model", "m", "--index", "i", "--queries", "q", "--qrels", "r",
-                 "--dev-queries", "q", "--dev-qrels", "r"]) == 2  # fmt: skip
-    assert "not built yet" in capsys.readouterr().err
+                 "--dev-queries", "q", "--dev-qrels", "r", "--quiet"]) == 1  # fmt: skip
+    assert "clir: error:" in capsys.readouterr().err
 
 
 def test_parser_lists_the_design_verbs() -> None:

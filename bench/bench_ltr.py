@@ -1,0 +1,202 @@
+"""Learning to rank for BOW-FD (issue #6; 001 §4 and Table 1's BOW-FD+LTR rows on our data).
+
+Dev MAP / NDCG@1000 / PRES of BOW-FD with the bundle's active weights (IR weight v = 1
+unless they carry one) and after learning to rank with each objective — SMT weights learned
+("smt"), frozen ("frozen", 001 §4's better choice for MAP/NDCG) and frozen with the sparse LEX
+features added ("lex") — with the epoch of the best dev MAP and the paired randomization test
+(:func:`service.evaluation.randomization_test`, per-query AP) against the starting weights.
+The training queries are decoded once (with LEX columns, which stay at 0 when LEX is off) and
+every configuration trains on the same examples, in one process.
+
+Wall time of the whole training (building the examples in the workers included) for hinge with
+frozen SMT weights on 1 and 2 local worker processes and 2 actors of a local Ray instance, with
+the dev MAP each reaches (the goal: 2 shards within 0.005 of 1).
+
+Nothing is written to the bundle. Writes ``bench/results/ltr_<lang>.json`` (or ``--out``). Run:
+``nice -n 10 .venv/bin/python -m bench.bench_ltr de --train 300 --dev 100 --epochs 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from service.evaluation import randomization_test
+from service.ltr.backends import Backend, InlineBackend, make_backend
+from service.ltr.examples import (
+    Decoding,
+    DevSet,
+    cyclic_order,
+    select_queries,
+    shard_queries,
+)
+from service.ltr.shard import Shard, ShardSpec
+from service.ltr.task import start_weights
+from service.ltr.trainer import Reporter, TrainOutcome, train
+from service.mt.bundle import load_bundle
+from service.retrieval.runner import load_index
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+OBJECTIVES = ("hinge", "listnet", "listmle", "listmle-te", "perceptron")
+VARIANTS = {"smt": (False, False), "frozen": (True, False), "lex": (True, True)}
+
+
+def _bar(desc: str, total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, unit=" q")
+
+
+def _round(d: dict[str, float]) -> dict[str, float]:
+    return {k: round(float(v), 4) for k, v in d.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("lang", choices=["de", "zh"])
+    ap.add_argument("--train", type=int, default=300, help="training queries (first N)")
+    ap.add_argument("--dev", type=int, default=100, help="dev queries (first M)")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--candidates", type=int, default=100)
+    ap.add_argument("--objectives", default=",".join(OBJECTIVES))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--no-timing", action="store_true", help="skip the backend wall times")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    lang = args.lang
+    out_path = args.out or ROOT / "bench" / "results" / f"ltr_{lang}.json"
+    data = DATA / "clir" / f"lohelp-{lang}"
+    model = ROOT / "models" / f"{lang}-en"
+    index_path = ROOT / "indexes" / "docs"
+    bundle = load_bundle(model)
+    index = load_index(index_path)
+    active = bundle.active_weights()
+    start = start_weights(active.weights, 1.0)
+    pop_limit = 200
+    t0 = time.perf_counter()
+    train_sel = select_queries(data / "queries.train.tsv", data / "qrels.train.txt", index,
+                               args.train)  # fmt: skip
+    dev_sel = select_queries(data / "queries.dev.tsv", data / "qrels.dev.txt", index, args.dev,
+                             require_relevant=False)  # fmt: skip
+    order = cyclic_order(list(train_sel.queries), 0)
+    spec = ShardSpec(
+        shard=0, model=str(model), index=str(index_path),
+        queries=tuple((q, train_sel.queries[q]) for q in order),
+        qrels={q: train_sel.qrels[q] for q in order}, start=start,
+        candidates=args.candidates, pop_limit=pop_limit, lex=True,
+    )  # fmt: skip
+    shard = Shard(spec, bundle, index)
+    bar = _bar("decode train", len(order))
+    stats = shard.build(lambda d, _t: bar.update(d - bar.n))
+    bar.close()
+    dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=True)
+    bar = _bar("decode dev", len(dev_sel.queries))
+    t_dev = time.perf_counter()
+    dev = DevSet.build(dec, dev_sel, progress=lambda d, _t: bar.update(d - bar.n))
+    bar.close()
+    dev_decode_s = time.perf_counter() - t_dev
+    base, base_result = dev.evaluate(start)
+    base_ap = base_result.per_query["map"]
+    result: dict[str, Any] = {
+        "lang": lang,
+        "model": f"{lang}-en",
+        "start_version": active.version,
+        "train_queries": stats["queries"],
+        "train_skipped_no_relevant_in_index": train_sel.no_relevant_in_index,
+        "dev_queries": len(dev.queries),
+        "dev_failed": len(dev.failed),
+        "epochs": args.epochs,
+        "patience": args.patience,
+        "candidates_per_query": round(stats["candidates_mean"], 1),
+        "features": stats["features"],
+        "build": {
+            "train_seconds_per_query": round(stats["seconds"] / max(1, stats["queries"]), 3),
+            "dev_decode_seconds_per_query": round(dev_decode_s / max(1, len(dev.queries)), 3),
+            "example_megabytes_per_query": round(stats["megabytes"] / max(1, stats["queries"]), 3),
+            "dev_eval_seconds_per_query": round(base["seconds"] / max(1, len(dev.queries)), 3),
+        },
+        "default": _round({k: v for k, v in base.items() if k != "seconds"}),
+        "runs": [],
+        "timing": [],
+    }
+
+    def save() -> None:
+        result["seconds"] = round(time.perf_counter() - t0, 1)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(result, indent=1) + "\n")
+
+    def record(outcome: TrainOutcome, seconds: float, **keys: Any) -> dict[str, Any]:
+        _, best = dev.evaluate(outcome.weights)
+        p = randomization_test(best.per_query["map"], base_ap, permutations=10_000, seed=0)
+        epochs = outcome.history
+        return {
+            **keys,
+            "dev": _round({k: v for k, v in outcome.best_metrics.items() if k != "seconds"}),
+            "best_epoch": outcome.best_epoch,
+            "epochs_run": len(epochs),
+            "p_value_map_vs_default": round(p, 5),
+            "dev_map_by_epoch": [round(e.metrics["map"], 4) for e in epochs],
+            "train_seconds_per_query_epoch": round(
+                sum(e.seconds - e.metrics["seconds"] for e in epochs)
+                / max(1, len(epochs) * stats["queries"]),
+                4,
+            ),
+            "seconds": round(seconds, 1),
+        }
+
+    def run(backend: Backend, specs: list[ShardSpec]) -> tuple[TrainOutcome, float]:
+        t = time.perf_counter()
+
+        def use_dev(_rep: Reporter) -> DevSet:
+            return dev
+
+        with backend:
+            outcome = train(backend, specs, start, build_dev=use_dev, epochs=args.epochs,
+                            patience=args.patience)  # fmt: skip
+        return outcome, time.perf_counter() - t
+
+    for objective in args.objectives.split(","):
+        for variant in args.variants.split(","):
+            freeze, lex = VARIANTS[variant]
+            shard.configure(objective, freeze_smt=freeze, lex=lex)
+            outcome, seconds = run(InlineBackend(shards=[shard]), [spec])
+            row = record(outcome, seconds, objective=objective, variant=variant)
+            print(json.dumps(row), file=sys.stderr)
+            result["runs"].append(row)
+            save()
+
+    if not args.no_timing:
+        for backend_name, shards in (("local", 1), ("local", 2), ("ray", 2)):
+            specs = []
+            for i, qids in enumerate(shard_queries(list(train_sel.queries), shards)):
+                o = cyclic_order(qids, i)
+                specs.append(ShardSpec(
+                    shard=i, model=str(model), index=str(index_path),
+                    queries=tuple((q, train_sel.queries[q]) for q in o),
+                    qrels={q: train_sel.qrels[q] for q in o}, start=start, objective="hinge",
+                    candidates=args.candidates, pop_limit=pop_limit, lex=False, freeze_smt=True,
+                ))  # fmt: skip
+            outcome, seconds = run(make_backend(backend_name), specs)
+            row = record(outcome, seconds, objective="hinge", variant="frozen",
+                         backend=backend_name, shards=shards)  # fmt: skip
+            row["build_seconds"] = round(max(s["seconds"] for s in outcome.shard_stats), 1)
+            row["epoch_seconds"] = [round(e.seconds, 1) for e in outcome.history]
+            print(json.dumps(row), file=sys.stderr)
+            result["timing"].append(row)
+            save()
+    save()
+    print(json.dumps({"out": str(out_path), "seconds": result["seconds"]}))
+
+
+if __name__ == "__main__":
+    main()

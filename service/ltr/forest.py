@@ -1,0 +1,331 @@
+"""A query sentence's translation forest, kept compactly for learning to rank (001 §3–4).
+
+Training reranks a **fixed +LM forest**: every query sentence is decoded once, with the
+starting weights (cube pruning decides which translations the forest holds), and learning
+changes only the edge weights on that forest. Two facts keep this cheap:
+
+* only the *live* part of the forest — the nodes and edges on some derivation of the goal —
+  can change a BOW-FD score, and which edges are live does not depend on the (finite) weights.
+  :class:`CompactSentence` keeps just that part as flat arrays (5–35 % of the edges of the
+  cube-pruned de-en forests we measured, and no Python objects: a decoded forest costs about
+  1 KB per edge; a training query with ~100 candidates keeps about 1.2 MB);
+* the SMT (and LEX) part of an edge's weight is ``F[e] · w`` for a sparse edge × feature
+  matrix ``F`` built once, so a weight change is one sparse matrix–vector product; the sentence
+  never has to be re-prepared.
+
+:func:`best_derivations` runs, for each candidate document, the (max, +) inside pass with
+backpointers over the live forest under ``W'(e, d) = F[e]·w + v·Σ_{t ∈ e} bm25(t, d)`` (001
+eq. 4; ties go to the first incoming edge, as in :func:`service.mt.inference.viterbi_scores`)
+and returns the edges of the best derivation; :meth:`CompactSentence.candidate_features` turns
+them into the documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the
+edges, ``IR_BM25`` = Σ bm25 over the derivation's words), so that ``w · Φ(h*_d)`` is the
+document's BOW-FD score for the sentence. The obviously-correct reference is
+:meth:`service.retrieval.bowfd.BowFdScorer.feature_vector` (one Viterbi pass over the whole
+forest per document); the tests check they agree.
+
+For ranking (dev evaluation) :meth:`CompactSentence.prepared` rebuilds a small hypergraph of
+the live part and hands it to :func:`service.retrieval.bowfd.prepare_sentence`, so dev rankings
+come from the service's own BOW-FD code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from service.index.inverted import InvertedIndex
+from service.ltr.space import IR_COLUMN, FeatureSpace
+from service.mt.hypergraph import Hyperedge, Hypergraph, Node
+from service.retrieval.bowfd import PreparedSentence, prepare_sentence
+from service.retrieval.lex import LexFeatures
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+Int32Array = NDArray[np.int32]
+
+_NO_FEATURES: dict[str, float] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateRows:
+    """The candidates' (local term, bm25) pairs in one sentence: candidate ``i`` has
+    ``terms/weights[ptr[i]:ptr[i+1]]`` (local term ids of the sentence)."""
+
+    ptr: IntArray
+    terms: Int32Array
+    weights: FloatArray
+
+    @classmethod
+    def of(cls, prep: PreparedSentence, docnos: IntArray) -> CandidateRows:
+        rows = [prep.doc_row(int(d)) for d in docnos.tolist()]
+        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t, _ in rows], out=ptr[1:])
+        terms = np.concatenate([t for t, _ in rows]) if rows else np.zeros(0)
+        weights = np.concatenate([w for _, w in rows]) if rows else np.zeros(0)
+        return cls(ptr, terms.astype(np.int32), weights.astype(np.float64))
+
+    def __len__(self) -> int:
+        return len(self.ptr) - 1
+
+
+@dataclass(frozen=True, eq=False)
+class CompactSentence:
+    """The live forest of one sentence as arrays (see the module docstring).
+
+    Nodes and edges are the live ones, renumbered in their original order (nodes stay
+    topological, incoming edges keep their order). ``occ_term`` is the local term of each
+    target word occurrence of each edge (``occ_ptr`` CSR; ``n_terms``: no weight); ``terms``
+    maps local terms to index term ids. ``features`` is the sparse ``[edges × columns]``
+    matrix of SMT and LEX feature values over a :class:`FeatureSpace` (its width is the size
+    the space had when it was built).
+    """
+
+    goal: int
+    edge_head: Int32Array
+    in_ptr: Int32Array
+    in_edges: Int32Array
+    tail_ptr: Int32Array
+    tail_nodes: Int32Array
+    occ_ptr: Int32Array
+    occ_term: Int32Array
+    terms: IntArray
+    features: Any  # scipy.sparse.csr_matrix [edges × width]
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.edge_head)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.in_ptr) - 1
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.terms)
+
+    @property
+    def width(self) -> int:
+        return int(self.features.shape[1])
+
+    def nbytes(self) -> int:
+        arrays = (self.edge_head, self.in_ptr, self.in_edges, self.tail_ptr, self.tail_nodes,
+                  self.occ_ptr, self.occ_term, self.terms)  # fmt: skip
+        f = self.features
+        sparse = f.data.nbytes + f.indices.nbytes + f.indptr.nbytes
+        return int(sum(a.nbytes for a in arrays) + sparse)
+
+    @classmethod
+    def of(
+        cls, prep: PreparedSentence, space: FeatureSpace, lex: LexFeatures | None = None
+    ) -> CompactSentence:
+        """The live part of a prepared sentence, with its edge features numbered in ``space``
+        (new names are added to it) and, with ``lex``, the LEX features of each edge."""
+        live = prep.live
+        hg = prep.hypergraph
+        a = hg.arrays()
+        edges = live.edges
+        lengths = a.feat_ptr[edges + 1] - a.feat_ptr[edges]
+        ptr = np.zeros(len(edges) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=ptr[1:])
+        idx = np.repeat(a.feat_ptr[edges] - ptr[:-1], lengths) + np.arange(int(ptr[-1]))
+        name_col = space.columns(a.feature_names)
+        rows = [np.repeat(np.arange(len(edges)), lengths)]
+        cols = [name_col[a.feat_ids[idx]] if len(idx) else np.zeros(0, dtype=np.int64)]
+        vals = [a.feat_vals[idx]]
+        if lex is not None:
+            lr: list[int] = []
+            lc: list[int] = []
+            for i, e in enumerate(edges.tolist()):
+                for f in lex.of_edge(hg.edges[e]):
+                    lr.append(i)
+                    lc.append(space.column(f))
+            rows.append(np.array(lr, dtype=np.int64))
+            cols.append(np.array(lc, dtype=np.int64))
+            vals.append(np.ones(len(lr)))
+        features = sp.coo_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(len(edges), len(space)),
+        ).tocsr()  # duplicates (a LEX feature fired twice by one edge) are summed
+        features.sum_duplicates()
+        i32 = np.int32
+        return cls(
+            goal=live.goal,
+            edge_head=live.edge_head.astype(i32),
+            in_ptr=live.in_ptr.astype(i32),
+            in_edges=live.in_edges.astype(i32),
+            tail_ptr=live.tail_ptr.astype(i32),
+            tail_nodes=live.tail_nodes.astype(i32),
+            occ_ptr=live.occ_ptr.astype(i32),
+            occ_term=live.occ_term.astype(i32),
+            terms=prep.terms.astype(np.int64),
+            features=features,
+        )
+
+    # --- scores and feature vectors -------------------------------------------------------
+    def edge_weights(self, w: FloatArray) -> FloatArray:
+        """``F[e] · w`` for every live edge (the SMT and LEX part of W'(e, d))."""
+        out: FloatArray = np.asarray(self.features @ w[: self.width], dtype=np.float64)
+        return out
+
+    def candidate_features(self, cands: CandidateRows, w: FloatArray, size: int) -> Any:
+        """``Φ(h*_d)`` of every candidate's best derivation under ``w`` as a sparse
+        ``[candidates × size]`` matrix (``size`` ≥ this sentence's width)."""
+        smt = self.edge_weights(w)
+        ptr, edges, bm25 = best_derivations(self, smt, float(w[IR_COLUMN]), cands)
+        n = len(cands)
+        pick = sp.csr_matrix(
+            (np.ones(len(edges)), edges, ptr), shape=(n, self.num_edges), dtype=np.float64
+        )
+        phi = (pick @ self.features).tocsr()
+        phi.resize((n, size))
+        ir = sp.csr_matrix(
+            (bm25, (np.arange(n), np.full(n, IR_COLUMN))), shape=(n, size), dtype=np.float64
+        )
+        return (phi + ir).tocsr()
+
+    # --- ranking --------------------------------------------------------------------------
+    def hypergraph(self, index: InvertedIndex) -> Hypergraph:
+        """The live forest as a :class:`Hypergraph` whose edges carry only their weighted
+        target words (what BOW-FD reads; features come from :attr:`features`)."""
+        words = [index.term(int(t)) for t in self.terms.tolist()]
+        n_terms = len(words)
+        nodes = [Node(i, "X", (0, 0)) for i in range(self.num_nodes)]
+        occ = self.occ_term.tolist()
+        optr = self.occ_ptr.tolist()
+        tptr = self.tail_ptr.tolist()
+        tails = self.tail_nodes.tolist()
+        edges = [
+            Hyperedge(
+                e,
+                head,
+                tuple(tails[tptr[e] : tptr[e + 1]]),
+                tuple(words[t] for t in occ[optr[e] : optr[e + 1]] if t < n_terms),
+                _NO_FEATURES,
+                (0, 0),
+            )
+            for e, head in enumerate(self.edge_head.tolist())
+        ]
+        return Hypergraph(nodes, edges, self.goal)
+
+    def prepared(self, w: FloatArray, index: InvertedIndex) -> PreparedSentence:
+        """The sentence prepared for BOW-FD ranking under ``w`` (see the module docstring)."""
+        return prepare_sentence(self.hypergraph(index), self.edge_weights(w), index)
+
+
+# --- the best derivation of every candidate ------------------------------------------------------
+def _derivations_kernel(
+    in_ptr: Int32Array,
+    in_edges: Int32Array,
+    tail_ptr: Int32Array,
+    tail_nodes: Int32Array,
+    occ_ptr: Int32Array,
+    occ_term: Int32Array,
+    smt: FloatArray,
+    goal: int,
+    n_terms: int,
+    cand_ptr: IntArray,
+    cand_terms: Int32Array,
+    cand_weights: FloatArray,
+    v: float,
+    out_ptr: IntArray,
+    out_edges: IntArray,
+    out_bm25: FloatArray,
+) -> int:  # pragma: no cover - compiled by numba
+    """Per candidate: W'(e, d), the (max, +) inside pass with backpointers (first best
+    incoming edge wins), and the edges of the goal's best derivation (preorder) into
+    ``out_edges[out_ptr[c]:out_ptr[c+1]]`` with their Σ bm25 in ``out_bm25[c]``. Returns
+    how many candidates were done (fewer when ``out_edges`` is full)."""
+    num_nodes = in_ptr.shape[0] - 1
+    num_edges = smt.shape[0]
+    docw = np.zeros(n_terms + 1, dtype=np.float64)
+    wp = np.empty(num_edges, dtype=np.float64)
+    best = np.empty(num_nodes, dtype=np.float64)
+    back = np.empty(num_nodes, dtype=np.int64)
+    stack = np.empty(num_edges + 1, dtype=np.int64)
+    cap = out_edges.shape[0]
+    pos = 0
+    out_ptr[0] = 0
+    n_cand = cand_ptr.shape[0] - 1
+    for c in range(n_cand):
+        for p in range(cand_ptr[c], cand_ptr[c + 1]):
+            docw[cand_terms[p]] = cand_weights[p]
+        for e in range(num_edges):
+            s = 0.0
+            for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                s += docw[occ_term[o]]
+            wp[e] = smt[e] + v * s
+        for x in range(num_nodes):
+            bx = -np.inf
+            arg = -1
+            for p in range(in_ptr[x], in_ptr[x + 1]):
+                e = in_edges[p]
+                t = wp[e]
+                for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                    t += best[tail_nodes[q]]
+                if t > bx:
+                    bx = t
+                    arg = e
+            best[x] = bx
+            back[x] = arg
+        total = 0.0
+        top = 1
+        stack[0] = goal
+        while top > 0:
+            top -= 1
+            e = back[stack[top]]
+            if pos >= cap or e < 0:
+                return c
+            out_edges[pos] = e
+            pos += 1
+            s = 0.0
+            for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                s += docw[occ_term[o]]
+            total += s
+            for q in range(tail_ptr[e + 1] - 1, tail_ptr[e] - 1, -1):
+                stack[top] = tail_nodes[q]
+                top += 1
+        out_bm25[c] = total
+        out_ptr[c + 1] = pos
+        for p in range(cand_ptr[c], cand_ptr[c + 1]):
+            docw[cand_terms[p]] = 0.0
+    return int(n_cand)
+
+
+_compiled: dict[str, Any] = {}
+
+
+def _kernel() -> Any:
+    fn = _compiled.get("derivations")
+    if fn is None:
+        import numba
+
+        fn = _compiled["derivations"] = numba.njit(cache=True, nogil=True)(_derivations_kernel)
+    return fn
+
+
+def best_derivations(
+    cs: CompactSentence, smt: FloatArray, v: float, cands: CandidateRows
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """For each candidate, the live edges of its best derivation (CSR ``ptr``/``edges``,
+    preorder) and its Σ_{t ∈ h} bm25(t, d), under SMT edge weights ``smt`` and IR weight
+    ``v``."""
+    n = len(cands)
+    cap = max(16, n * min(cs.num_edges, 4 * cs.num_nodes))
+    while True:
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        edges = np.empty(cap, dtype=np.int64)
+        bm25 = np.zeros(n, dtype=np.float64)
+        done = _kernel()(
+            cs.in_ptr, cs.in_edges, cs.tail_ptr, cs.tail_nodes, cs.occ_ptr, cs.occ_term,
+            np.ascontiguousarray(smt, dtype=np.float64), cs.goal, cs.n_terms,
+            cands.ptr, cands.terms, cands.weights, float(v), ptr, edges, bm25,
+        )  # fmt: skip
+        if done == n:
+            return ptr, edges[: ptr[n]], bm25
+        if edges.size >= n * (cs.num_edges + 1):  # a derivation uses no edge twice
+            raise AssertionError("the live forest has a node without a derivation")
+        cap *= 2

@@ -1,0 +1,71 @@
+"""Feature names ↔ columns of the weight vector learned by learning to rank (001 §4).
+
+The BOW-FD score of a document is ``w · Φ(h*_d)`` with ``Φ`` the features of its best
+derivation: the SMT features of the edges, ``IR_BM25`` (whose weight is ``v``) and, with LEX,
+the sparse lexical indicator features. A :class:`FeatureSpace` numbers them; it only grows
+(columns are appended as forests reveal new features), so a matrix built when the space had
+``n`` columns stays valid: its columns are the first ``n``. ``IR_BM25`` is always column 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.lex import is_lex_feature
+
+FloatArray = NDArray[np.float64]
+IR_COLUMN = 0
+
+
+class FeatureSpace:
+    """An append-only numbering of feature names (``IR_BM25`` first)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.names: list[str] = []
+        self._col: dict[str, int] = {}
+        self.column(IR_FEATURE)
+        for n in names:
+            self.column(n)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._col
+
+    def column(self, name: str) -> int:
+        """The column of ``name``, appended if new."""
+        c = self._col.get(name)
+        if c is None:
+            c = self._col[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+    def columns(self, names: Iterable[str]) -> NDArray[np.int64]:
+        return np.array([self.column(n) for n in names], dtype=np.int64)
+
+    def vector(self, weights: Mapping[str, float], size: int | None = None) -> FloatArray:
+        """``weights`` as a dense vector over the first ``size`` columns (absent names: 0)."""
+        n = len(self.names) if size is None else size
+        return np.array([float(weights.get(name, 0.0)) for name in self.names[:n]])
+
+    def weights(self, vec: FloatArray) -> dict[str, float]:
+        """The dense vector ``vec`` (over the first ``len(vec)`` columns) as a name → value map."""
+        return {name: float(x) for name, x in zip(self.names, vec.tolist(), strict=False)}
+
+    def trainable(self, *, smt: bool, lex: bool) -> NDArray[np.bool_]:
+        """Which columns move: ``IR_BM25`` always, LEX features if ``lex``, the rest (SMT)
+        if ``smt`` (``freeze_smt`` turns it off)."""
+        out = np.empty(len(self.names), dtype=np.bool_)
+        for i, name in enumerate(self.names):
+            if name == IR_FEATURE:
+                out[i] = True
+            elif is_lex_feature(name):
+                out[i] = lex
+            else:
+                out[i] = smt
+        return out

@@ -1,0 +1,365 @@
+"""The learning-to-rank task: parameters, the job entry point and ``clir train-ltr`` (001 §4).
+
+:class:`LtrParams` (pydantic; also the admin API's request body) names the model bundle, the
+index, the training and dev queries and qrels, the objective and the learning settings;
+:meth:`LtrParams.resolved` fills in every default path and checks that it exists. Over HTTP
+(``restrict_paths=True``) data paths must lie under ``settings.data_dir`` (relative ones are
+taken relative to it) and the model and index must be among the configured ones.
+
+:func:`train_ltr` runs the whole job: start weights = the bundle's active weights with
+``IR_BM25 = v`` unless they already carry one; training (:mod:`service.ltr.trainer`) on shards
+of the training queries; the best epoch's weights are stored as a new version
+``ltr-<objective>-<UTC timestamp>`` with its dev metrics and the starting version as parent
+(:class:`service.mt.weights.WeightsStore`: atomic, never overwriting), activated only if asked.
+Cancellation (``ctx.cancelled()``) raises :class:`~service.errors.JobCancelled` and writes
+nothing. :func:`run_job` is what the job worker calls (``TASKS["ltr"]``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from service.errors import InvalidInputError, MissingResourceError
+from service.ltr.backends import make_backend
+from service.ltr.examples import (
+    Decoding,
+    DevSet,
+    Selection,
+    cyclic_order,
+    select_queries,
+    shard_queries,
+)
+from service.ltr.objectives import OBJECTIVES
+from service.ltr.shard import ShardSpec
+from service.ltr.trainer import (
+    BUILD_SHARE,
+    JobContext,
+    NullContext,
+    Reporter,
+    TrainOutcome,
+    train,
+)
+from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.lex import is_lex_feature
+from service.settings import Settings, get_settings
+
+__all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
+
+Objective = Literal["hinge", "listnet", "listmle", "listmle-te", "perceptron"]
+assert set(OBJECTIVES) == {"hinge", "listnet", "listmle", "listmle-te", "perceptron"}
+
+
+class LtrParams(BaseModel):
+    """Parameters of a learning-to-rank job (``clir train-ltr``, ``POST /v1/admin/train``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lang: Literal["de", "zh"] | None = Field(
+        None, description="Source language; default: the model bundle's."
+    )
+    model: Path | None = Field(
+        None, description="Model bundle; default: the first configured bundle of `lang`."
+    )
+    index: Path | None = Field(None, description="Document index; default: the first existing.")
+    queries: Path | None = Field(None, description="Training queries (qid<TAB>text).")
+    qrels: Path | None = Field(None, description="Training qrels (TREC).")
+    dev_queries: Path | None = Field(None, description="Dev queries for early stopping.")
+    dev_qrels: Path | None = Field(None, description="Dev qrels.")
+    objective: Objective = Field("hinge", description="Loss / update rule.")
+    epochs: int = Field(10, ge=1, le=1000)
+    shards: int = Field(1, ge=1, le=64, description="Shards for iterative parameter mixing.")
+    backend: Literal["inline", "local", "ray"] | None = Field(
+        None, description="Where shards run; default inline for 1 shard, else settings.ltr_backend."
+    )
+    freeze_smt: bool = Field(False, description="Learn only the IR (and LEX) weights.")
+    lex: bool = Field(False, description="Add and learn the sparse LEX features.")
+    v: float = Field(1.0, description="IR weight to start from if the weights carry none.")
+    candidates: int = Field(100, ge=1, le=1000, description="Top BOW-FD documents per query.")
+    limit: int | None = Field(None, ge=1, description="Use the first N training queries.")
+    dev_limit: int | None = Field(None, ge=1, description="Use the first N dev queries.")
+    patience: int = Field(3, ge=1, le=1000, description="Epochs without a new best dev MAP.")
+    seed: int = Field(0, ge=0, description="Seed of the fixed cyclic query order.")
+    activate: bool = Field(False, description="Activate the new weights version.")
+    pop_limit: int | None = Field(None, ge=1, le=100_000, description="Decoder pop limit.")
+
+    @field_validator("v")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("v must be a finite number")
+        return value
+
+    def resolved(self, settings: Settings, *, restrict_paths: bool = False) -> LtrParams:
+        """These parameters with every path filled in, absolute and checked to exist."""
+        from service.mt.bundle import read_manifest
+
+        model = self._model(settings, restrict_paths)
+        src = str(read_manifest(model).get("src"))
+        if self.lang is not None and src != self.lang:
+            raise InvalidInputError(
+                f"the model {model} translates from {src!r}, not {self.lang!r}; "
+                "choose a bundle of that language"
+            )
+        if src not in ("de", "zh"):
+            raise InvalidInputError(f"the model {model} has source language {src!r}")
+        index = self._configured(
+            self.index, settings.doc_indexes, "index", "doc_indexes", restrict_paths
+        )
+        data = settings.data_dir / "clir" / f"lohelp-{src}"
+        defaults = {
+            "queries": data / "queries.train.tsv",
+            "qrels": data / "qrels.train.txt",
+            "dev_queries": data / "queries.dev.tsv",
+            "dev_qrels": data / "qrels.dev.txt",
+        }
+        paths: dict[str, Path] = {}
+        for name, default in defaults.items():
+            given: Path | None = getattr(self, name)
+            paths[name] = self._data_path(given, default, name, settings, restrict_paths)
+        backend = self.backend or ("inline" if self.shards == 1 else settings.ltr_backend)
+        return self.model_copy(
+            update={"lang": src, "model": model, "index": index, "backend": backend, **paths}
+        )
+
+    def _model(self, settings: Settings, restrict: bool) -> Path:
+        from service.mt.bundle import read_manifest
+
+        if self.model is not None:
+            return self._configured(
+                self.model, settings.model_bundles, "model", "model_bundles", restrict
+            )
+        for p in settings.model_bundles:
+            if p.exists():
+                try:
+                    src = read_manifest(p).get("src")
+                except Exception:
+                    continue
+                if self.lang is None or src == self.lang:
+                    return p.resolve()
+        raise MissingResourceError(
+            f"no model bundle for {self.lang or 'any language'} among the configured "
+            f"{[str(p) for p in settings.model_bundles]}; build one with clir train-model"
+        )
+
+    @staticmethod
+    def _configured(
+        given: Path | None, options: list[Path], what: str, setting: str, restrict: bool
+    ) -> Path:
+        if given is None:
+            found = next((p for p in options if p.exists()), None)
+            if found is None:
+                raise MissingResourceError(
+                    f"no {what}: none of the configured {setting} {[str(p) for p in options]} "
+                    "exists"
+                )
+            return found.resolve()
+        path = Path(given).resolve()
+        if restrict and path not in {p.resolve() for p in options}:
+            raise InvalidInputError(
+                f"{what} {str(given)[:200]!r} is not one of the configured {setting}"
+            )
+        if not path.exists():
+            raise MissingResourceError(f"the {what} {path} does not exist")
+        return path
+
+    @staticmethod
+    def _data_path(
+        given: Path | None, default: Path, name: str, settings: Settings, restrict: bool
+    ) -> Path:
+        root = settings.data_dir.resolve()
+        if given is None:
+            path = default.resolve()
+        elif restrict and not Path(given).is_absolute():
+            path = (root / given).resolve()
+        else:
+            path = Path(given).resolve()
+        if restrict and not path.is_relative_to(root):
+            raise InvalidInputError(f"{name} must be a file under the data directory {root}")
+        if not path.is_file():
+            raise MissingResourceError(f"{name}: the file {path} does not exist")
+        return path
+
+
+@dataclass(frozen=True)
+class LtrResult:
+    """What a run produced."""
+
+    version: str | None
+    model: str
+    metrics: dict[str, float]
+    activated: bool
+    outcome: TrainOutcome
+    train: Selection
+    dev_failed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "model": self.model, "metrics": self.metrics}
+
+
+def _version_name(objective: str, existing: set[str]) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    name = f"ltr-{objective}-{stamp}"
+    k = 2
+    while name in existing:
+        name = f"ltr-{objective}-{stamp}-{k}"
+        k += 1
+    return name
+
+
+def start_weights(active: Mapping[str, float], v: float) -> dict[str, float]:
+    """The active weights, with ``IR_BM25 = v`` unless they carry it."""
+    out = dict(active)
+    out.setdefault(IR_FEATURE, float(v))
+    return out
+
+
+def train_ltr(
+    params: LtrParams | Mapping[str, Any],
+    ctx: JobContext | None = None,
+    *,
+    settings: Settings | None = None,
+    restrict_paths: bool = False,
+) -> LtrResult:
+    """Run learning to rank and store (and maybe activate) the new weights version."""
+    from service.mt.bundle import load_bundle
+    from service.retrieval.runner import load_index
+
+    t0 = time.perf_counter()
+    settings = settings or get_settings()
+    p = params if isinstance(params, LtrParams) else _validate(params)
+    p = p.resolved(settings, restrict_paths=restrict_paths)
+    assert p.model and p.index and p.queries and p.qrels and p.dev_queries and p.dev_qrels
+    ctx = ctx or NullContext()
+    bundle = load_bundle(p.model)
+    index = load_index(p.index)
+    active = bundle.active_weights()
+    start = start_weights(active.weights, p.v)
+    pop_limit = p.pop_limit or settings.pop_limit
+    train_sel = select_queries(p.queries, p.qrels, index, p.limit)
+    dev_sel = select_queries(p.dev_queries, p.dev_qrels, index, p.dev_limit,
+                             require_relevant=False)  # fmt: skip
+    specs = []
+    for i, qids in enumerate(q for q in shard_queries(list(train_sel.queries), p.shards) if q):
+        order = cyclic_order(qids, p.seed + i)
+        specs.append(
+            ShardSpec(
+                shard=i,
+                model=str(p.model),
+                index=str(p.index),
+                queries=tuple((q, train_sel.queries[q]) for q in order),
+                qrels={q: train_sel.qrels[q] for q in order},
+                start=start,
+                objective=p.objective,
+                candidates=p.candidates,
+                pop_limit=pop_limit,
+                lex=p.lex,
+                freeze_smt=p.freeze_smt,
+            )
+        )
+
+    built: list[DevSet] = []
+
+    def build_dev(rep: Reporter) -> DevSet:
+        dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex)
+
+        def progress(done: int, total: int) -> None:
+            rep.progress(BUILD_SHARE * (0.8 + 0.2 * done / total), f"decoding dev {done}/{total}")
+
+        built.append(DevSet.build(dec, dev_sel, check=rep.check, progress=progress))
+        return built[0]
+
+    assert p.backend is not None
+    backend = make_backend(p.backend, bundle=bundle, index=index, ray_address=settings.ray_address)
+    with backend:
+        outcome = train(backend, specs, start, build_dev=build_dev, epochs=p.epochs,
+                        patience=p.patience, ctx=ctx)  # fmt: skip
+    Reporter(ctx).check()
+    best, base = outcome.best_metrics, outcome.baseline
+    metrics: dict[str, float] = {
+        "dev_map": best["map"],
+        "dev_ndcg": best["ndcg"],
+        "dev_pres": best["pres"],
+        "baseline_dev_map": base["map"],
+        "baseline_dev_ndcg": base["ndcg"],
+        "baseline_dev_pres": base["pres"],
+        "best_epoch": float(outcome.best_epoch),
+        "epochs": float(outcome.epochs_run),
+        "train_queries": float(outcome.train_queries),
+        "skipped_queries": float(train_sel.no_relevant_in_index),
+        "dev_queries": float(len(built[0].queries)),
+        "shards": float(len(specs)),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    weights = {n: w for n, w in outcome.weights.items() if not (is_lex_feature(n) and w == 0.0)}
+    store = bundle.weights_store
+    name = _version_name(p.objective, set(store.versions()))
+    source = (
+        f"ltr objective={p.objective} shards={len(specs)} backend={p.backend} "
+        f"freeze_smt={p.freeze_smt} lex={p.lex} candidates={p.candidates} seed={p.seed}"
+    )
+    record = store.save(weights, version=name, source=source, metrics=metrics,
+                        parent=active.version)  # fmt: skip
+    if p.activate:
+        store.activate(record.version)
+    return LtrResult(
+        version=record.version,
+        model=str(p.model),
+        metrics=metrics,
+        activated=p.activate,
+        outcome=outcome,
+        train=train_sel,
+        dev_failed=len(built[0].failed),
+    )
+
+
+def _validate(params: Mapping[str, Any]) -> LtrParams:
+    try:
+        return LtrParams.model_validate(dict(params))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidInputError(f"invalid learning-to-rank parameters: {problems}") from None
+
+
+def run_job(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """The job worker's entry point (``TASKS["ltr"]``): train, store, return
+    ``{"version", "model", "metrics"}``."""
+    return train_ltr(_validate(params), ctx).to_json()
+
+
+class ConsoleContext:
+    """A :class:`JobContext` for ``clir train-ltr``: a tqdm progress bar on stderr and one
+    line per epoch; Ctrl-C interrupts the command."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        self._file = sys.stderr
+        self._write = tqdm.write
+        self.bar = tqdm(total=1000, unit="‰", file=sys.stderr, disable=not enabled, leave=True,
+                        bar_format="{l_bar}{bar}| {elapsed}<{remaining}")  # fmt: skip
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.bar.set_description_str(message[:60])
+        self.bar.update(max(0, round(1000 * fraction) - self.bar.n))
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
+        shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+        self._write(f"epoch {epoch}: {shown}", file=self._file)
+
+    def cancelled(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.bar.close()

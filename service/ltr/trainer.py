@@ -1,0 +1,196 @@
+"""The learning-to-rank epoch loop: parameter mixing, dev evaluation, early stopping (001 §4).
+
+Every epoch each shard trains one pass from the mixed weights and the results are averaged
+(iterative parameter mixing, McDonald et al. 2010; with one shard this is plain training).
+After the epoch the mixed output weights rank the pre-decoded dev queries by BOW-FD at depth
+1000 and MAP, NDCG@1000 and PRES are reported through the job context. Regularisation is early
+stopping on dev MAP (001 §4): training stops after ``patience`` epochs without a new best, and
+the best epoch's weights are kept — epoch 0, the starting weights, included, so a run that
+never beats them returns them unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.errors import JobCancelled
+from service.ltr.backends import Backend
+from service.ltr.examples import DevSet
+from service.ltr.shard import ShardEpoch, ShardSpec, mix
+
+
+class JobContext(Protocol):
+    """What a training run sees of its job (structurally identical to
+    ``service.jobs.context.JobContext``, which this package does not import)."""
+
+    def progress(self, fraction: float, message: str) -> None: ...
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None: ...
+
+    def cancelled(self) -> bool: ...
+
+
+class NullContext:
+    """A context that records nothing and is never cancelled."""
+
+    def progress(self, fraction: float, message: str) -> None:
+        return None
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
+        return None
+
+    def cancelled(self) -> bool:
+        return False
+
+
+class Reporter:
+    """Throttles progress reports to the context (at most every ``interval`` seconds, plus
+    every report that completes a phase) and turns cancellation into ``JobCancelled``."""
+
+    def __init__(self, ctx: JobContext, interval: float = 0.5) -> None:
+        self.ctx = ctx
+        self.interval = interval
+        self._last = -1e9
+        self._fraction = 0.0  # reported fractions never decrease (phases may overlap)
+
+    def progress(self, fraction: float, message: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last >= self.interval:
+            self._last = now
+            self._fraction = max(self._fraction, min(1.0, max(0.0, fraction)))
+            self.ctx.progress(self._fraction, message)
+
+    def cancelled(self) -> bool:
+        return bool(self.ctx.cancelled())
+
+    def check(self) -> None:
+        if self.ctx.cancelled():
+            raise JobCancelled("learning to rank was cancelled")
+
+
+BUILD_SHARE = 0.3  # share of the progress bar for decoding the training and dev queries
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    metrics: dict[str, float]
+    loss: float
+    seconds: float
+
+
+@dataclass
+class TrainOutcome:
+    """The result of a run: the best weights and how they were found."""
+
+    weights: dict[str, float]
+    best_epoch: int
+    best_metrics: dict[str, float]
+    baseline: dict[str, float]
+    history: list[EpochRecord]
+    shard_stats: list[dict[str, Any]]
+    epoch_weights: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.history)
+
+    @property
+    def train_queries(self) -> int:
+        return sum(int(s.get("queries", 0)) for s in self.shard_stats)
+
+
+class _ProgressTable:
+    """Sums the (done, total) of several shards into one fraction."""
+
+    def __init__(self, shards: int) -> None:
+        self.done = [0] * shards
+        self.total = [0] * shards
+
+    def update(self, shard: int, done: int, total: int) -> float:
+        self.done[shard], self.total[shard] = done, total
+        t = sum(self.total)
+        return sum(self.done) / t if t else 0.0
+
+
+def train(
+    backend: Backend,
+    specs: Sequence[ShardSpec],
+    start: Mapping[str, float],
+    *,
+    build_dev: Callable[[Reporter], DevSet],
+    epochs: int,
+    patience: int,
+    ctx: JobContext | None = None,
+    keep_epoch_weights: bool = False,
+) -> TrainOutcome:
+    """Build the shards (and, meanwhile, the dev set), then run up to ``epochs`` epochs."""
+    rep = Reporter(ctx or NullContext())
+    table = _ProgressTable(len(specs))
+
+    def build_progress(shard: int, done: int, total: int) -> None:
+        frac = table.update(shard, done, total)
+        rep.progress(BUILD_SHARE * 0.8 * frac, f"decoding training queries ({frac:.0%})")
+
+    rep.progress(0.0, f"starting {len(specs)} shard(s) on backend {backend.name}", force=True)
+    backend.launch(specs)
+    if backend.builds_in_background:  # decode the dev set while the workers build
+        dev = build_dev(rep)
+        stats = backend.built(build_progress, rep.cancelled)
+    else:
+        stats = backend.built(build_progress, rep.cancelled)
+        dev = build_dev(rep)
+    rep.check()
+    rep.progress(BUILD_SHARE, "evaluating the starting weights on dev", force=True)
+    baseline, _ = dev.evaluate(start, rep.check)
+    weights = dict(start)
+    best_weights, best_epoch, best_metrics = dict(start), 0, baseline
+    history: list[EpochRecord] = []
+    kept: list[dict[str, float]] = []
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        table = _ProgressTable(len(specs))
+
+        def epoch_progress(
+            shard: int, done: int, total: int, _e: int = epoch, _t: _ProgressTable = table
+        ) -> None:
+            frac = _t.update(shard, done, total)
+            overall = BUILD_SHARE + (1 - BUILD_SHARE) * ((_e - 1) + 0.9 * frac) / epochs
+            rep.progress(overall, f"epoch {_e}/{epochs}: {frac:.0%} of the training queries")
+
+        results: list[ShardEpoch] = backend.epoch(weights, epoch_progress, rep.cancelled)
+        rep.check()
+        weights = mix([r.weights for r in results], weights)
+        output = mix([r.output for r in results], weights)
+        if keep_epoch_weights:
+            kept.append(dict(output))
+        rep.progress(
+            BUILD_SHARE + (1 - BUILD_SHARE) * (epoch - 0.1) / epochs,
+            f"epoch {epoch}/{epochs}: evaluating on dev",
+            force=True,
+        )
+        metrics, _ = dev.evaluate(output, rep.check)
+        loss = sum(r.loss for r in results)
+        record = EpochRecord(epoch, metrics, loss, time.perf_counter() - t0)
+        history.append(record)
+        report = {k: float(v) for k, v in metrics.items() if k != "seconds"}
+        report["train_loss"] = loss
+        report["seconds"] = record.seconds
+        (ctx or NullContext()).epoch_metrics(epoch, report)
+        if metrics["map"] > best_metrics["map"]:
+            best_weights, best_epoch, best_metrics = dict(output), epoch, metrics
+        elif epoch - best_epoch >= patience:
+            break
+    rep.progress(1.0, f"done: best dev MAP {best_metrics['map']:.4f} at epoch {best_epoch}", True)
+    return TrainOutcome(
+        weights=best_weights,
+        best_epoch=best_epoch,
+        best_metrics=best_metrics,
+        baseline=baseline,
+        history=history,
+        shard_stats=stats,
+        epoch_weights=kept,
+    )

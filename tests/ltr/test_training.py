@@ -1,0 +1,262 @@
+"""Training end to end on the toy bundle and index: parameter mixing, the task, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.errors import DataFormatError, InvalidInputError, JobCancelled, MissingResourceError
+from service.index.inverted import InvertedIndex
+from service.ltr.backends import InlineBackend
+from service.ltr.examples import (
+    Decoding,
+    DevSet,
+    cyclic_order,
+    select_queries,
+    shard_queries,
+)
+from service.ltr.objectives import make_objective
+from service.ltr.shard import Shard, ShardSpec, mix
+from service.ltr.task import LtrParams, run_job, start_weights, train_ltr
+from service.ltr.trainer import train
+from service.mt.bundle import ModelBundle
+from service.retrieval.bowfd import IR_FEATURE
+from service.settings import Settings
+from tests.ltr.conftest import DEV_QRELS, TRAIN_QUERIES, write_qrels
+
+
+class Recorder:
+    """A JobContext that records, and cancels after ``cancel_after`` progress reports."""
+
+    def __init__(self, cancel_after: int | None = None) -> None:
+        self.reports: list[tuple[float, str]] = []
+        self.epochs: list[tuple[int, dict[str, float]]] = []
+        self.cancel_after = cancel_after
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.reports.append((fraction, message))
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
+        self.epochs.append((epoch, metrics))
+
+    def cancelled(self) -> bool:
+        return self.cancel_after is not None and len(self.reports) >= self.cancel_after
+
+
+def make_specs(
+    bundle: ModelBundle,
+    index: InvertedIndex,
+    data: dict[str, Path],
+    shards: int,
+    objective: str = "hinge",
+    **options: object,
+) -> tuple[list[ShardSpec], dict[str, float]]:
+    sel = select_queries(data["queries"], data["qrels"], index)
+    start = start_weights(bundle.active_weights().weights, 1.0)
+    specs = []
+    for i, qids in enumerate(shard_queries(list(sel.queries), shards)):
+        order = cyclic_order(qids, i)
+        specs.append(
+            ShardSpec(
+                shard=i,
+                model=str(bundle.path),
+                index=str(index.path),
+                queries=tuple((q, sel.queries[q]) for q in order),
+                qrels={q: sel.qrels[q] for q in order},
+                start=start,
+                objective=objective,
+                candidates=5,
+                pop_limit=50,
+                **options,  # type: ignore[arg-type]
+            )
+        )
+    return specs, start
+
+
+def dev_builder(bundle: ModelBundle, index: InvertedIndex, data: dict[str, Path], start):
+    def build(_rep: object) -> DevSet:
+        sel = select_queries(data["dev_queries"], data["dev_qrels"], index, require_relevant=False)
+        dec = Decoding(bundle, index, start, pop_limit=50, lex=False)
+        return DevSet.build(dec, sel)
+
+    return build
+
+
+def test_one_shard_mixing_equals_plain_training(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path]
+) -> None:
+    specs, start = make_specs(toy_bundle, toy_index, ltr_data, 1)
+    outcome = train(
+        InlineBackend(toy_bundle, toy_index),
+        specs,
+        start,
+        build_dev=dev_builder(toy_bundle, toy_index, ltr_data, start),
+        epochs=3,
+        patience=10,
+        keep_epoch_weights=True,
+    )
+    assert len(outcome.epoch_weights) == 3
+    # plain training: the same examples, the same cyclic order, one objective, no mixing
+    shard = Shard(specs[0], toy_bundle, toy_index)
+    shard.build()
+    space = shard.space
+    obj = make_objective("hinge", len(space), space.trainable(smt=True, lex=False))
+    w = space.vector(start)
+    for epoch in range(3):
+        for ex in shard.examples:
+            w, _ = obj.update(w, ex.features(w, len(space)), ex.relevance)
+        mixed = outcome.epoch_weights[epoch]
+        assert space.weights(w) == {n: mixed[n] for n in space.names}
+    assert not np.allclose(w, space.vector(start))  # training moved the weights
+
+
+def test_two_shards_average_the_shards_trained_alone(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path]
+) -> None:
+    specs, start = make_specs(toy_bundle, toy_index, ltr_data, 2)
+    assert [len(s.queries) for s in specs] == [3, 3]
+    backend = InlineBackend(toy_bundle, toy_index)
+    backend.launch(specs)
+    backend.built()
+    results = backend.epoch(start)
+    mixed = mix([r.weights for r in results], start)
+    alone = []
+    for spec in specs:
+        shard = Shard(spec, toy_bundle, toy_index)
+        shard.build()
+        alone.append(shard.epoch(start).weights)
+    for name in start:
+        assert mixed[name] == pytest.approx((alone[0][name] + alone[1][name]) / 2, abs=0)
+    assert mixed != start
+
+
+def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None:
+    ctx = Recorder()
+    params = LtrParams(lang="de", epochs=3, patience=3, candidates=5, activate=True)
+    result = train_ltr(params, ctx, settings=ltr_settings)
+    assert result.version is not None and result.version.startswith("ltr-hinge-")
+    store_path = Path(result.model) / "weights"
+    from service.mt.weights import WeightsStore
+
+    store = WeightsStore(store_path)
+    saved = store.load(result.version)
+    assert store.active_version() == result.version
+    assert saved.parent == "default" or saved.parent in store.versions()
+    assert saved.weights == pytest.approx(result.outcome.weights)
+    assert IR_FEATURE in saved.weights
+    m = saved.metrics
+    for key in ("dev_map", "dev_ndcg", "dev_pres", "baseline_dev_map", "best_epoch", "epochs"):
+        assert key in m
+    assert m["train_queries"] == len(TRAIN_QUERIES)
+    assert m["dev_map"] >= m["baseline_dev_map"]
+    assert 1 <= m["epochs"] <= 3
+    assert [e for e, _ in ctx.epochs] == list(range(1, int(m["epochs"]) + 1))
+    assert all({"map", "ndcg", "pres", "train_loss"} <= set(x) for _, x in ctx.epochs)
+    fractions = [f for f, _ in ctx.reports]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
+@pytest.mark.parametrize("objective", ["listnet", "listmle", "listmle-te", "perceptron"])
+def test_every_objective_trains(ltr_settings: Settings, objective: str) -> None:
+    out = train_ltr(
+        LtrParams(objective=objective, epochs=1, candidates=5, freeze_smt=True, lex=True),
+        settings=ltr_settings,
+    ).to_json()
+    assert out["version"].startswith(f"ltr-{objective}-")
+    assert out["metrics"]["epochs"] == 1
+
+
+def test_freeze_smt_moves_only_ir_and_lex(ltr_settings: Settings) -> None:
+    from service.mt.weights import WeightsStore
+
+    active = WeightsStore(ltr_settings.model_bundles[0] / "weights").active().weights
+    result = train_ltr(
+        LtrParams(epochs=2, patience=5, candidates=5, freeze_smt=True, lex=True),
+        settings=ltr_settings,
+    )
+    learned = result.outcome.history  # at least one epoch ran
+    assert learned
+    weights = result.outcome.epoch_weights or [result.outcome.weights]
+    for w in weights:
+        for name, value in active.items():
+            assert w[name] == value, name
+
+
+def test_cancellation_writes_nothing(ltr_settings: Settings) -> None:
+    from service.mt.weights import WeightsStore
+
+    store = WeightsStore(ltr_settings.model_bundles[0] / "weights")
+    before = store.versions()
+    active = store.active_version()
+    for cancel_after in (1, 4):
+        with pytest.raises(JobCancelled):
+            train_ltr(
+                LtrParams(epochs=3, candidates=5, activate=True),
+                Recorder(cancel_after=cancel_after),
+                settings=ltr_settings,
+            )
+    assert store.versions() == before
+    assert store.active_version() == active
+
+
+def test_bad_qrels_give_a_clear_error(ltr_settings: Settings, ltr_data: dict[str, Path]) -> None:
+    bad = ltr_data["root"] / "bad.txt"
+    bad.write_text("t1 0 d1 3\nt2 0 d3\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"bad.txt:2"):
+        train_ltr(LtrParams(qrels=bad, epochs=1), settings=ltr_settings)
+    other = write_qrels(ltr_data["root"] / "other.txt", DEV_QRELS)  # qrels of other queries
+    with pytest.raises(InvalidInputError, match=r"no usable query.*other\.txt"):
+        train_ltr(LtrParams(qrels=other, epochs=1), settings=ltr_settings)
+    missing = ltr_data["root"] / "missing.txt"
+    with pytest.raises(MissingResourceError, match=r"missing\.txt"):
+        train_ltr(LtrParams(qrels=missing, epochs=1), settings=ltr_settings)
+
+
+def test_run_job_rejects_bad_params(ltr_settings: Settings) -> None:
+    with pytest.raises(InvalidInputError, match="objective"):
+        run_job({"objective": "svm"}, Recorder())
+    with pytest.raises(InvalidInputError, match="epochs"):
+        run_job({"epochs": 0}, Recorder())
+
+
+def test_restricted_paths(ltr_settings: Settings, tmp_path: Path) -> None:
+    rel = Path("clir/lohelp-de/queries.train.tsv")
+    ok = LtrParams(queries=rel).resolved(ltr_settings, restrict_paths=True)
+    assert ok.queries == (ltr_settings.data_dir / rel).resolve()
+    outside = tmp_path / "outside.tsv"
+    outside.write_text("q\tx\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="under the data directory"):
+        LtrParams(queries=outside).resolved(ltr_settings, restrict_paths=True)
+    with pytest.raises(InvalidInputError, match="under the data directory"):
+        LtrParams(queries=Path("../outside.tsv")).resolved(ltr_settings, restrict_paths=True)
+    with pytest.raises(InvalidInputError, match="not one of the configured"):
+        LtrParams(model=tmp_path).resolved(ltr_settings, restrict_paths=True)
+    resolved = LtrParams().resolved(ltr_settings)
+    assert resolved.lang == "de" and resolved.backend == "inline"
+    assert resolved.model == ltr_settings.model_bundles[0].resolve()
+    with pytest.raises(InvalidInputError, match="not 'zh'"):
+        LtrParams(lang="zh", model=resolved.model).resolved(ltr_settings)
+
+
+def test_clir_train_ltr(
+    ltr_settings: Settings, ltr_data: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from service.cli import main
+
+    args = ["train-ltr", "--model", str(ltr_settings.model_bundles[0]),
+            "--index", str(ltr_settings.doc_indexes[0])]  # fmt: skip
+    for name in ("queries", "qrels", "dev_queries", "dev_qrels"):
+        args += ["--" + name.replace("_", "-"), str(ltr_data[name])]
+    code = main([*args, "--epochs", "2", "--candidates", "5", "--objective", "perceptron"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["version"].startswith("ltr-perceptron-") and payload["activated"] is False
+    assert payload["metrics"]["train_queries"] == len(TRAIN_QUERIES)
+    assert "epoch 1:" in err
+    assert main([*args, "--epochs", "0"]) == 1
+    assert "epochs" in capsys.readouterr().err
