@@ -108,9 +108,7 @@ class QueryCache:
         self.size = size
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._data: OrderedDict[Hashable, tuple[DecodedQuery, threading.Lock, int]] = (
-            OrderedDict()
-        )
+        self._data: OrderedDict[Hashable, tuple[DecodedQuery, threading.Lock, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -193,9 +191,7 @@ class QueryService:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.cache = QueryCache(
-            settings.forest_cache_size, settings.forest_cache_mb * 1024 * 1024
-        )
+        self.cache = QueryCache(settings.forest_cache_size, settings.forest_cache_mb * 1024 * 1024)
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._scorers: dict[Hashable, Scorer] = {}
         self._scorers_lock = threading.Lock()
