@@ -12,9 +12,9 @@ version file (JSON, finite weights, known feature names) before it rewrites the 
 keys its decoders and cached forests by version, so the swap needs no restart and requests in
 flight finish with the version they started with. A refused file leaves the old version serving.
 
-The request body of ``POST /train`` is ``service.ltr.task.LtrParams`` (owned by the
-learning-to-rank package). It is imported when this module is imported, for the OpenAPI schema;
-until that package exists the route answers 501.
+The request body of ``POST /train`` is :class:`service.ltr.task.LtrParams`; its paths are
+resolved with ``restrict_paths=True`` (data under ``settings.data_dir``, only configured models
+and indexes), so a request cannot make the worker read files elsewhere.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from service.errors import (
     ClirError,
     DataFormatError,
     InvalidInputError,
-    NotBuiltError,
     NotFoundError,
     NotReadyError,
 )
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
+from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
 from service.mt.rules import ALL_FEATURES
 from service.mt.weights import WeightsVersion, check_version_name
@@ -301,29 +301,9 @@ class ActivatedPublic(BaseModel):
 # --- jobs ----------------------------------------------------------------------------------------
 
 
-def _train_params_model() -> type[BaseModel] | None:
-    try:
-        from service.ltr.task import LtrParams
-    except ModuleNotFoundError as exc:
-        if exc.name in ("service.ltr", "service.ltr.task"):
-            return None
-        raise
-    params: type[BaseModel] = LtrParams
-    return params
-
-
-class _NotBuiltParams(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-TrainParams: Any = _train_params_model() or _NotBuiltParams
-
-
 @router.post("/train", status_code=202, response_model=JobPublic)
-def train(body: TrainParams, settings: SettingsDep, store: JobStoreDep) -> JobPublic:
+def train(body: LtrParams, settings: SettingsDep, store: JobStoreDep) -> JobPublic:
     """Queue a learning-to-rank job for a model (409 while that model has one queued/running)."""
-    if isinstance(body, _NotBuiltParams):
-        raise NotBuiltError("learning to rank is not built yet (issue 6: service.ltr.task)")
     params = body.resolved(settings, restrict_paths=True)
     job = store.submit("ltr", params.model_dump(mode="json"), model=str(params.model))
     log.info("queued ltr job %s for %s", job.id, job.model)
