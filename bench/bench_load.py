@@ -21,6 +21,14 @@ against a second server started with ``max_concurrency`` = ``--probe-slots``, th
 queue wait (0.1 s) and 4× as many clients: the share of 503 answers, whether each carried
 Retry-After, and their latency next to that of the answered requests.
 
+Then a **training phase** (issue 6 and issue 8 item 1): a third server with the query cache
+off (every request does its full work, so equal requests cost the same) and its embedded
+training worker runs ``--train-clients`` clients for ``--duration`` s idle, then a
+learning-to-rank job is submitted over the admin API (``POST /v1/admin/train``: hinge, SMT
+frozen, a small slice of the training queries) and, once it runs, the same clients send the same
+request sequence again; latency, 5xx and RSS of both halves are recorded with the job's state,
+and the job is cancelled at the end.
+
 Writes ``bench/results/load.json`` (``--out``). A short proof run:
 ``nice -n 10 python -m bench.bench_load --demo --duration 10 --out bench/results/load_demo.json``.
 """
@@ -349,6 +357,60 @@ def cache_entries(url: str) -> int | None:
     return None
 
 
+TOKEN = "bench-load-token"
+TRAIN_JOB = {"lang": "de", "objective": "hinge", "freeze_smt": True, "epochs": 3, "limit": 60,
+             "dev_limit": 30}  # fmt: skip
+
+
+def training_phase(
+    args: argparse.Namespace, base_env: dict[str, str], queries: list[str], log_dir: Path
+) -> dict[str, Any]:
+    """Idle vs while a training job runs: same server (cache off), same request sequence."""
+    env = {
+        **base_env,
+        "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout),
+        "CLIR_FOREST_CACHE_SIZE": "0",
+        "CLIR_ADMIN_TOKEN": TOKEN,
+        "CLIR_EMBEDDED_WORKER": "true",
+        "CLIR_JOB_STORE": str(log_dir / "jobs.sqlite3"),
+    }
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    server, _ = start_server(env, log_dir / "train_server.log", args.ready_timeout)
+    out: dict[str, Any] = {"clients": args.train_clients, "job_params": TRAIN_JOB}
+    try:
+        warm_up(server.url, queries, 0.0)
+        for label in ("idle", "while_training"):
+            if label == "while_training":
+                job = httpx2.post(f"{server.url}/v1/admin/train", json=TRAIN_JOB, headers=auth,
+                                  timeout=60).json()  # fmt: skip
+                deadline = time.perf_counter() + 300
+                while time.perf_counter() < deadline:
+                    state = httpx2.get(f"{server.url}/v1/admin/jobs/{job['id']}", headers=auth,
+                                       timeout=30).json()  # fmt: skip
+                    if state["state"] != "queued":
+                        break
+                    time.sleep(1)
+                out["job_state_at_start"] = state["state"]
+            samples, elapsed = asyncio.run(
+                run_phase(server.url, Workload(queries, seed=42), args.train_clients,
+                          args.duration, args.max_requests)
+            )  # fmt: skip
+            out[label] = summarise(samples, elapsed, args.train_clients)
+            out[label]["rss_mb"] = round(server.rss(), 1)
+            print(f"{label}: {out[label]['status']}, p99 {out[label]['all_ok'].get('p99_ms')} ms",
+                  file=sys.stderr)  # fmt: skip
+        state = httpx2.get(f"{server.url}/v1/admin/jobs/{job['id']}", headers=auth,
+                           timeout=30).json()  # fmt: skip
+        out["job_state_at_end"] = {k: state.get(k) for k in ("state", "progress", "message")}
+        httpx2.delete(f"{server.url}/v1/admin/jobs/{job['id']}", headers=auth, timeout=30)
+        idle, busy = out["idle"]["all_ok"], out["while_training"]["all_ok"]
+        out["p50_ratio"] = round(busy["p50_ms"] / idle["p50_ms"], 2) if idle.get("p50_ms") else None
+        out["p99_ratio"] = round(busy["p99_ms"] / idle["p99_ms"], 2) if idle.get("p99_ms") else None
+    finally:
+        server.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--demo", action="store_true", help="serve the committed demo bundle")
@@ -364,6 +426,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ready-timeout", type=float, default=900.0)
     p.add_argument("--queries", type=Path, default=DATA / "clir/lohelp-de/queries.dev.tsv")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--cache-mb", type=int, default=256, help="forest_cache_mb of the load server")
+    p.add_argument("--train-clients", type=int, default=16, help="0: no training phase")
     args = p.parse_args(argv)
 
     queries = load_queries(args.queries)
@@ -384,7 +448,12 @@ def main(argv: list[str] | None = None) -> None:
         }
     }
 
-    env = {**base_env, "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
+    env = {
+        **base_env,
+        "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout),
+        "CLIR_FOREST_CACHE_MB": str(args.cache_mb),
+    }
+    result["setup"]["forest_cache_mb"] = args.cache_mb
     server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout)
     try:
         result["server"] = {"ready": ready, "load_seconds": round(server.load_seconds, 1)}
@@ -435,6 +504,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"overload probe: {result['overload']['status']}", file=sys.stderr)
     finally:
         server.stop()
+
+    if args.train_clients > 0:
+        result["training"] = training_phase(args, base_env, queries, log_dir)
+        result["errors_5xx"] += sum(
+            result["training"][k]["errors_5xx"] for k in ("idle", "while_training")
+        )
 
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
