@@ -35,10 +35,12 @@ from service.retrieval.runner import load_index, make_scorer
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 V_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
-V_GRID_NO_LM = (0.5, 1.0, 1.5)
+V_GRID_NO_LM = (0.5, 1.0)
 
 
-def _configs(use_lm: bool, rsj_names: list[str]) -> list[tuple[str, str, str, dict[str, Any]]]:
+def _configs(
+    use_lm: bool, rsj_names: list[str], psq_rsj: bool = False
+) -> list[tuple[str, str, str, dict[str, Any]]]:
     """(key, index name, method, params) of every configuration run on one kind of forest."""
     tag = "+lm" if use_lm else "-lm"
     # 001 §5: without the LM the n-best list is not a usable source of PSQ probabilities alone,
@@ -51,19 +53,22 @@ def _configs(use_lm: bool, rsj_names: list[str]) -> list[tuple[str, str, str, di
     ]
     if use_lm:
         for name in rsj_names:
-            out.append((f"psq+lm@rsj-{name}", name, "psq", {}))
-            if name == "drop":
-                # dropping the postings of rsj < 0 terms ranks exactly like flooring their rsj
-                # at 0 for DT and BOW-FD (a zero weight adds nothing and BOW-FD never makes a
-                # document a candidate through it); only PSQ, which reads postings, differs
-                continue
-            out.append((f"dt+lm@rsj-{name}", name, "dt", {}))
-            out += [(f"bowfd_v{v}+lm@rsj-{name}", name, "bowfd", {"v": v}) for v in (0.5, 1.0)]
+            # "drop" ranks exactly like "floor" for DT and BOW-FD (a zero weight adds nothing,
+            # and BOW-FD never makes a document a candidate through it); only PSQ, which reads
+            # postings for its expected tf, can differ
+            if psq_rsj:
+                out.append((f"psq+lm@rsj-{name}", name, "psq", {}))
+            if name != "drop":
+                out.append((f"dt+lm@rsj-{name}", name, "dt", {}))
+                out += [(f"bowfd_v{v}+lm@rsj-{name}", name, "bowfd", {"v": v}) for v in (0.5, 1.0)]
     return out
 
 
 def main(
-    src: str = "de", max_queries: int | None = None, rsj_indexes: dict[str, Path] | None = None
+    src: str = "de",
+    max_queries: int | None = None,
+    rsj_indexes: dict[str, Path] | None = None,
+    psq_rsj: bool = False,
 ) -> None:
     """Stream the queries: decode one (with and without the LM), rank it with every
     configuration, keep only the rankings (a 50-word query's forests hold ~75 MB, so the
@@ -78,7 +83,7 @@ def main(
     version = bundle.active_weights().version
     result: dict[str, Any] = {"model": f"{src}-en", "weights": version,
                               "queries": len(queries), "configs": {}}  # fmt: skip
-    plans = {use_lm: _configs(use_lm, rsj_names) for use_lm in (True, False)}
+    plans = {use_lm: _configs(use_lm, rsj_names, psq_rsj) for use_lm in (True, False)}
     decoders = {use_lm: bundle.decoder(DecoderConfig(use_lm=use_lm)) for use_lm in (True, False)}
     scorers = {
         key: make_scorer(method, indexes[ix], bundle, **params)
@@ -152,6 +157,9 @@ if __name__ == "__main__":
     ap.add_argument("src", nargs="?", default="de", choices=("de", "zh"))
     ap.add_argument("--max-queries", type=int)
     ap.add_argument("--rsj-index", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument(
+        "--psq-rsj", action="store_true", help="also run PSQ on the --rsj-index indexes"
+    )
     args = ap.parse_args()
-    main(args.src, args.max_queries,
-         {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)})  # fmt: skip
+    rsj = {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)}
+    main(args.src, args.max_queries, rsj, args.psq_rsj)
