@@ -39,7 +39,7 @@ V_GRID_NO_LM = (0.5, 1.0)
 
 
 def _configs(
-    use_lm: bool, rsj_names: list[str], psq_rsj: bool = False
+    use_lm: bool, rsj_names: list[str], psq_rsj: bool = False, bowfd_rsj: bool = False
 ) -> list[tuple[str, str, str, dict[str, Any]]]:
     """(key, index name, method, params) of every configuration run on one kind of forest."""
     tag = "+lm" if use_lm else "-lm"
@@ -60,7 +60,10 @@ def _configs(
                 out.append((f"psq+lm@rsj-{name}", name, "psq", {}))
             if name != "drop":
                 out.append((f"dt+lm@rsj-{name}", name, "dt", {}))
-                out += [(f"bowfd_v{v}+lm@rsj-{name}", name, "bowfd", {"v": v}) for v in (0.5, 1.0)]
+                if bowfd_rsj:  # slow with "keep": negative weights disable the top-k bounds
+                    out += [
+                        (f"bowfd_v{v}+lm@rsj-{name}", name, "bowfd", {"v": v}) for v in (0.5, 1.0)
+                    ]
     return out
 
 
@@ -69,6 +72,7 @@ def main(
     max_queries: int | None = None,
     rsj_indexes: dict[str, Path] | None = None,
     psq_rsj: bool = False,
+    bowfd_rsj: bool = False,
 ) -> None:
     """Stream the queries: decode one (with and without the LM), rank it with every
     configuration, keep only the rankings (a 50-word query's forests hold ~75 MB, so the
@@ -83,7 +87,7 @@ def main(
     version = bundle.active_weights().version
     result: dict[str, Any] = {"model": f"{src}-en", "weights": version,
                               "queries": len(queries), "configs": {}}  # fmt: skip
-    plans = {use_lm: _configs(use_lm, rsj_names, psq_rsj) for use_lm in (True, False)}
+    plans = {u: _configs(u, rsj_names, psq_rsj, bowfd_rsj) for u in (True, False)}
     decoders = {use_lm: bundle.decoder(DecoderConfig(use_lm=use_lm)) for use_lm in (True, False)}
     scorers = {
         key: make_scorer(method, indexes[ix], bundle, **params)
@@ -162,4 +166,4 @@ if __name__ == "__main__":
     )
     args = ap.parse_args()
     rsj = {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)}
-    main(args.src, args.max_queries, rsj, args.psq_rsj)
+    main(args.src, args.max_queries, rsj, args.psq_rsj, args.bowfd_rsj)
