@@ -164,6 +164,7 @@ if __name__ == "__main__":
     ap.add_argument(
         "--psq-rsj", action="store_true", help="also run PSQ on the --rsj-index indexes"
     )
+    ap.add_argument("--bowfd-rsj", action="store_true", help="also BOW-FD on the --rsj-index ones")
     args = ap.parse_args()
     rsj = {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)}
     main(args.src, args.max_queries, rsj, args.psq_rsj, args.bowfd_rsj)
