@@ -73,6 +73,7 @@ def main(
     rsj_indexes: dict[str, Path] | None = None,
     psq_rsj: bool = False,
     bowfd_rsj: bool = False,
+    ablation: bool = True,
 ) -> None:
     """Stream the queries: decode one (with and without the LM), rank it with every
     configuration, keep only the rankings (a 50-word query's forests hold ~75 MB, so the
@@ -87,11 +88,12 @@ def main(
     version = bundle.active_weights().version
     result: dict[str, Any] = {"model": f"{src}-en", "weights": version,
                               "queries": len(queries), "configs": {}}  # fmt: skip
-    plans = {u: _configs(u, rsj_names, psq_rsj, bowfd_rsj) for u in (True, False)}
-    decoders = {use_lm: bundle.decoder(DecoderConfig(use_lm=use_lm)) for use_lm in (True, False)}
+    kinds = (True, False) if ablation else (True,)
+    plans = {u: _configs(u, rsj_names, psq_rsj, bowfd_rsj) for u in kinds}
+    decoders = {use_lm: bundle.decoder(DecoderConfig(use_lm=use_lm)) for use_lm in kinds}
     scorers = {
         key: make_scorer(method, indexes[ix], bundle, **params)
-        for use_lm in (True, False)
+        for use_lm in kinds
         for key, ix, method, params in plans[use_lm]
     }
     runs: dict[str, dict[str, dict[str, float]]] = {key: {} for key in scorers}
@@ -99,7 +101,7 @@ def main(
     decode_s = {True: 0.0, False: 0.0}
     decoded_n = {True: 0, False: 0}
     for k, (qid, text) in enumerate(queries.items()):
-        for use_lm in (True, False):
+        for use_lm in kinds:
             t0 = time.perf_counter()
             try:
                 q: DecodedQuery = decode_query(decoders[use_lm], text, bundle.src, qid=qid,
@@ -117,7 +119,7 @@ def main(
             del q
         if k % 10 == 0:
             print(f"query {k}/{len(queries)}", file=sys.stderr)
-    for use_lm in (True, False):
+    for use_lm in kinds:
         tag = "+lm" if use_lm else "-lm"
         result[f"decode_s_per_query{tag}"] = round(decode_s[use_lm] / max(1, decoded_n[use_lm]), 3)
     per_query: dict[str, dict[str, float]] = {}
@@ -135,10 +137,11 @@ def main(
         f"bowfd_v{best_v}+lm vs {other}": randomization_test(best, per_query[other], 10_000, 0)
         for other in ("dt+lm", "psq+lm")
     }
-    v_no_lm = min(V_GRID_NO_LM, key=lambda v: abs(v - best_v))
-    result["p_values_map"][f"bowfd_v{best_v}+lm vs bowfd_v{v_no_lm}-lm"] = randomization_test(
-        best, per_query[f"bowfd_v{v_no_lm}-lm"], 10_000, 0
-    )
+    if ablation:
+        v_no_lm = min(V_GRID_NO_LM, key=lambda v: abs(v - best_v))
+        result["p_values_map"][f"bowfd_v{best_v}+lm vs bowfd_v{v_no_lm}-lm"] = randomization_test(
+            best, per_query[f"bowfd_v{v_no_lm}-lm"], 10_000, 0
+        )
     for key in runs:
         if "@rsj-" in key:
             base = key.split("@")[0]
@@ -165,6 +168,7 @@ if __name__ == "__main__":
         "--psq-rsj", action="store_true", help="also run PSQ on the --rsj-index indexes"
     )
     ap.add_argument("--bowfd-rsj", action="store_true", help="also BOW-FD on the --rsj-index ones")
+    ap.add_argument("--no-ablation", action="store_true", help="skip the runs without the LM")
     args = ap.parse_args()
     rsj = {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)}
-    main(args.src, args.max_queries, rsj, args.psq_rsj, args.bowfd_rsj)
+    main(args.src, args.max_queries, rsj, args.psq_rsj, args.bowfd_rsj, not args.no_ablation)
