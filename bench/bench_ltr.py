@@ -39,11 +39,9 @@ from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
     Decoding,
     DevSet,
-    cyclic_order,
     select_queries,
-    shard_queries,
 )
-from service.ltr.shard import Shard, ShardSpec
+from service.ltr.shard import Shard, ShardSpec, shard_specs
 from service.ltr.task import start_weights
 from service.ltr.trainer import Reporter, TrainOutcome, train
 from service.mt.bundle import load_bundle
@@ -99,15 +97,10 @@ def main() -> None:
                                args.train)  # fmt: skip
     dev_sel = select_queries(data / "queries.dev.tsv", data / "qrels.dev.txt", index, args.dev,
                              require_relevant=False)  # fmt: skip
-    order = cyclic_order(list(train_sel.queries), 0)
-    spec = ShardSpec(
-        shard=0, model=str(model), index=str(index_path),
-        queries=tuple((q, train_sel.queries[q]) for q in order),
-        qrels={q: train_sel.qrels[q] for q in order}, start=start,
-        candidates=args.candidates, pop_limit=pop_limit, lex=True,
-    )  # fmt: skip
+    (spec,) = shard_specs(train_sel, 1, model=str(model), index=str(index_path), start=start,
+                          candidates=args.candidates, pop_limit=pop_limit, lex=True)  # fmt: skip
     shard = Shard(spec, bundle, index)
-    bar = _bar("decode train", len(order))
+    bar = _bar("decode train", len(spec.queries))
     stats = shard.build(lambda d, _t: bar.update(d - bar.n))
     bar.close()
     dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=True)
@@ -206,15 +199,11 @@ def main() -> None:
 
     if not args.no_timing:
         for backend_name, shards in (("local", 1), ("local", 2), ("ray", 2)):
-            specs = []
-            for i, qids in enumerate(shard_queries(list(train_sel.queries), shards)):
-                o = cyclic_order(qids, i)
-                specs.append(ShardSpec(
-                    shard=i, model=str(model), index=str(index_path),
-                    queries=tuple((q, train_sel.queries[q]) for q in o),
-                    qrels={q: train_sel.qrels[q] for q in o}, start=start, objective="hinge",
-                    candidates=args.candidates, pop_limit=pop_limit, lex=False, freeze_smt=True,
-                ))  # fmt: skip
+            specs = shard_specs(
+                train_sel, shards, model=str(model), index=str(index_path), start=start,
+                objective="hinge", candidates=args.candidates, pop_limit=pop_limit, lex=False,
+                freeze_smt=True,
+            )  # fmt: skip
             outcome, seconds = run(make_backend(backend_name), specs)
             row = record(outcome, seconds, objective="hinge", variant="frozen",
                          backend=backend_name, shards=shards)  # fmt: skip

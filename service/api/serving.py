@@ -40,6 +40,7 @@ from service.errors import (
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
+from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer
 from service.retrieval.query import query_sentences
 from service.retrieval.runner import make_scorer
@@ -241,16 +242,19 @@ class QueryService:
         finally:
             self._slots.release()
 
-    def decoder(self, bundle: ModelBundle, use_lm: bool = True) -> Decoder:
+    def decoder(
+        self, bundle: ModelBundle, use_lm: bool = True, weights: WeightsVersion | None = None
+    ) -> Decoder:
+        """The bundle's decoder for ``weights`` (default: the active version)."""
         s = self.settings
-        return bundle.decoder(
-            DecoderConfig(pop_limit=s.pop_limit, max_span=s.max_span, use_lm=use_lm)
-        )
+        config = DecoderConfig(pop_limit=s.pop_limit, max_span=s.max_span, use_lm=use_lm)
+        return bundle.decoder(config, weights)
 
     def decode(self, bundle: ModelBundle, text: str, *, use_lm: bool = True) -> Decoded:
         """The query's forests, from the cache or decoded within the time budget."""
-        decoder = self.decoder(bundle, use_lm)
-        version = bundle.active_weights().version
+        active = bundle.active_weights()  # read once: the version and the decoder agree
+        decoder = self.decoder(bundle, use_lm, active)
+        version = active.version
         sentences = query_sentences(text, bundle.src, decoder.config.max_words)
         if not sentences:
             raise InvalidInputError("the query has no words left after normalisation")

@@ -38,6 +38,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from service.index.inverted import InvertedIndex
+from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
 from service.mt.hypergraph import Hyperedge, Hypergraph, Node
 from service.retrieval.bowfd import PreparedSentence, prepare_sentence
@@ -295,18 +296,6 @@ def _derivations_kernel(
     return int(n_cand)
 
 
-_compiled: dict[str, Any] = {}
-
-
-def _kernel() -> Any:
-    fn = _compiled.get("derivations")
-    if fn is None:
-        import numba
-
-        fn = _compiled["derivations"] = numba.njit(cache=True, nogil=True)(_derivations_kernel)
-    return fn
-
-
 def best_derivations(
     cs: CompactSentence, smt: FloatArray, v: float, cands: CandidateRows
 ) -> tuple[IntArray, IntArray, FloatArray]:
@@ -319,7 +308,7 @@ def best_derivations(
         ptr = np.zeros(n + 1, dtype=np.int64)
         edges = np.empty(cap, dtype=np.int64)
         bm25 = np.zeros(n, dtype=np.float64)
-        done = _kernel()(
+        done = compiled(_derivations_kernel)(
             cs.in_ptr, cs.in_edges, cs.tail_ptr, cs.tail_nodes, cs.occ_ptr, cs.occ_term,
             np.ascontiguousarray(smt, dtype=np.float64), cs.goal, cs.n_terms,
             cands.ptr, cands.terms, cands.weights, float(v), ptr, edges, bm25,

@@ -25,7 +25,14 @@ import numpy as np
 
 from service.errors import ClirError, InvalidInputError, JobCancelled
 from service.index.inverted import InvertedIndex
-from service.ltr.examples import Decoding, QueryExample, build_example
+from service.ltr.examples import (
+    Decoding,
+    QueryExample,
+    Selection,
+    build_example,
+    cyclic_order,
+    shard_queries,
+)
 from service.ltr.objectives import Objective, make_objective
 from service.ltr.space import FeatureSpace
 from service.mt.bundle import ModelBundle
@@ -51,6 +58,36 @@ class ShardSpec:
     pop_limit: int = 200
     lex: bool = False
     freeze_smt: bool = False
+
+
+def shard_specs(
+    selection: Selection,
+    shards: int,
+    *,
+    model: str,
+    index: str,
+    start: Mapping[str, float],
+    seed: int = 0,
+    **options: Any,
+) -> list[ShardSpec]:
+    """The shards of iterative parameter mixing (McDonald et al. 2010): the training queries
+    round robin by sorted id, each shard in its own fixed cyclic order (seed ``seed + i``);
+    empty shards are left out. ``options``: the remaining :class:`ShardSpec` fields."""
+    out = []
+    for i, qids in enumerate(q for q in shard_queries(list(selection.queries), shards) if q):
+        order = cyclic_order(qids, seed + i)
+        out.append(
+            ShardSpec(
+                shard=i,
+                model=model,
+                index=index,
+                queries=tuple((q, selection.queries[q]) for q in order),
+                qrels={q: selection.qrels[q] for q in order},
+                start=dict(start),
+                **options,
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)

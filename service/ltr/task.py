@@ -33,12 +33,10 @@ from service.ltr.examples import (
     Decoding,
     DevSet,
     Selection,
-    cyclic_order,
     select_queries,
-    shard_queries,
 )
 from service.ltr.objectives import OBJECTIVES
-from service.ltr.shard import ShardSpec
+from service.ltr.shard import shard_specs
 from service.ltr.trainer import (
     BUILD_SHARE,
     JobContext,
@@ -246,24 +244,11 @@ def train_ltr(
     train_sel = select_queries(p.queries, p.qrels, index, p.limit)
     dev_sel = select_queries(p.dev_queries, p.dev_qrels, index, p.dev_limit,
                              require_relevant=False)  # fmt: skip
-    specs = []
-    for i, qids in enumerate(q for q in shard_queries(list(train_sel.queries), p.shards) if q):
-        order = cyclic_order(qids, p.seed + i)
-        specs.append(
-            ShardSpec(
-                shard=i,
-                model=str(p.model),
-                index=str(p.index),
-                queries=tuple((q, train_sel.queries[q]) for q in order),
-                qrels={q: train_sel.qrels[q] for q in order},
-                start=start,
-                objective=p.objective,
-                candidates=p.candidates,
-                pop_limit=pop_limit,
-                lex=p.lex,
-                freeze_smt=p.freeze_smt,
-            )
-        )
+    specs = shard_specs(
+        train_sel, p.shards, model=str(p.model), index=str(p.index), start=start, seed=p.seed,
+        objective=p.objective, candidates=p.candidates, pop_limit=pop_limit, lex=p.lex,
+        freeze_smt=p.freeze_smt,
+    )  # fmt: skip
 
     built: list[DevSet] = []
 

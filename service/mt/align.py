@@ -35,7 +35,6 @@ direction it came from, as in the ``i-j`` "Pharaoh" format of eflomal, Moses and
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 import zipfile
@@ -54,6 +53,7 @@ from service.errors import (
     InvalidInputError,
     MissingResourceError,
 )
+from service.jit import compiled
 
 IntArray = npt.NDArray[np.int32]
 OffsetArray = npt.NDArray[np.int64]
@@ -543,12 +543,9 @@ _Kernel = Callable[
 ]
 
 
-@functools.cache
 def _compiled_kernel() -> _Kernel:
-    """The kernel compiled by numba (imported lazily; the machine code is cached on disk)."""
-    import numba
-
-    return cast(_Kernel, numba.njit(cache=True, nogil=True)(_symmetrize_kernel))
+    """The kernel compiled by numba (:func:`service.jit.compiled`)."""
+    return cast(_Kernel, compiled(_symmetrize_kernel))
 
 
 def _symmetrize_kernel(

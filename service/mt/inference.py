@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.jit import compiled
 from service.mt.hypergraph import Derivation, DerivationNode, FloatArray, Hypergraph
 from service.mt.semiring import LOG, TROPICAL, Semiring
 
@@ -213,19 +214,6 @@ def _viterbi_kernel(
                     back[v, b] = e
 
 
-_compiled: dict[str, Any] = {}
-
-
-def _viterbi_compiled() -> Any:
-    """The kernel compiled by numba (imported lazily: it takes about 0.4 s to import)."""
-    kernel = _compiled.get("viterbi")
-    if kernel is None:
-        import numba
-
-        kernel = _compiled["viterbi"] = numba.njit(cache=True, nogil=True)(_viterbi_kernel)
-    return kernel
-
-
 def viterbi_scores(
     hg: Hypergraph, weights: Weights | FloatArray
 ) -> tuple[FloatArray, NDArray[np.int64]]:
@@ -253,7 +241,7 @@ def viterbi_scores(
     w2 = np.require(w2, dtype=np.float64, requirements=["C", "W"])
     best = np.empty((hg.num_nodes, w2.shape[1]), dtype=np.float64)
     back = np.empty((hg.num_nodes, w2.shape[1]), dtype=np.int64)
-    _viterbi_compiled()(a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, w2, best, back)
+    compiled(_viterbi_kernel)(a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, w2, best, back)
     if not batched:
         return best[:, 0], back[:, 0]
     return best, back

@@ -67,6 +67,7 @@ from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
+from service.jit import compiled
 from service.mt.grammar import Grammar
 from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph, HypergraphBuilder, IntArray
 from service.mt.inference import tree_from_backpointers, viterbi_scores
@@ -628,7 +629,6 @@ def _block_kernel(
     return start
 
 
-_compiled: dict[str, Any] = {}
 _PY_KERNELS: dict[str, Any] = {
     "outside": _outside_kernel,
     "max_count": _max_count_kernel,
@@ -639,12 +639,7 @@ _PY_KERNELS: dict[str, Any] = {
 
 def _kernel(name: str) -> Any:
     """The kernel ``name`` compiled by numba (lazily; cached on disk)."""
-    fn = _compiled.get(name)
-    if fn is None:
-        import numba
-
-        fn = _compiled[name] = numba.njit(cache=True, nogil=True)(_PY_KERNELS[name])
-    return fn
+    return compiled(_PY_KERNELS[name])
 
 
 DEFAULT_BLOCK = 32  # documents per inside pass (bench/bench_bowfd.py)

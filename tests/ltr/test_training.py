@@ -13,12 +13,10 @@ from service.ltr.backends import InlineBackend
 from service.ltr.examples import (
     Decoding,
     DevSet,
-    cyclic_order,
     select_queries,
-    shard_queries,
 )
 from service.ltr.objectives import make_objective
-from service.ltr.shard import Shard, ShardSpec, mix
+from service.ltr.shard import Shard, ShardSpec, mix, shard_specs
 from service.ltr.task import LtrParams, run_job, start_weights, train_ltr
 from service.ltr.trainer import train
 from service.mt.bundle import ModelBundle
@@ -55,23 +53,10 @@ def make_specs(
 ) -> tuple[list[ShardSpec], dict[str, float]]:
     sel = select_queries(data["queries"], data["qrels"], index)
     start = start_weights(bundle.active_weights().weights, 1.0)
-    specs = []
-    for i, qids in enumerate(shard_queries(list(sel.queries), shards)):
-        order = cyclic_order(qids, i)
-        specs.append(
-            ShardSpec(
-                shard=i,
-                model=str(bundle.path),
-                index=str(index.path),
-                queries=tuple((q, sel.queries[q]) for q in order),
-                qrels={q: sel.qrels[q] for q in order},
-                start=start,
-                objective=objective,
-                candidates=5,
-                pop_limit=50,
-                **options,  # type: ignore[arg-type]
-            )
-        )
+    specs = shard_specs(
+        sel, shards, model=str(bundle.path), index=str(index.path), start=start,
+        objective=objective, candidates=5, pop_limit=50, **options,
+    )  # fmt: skip
     return specs, start
 
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.jit import compiled as jit
 from service.mt.tuning.bleu import STATS_SIZE, bleu_from_matrix
 from service.mt.tuning.lists import FeatureSpace, FloatArray, KbestEntry, ListArrays
 
@@ -360,19 +361,6 @@ def _envelope_kernel(
         seg_count[s] = cnt
 
 
-_compiled: dict[str, Any] = {}
-
-
-def _envelope_compiled() -> Callable[..., None]:
-    kernel = _compiled.get("envelope")
-    if kernel is None:
-        import numba
-
-        kernel = _compiled["envelope"] = numba.njit(cache=True, nogil=True)(_envelope_kernel)
-    out: Callable[..., None] = kernel
-    return out
-
-
 def upper_envelopes(
     a: FloatArray, b: FloatArray, offsets: NDArray[np.int64], compiled: bool = True
 ) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
@@ -380,7 +368,7 @@ def upper_envelopes(
     seg_line = np.zeros(a.shape[0], dtype=np.int64)
     seg_start = np.zeros(a.shape[0], dtype=np.float64)
     seg_count = np.zeros(offsets.shape[0] - 1, dtype=np.int64)
-    kernel = _envelope_compiled() if compiled else _envelope_kernel
+    kernel = jit(_envelope_kernel) if compiled else _envelope_kernel
     kernel(a, b, offsets, seg_line, seg_start, seg_count)
     return seg_line, seg_start, seg_count
 
