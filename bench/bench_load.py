@@ -1,10 +1,12 @@
 """Bounded load benchmark of the running service on loopback (issue 8 item 1, issue 7 benchmark).
 
-Starts the real service (``uvicorn service.api.app:create_app --factory`` in a subprocess, on
-127.0.0.1 and a free port, with the configured model bundles and indexes, or the committed demo
-bundle with ``--demo``), waits for ``/readyz``, warms up, then runs C concurrent clients
-(``--clients``, default 16 and 64) for D seconds each (``--duration``, default 120) or until
-``--max-requests`` requests, whichever comes first; then it stops. The request mix:
+Starts the real service (``clir serve --workers W`` in a subprocess, W = ``--workers``, default
+one API process per core, on 127.0.0.1 and a free port, with the configured model bundles and
+indexes, or the committed demo bundle with ``--demo``), waits for ``/readyz``, warms up
+(``--warmup`` seconds with the largest client count, so that the memory baseline already holds
+the most requests in flight and a filled query cache), then runs C concurrent clients
+(``--clients``, default 1, 4, 16 and 64) for D seconds each (``--duration``, default 120) or
+until ``--max-requests`` requests, whichever comes first; then it stops. The request mix:
 
 * ``POST /v1/search`` method bowfd (35 %) and dt (25 %), ``POST /v1/suggest`` (15 %),
   ``POST /v1/translate`` (25 %, the query's first sentence);
@@ -13,7 +15,8 @@ bundle with ``--demo``), waits for ``/readyz``, warms up, then runs C concurrent
 
 Recorded per phase: throughput, p50/p95/p99 latency per endpoint (and repeated vs fresh), status
 counts (5xx must be 0), the share of answers served from the cache; the server's RSS and the
-number of cached queries after the warm-up and after every phase (growth %). The load phases
+number of cached queries after the warm-up and after every phase (growth %); RSS is the sum
+over the server's process tree (supervisor, API processes). The load phases
 run with ``queue_timeout_s`` = ``--queue-timeout`` (default 600 s) so that all clients queue for
 the ``max_concurrency`` slots instead of being refused (the queue is bounded by the number of
 clients): they measure throughput and latency, not the refusal. Then an **overload probe**
@@ -87,10 +90,27 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-class Server:
-    """``uvicorn`` in a subprocess, on loopback; stopped with SIGTERM (then SIGKILL)."""
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from /proc)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
+        tree += frontier
+    return [pid for pid in tree if Path(f"/proc/{pid}/status").exists()]
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+
+class Server:
+    """``clir serve`` in a subprocess, on loopback; stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, env: dict[str, str], log: Path, workers: int) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -101,16 +121,16 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "uvicorn",
-                "service.api.app:create_app",
-                "--factory",
+                "service.cli",
+                "serve",
                 "--host",
                 "127.0.0.1",
                 "--port",
                 str(self.port),
                 "--log-level",
                 "warning",
-                "--no-access-log",
+                "--workers",
+                str(workers),
             ],
             cwd=ROOT,
             env=full_env,
@@ -137,7 +157,8 @@ class Server:
         raise RuntimeError(f"the server was not ready within {timeout:g} s; see {self.log}")
 
     def rss(self) -> float:
-        return rss_mb(self.proc.pid)
+        """RSS of the whole process tree (the supervisor and its API processes)."""
+        return sum(rss_mb(pid) for pid in process_tree(self.proc.pid))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -320,8 +341,10 @@ def summarise_overload(samples: list[Sample], elapsed: float, clients: int) -> d
 # --- main --------------------------------------------------------------------------------------
 
 
-def start_server(env: dict[str, str], log: Path, timeout: float) -> tuple[Server, dict[str, Any]]:
-    server = Server(env, log)
+def start_server(
+    env: dict[str, str], log: Path, timeout: float, workers: int
+) -> tuple[Server, dict[str, Any]]:
+    server = Server(env, log, workers)
     try:
         ready = server.wait_ready(timeout)
     except BaseException:
@@ -330,9 +353,9 @@ def start_server(env: dict[str, str], log: Path, timeout: float) -> tuple[Server
     return server, ready
 
 
-def warm_up(url: str, queries: list[str], seconds: float) -> dict[str, Any]:
+def warm_up(url: str, queries: list[str], seconds: float, clients: int = 4) -> dict[str, Any]:
     """Decode the hot set once (search fills the query cache that search and suggest share),
-    touch every endpoint, then ``seconds`` of the mix with 4 clients."""
+    touch every endpoint, then ``seconds`` of the mix with ``clients`` clients."""
     t0 = time.perf_counter()
     status: Counter[str] = Counter()
     with httpx2.Client(base_url=url, timeout=120.0) as http:
@@ -343,7 +366,7 @@ def warm_up(url: str, queries: list[str], seconds: float) -> dict[str, Any]:
             path, body = request_for(endpoint, queries[0])
             status[str(http.post(path, json=body).status_code)] += 1
     if seconds > 0:
-        samples, _ = asyncio.run(run_phase(url, Workload(queries, seed=1), 4, seconds, 10**6))
+        samples, _ = asyncio.run(run_phase(url, Workload(queries, seed=1), clients, seconds, 10**6))
         status.update(str(s.status) for s in samples)
     return {"seconds": round(time.perf_counter() - t0, 1), "status": dict(status)}
 
@@ -375,7 +398,7 @@ def training_phase(
         "CLIR_JOB_STORE": str(log_dir / "jobs.sqlite3"),
     }
     auth = {"authorization": f"Bearer {TOKEN}"}
-    server, _ = start_server(env, log_dir / "train_server.log", args.ready_timeout)
+    server, _ = start_server(env, log_dir / "train_server.log", args.ready_timeout, args.workers)
     out: dict[str, Any] = {"clients": args.train_clients, "job_params": TRAIN_JOB}
     try:
         warm_up(server.url, queries, 0.0)
@@ -414,10 +437,15 @@ def training_phase(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--demo", action="store_true", help="serve the committed demo bundle")
-    p.add_argument("--clients", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="API processes (one per core)"
+    )
     p.add_argument("--duration", type=float, default=120.0, help="seconds per phase")
     p.add_argument("--max-requests", type=int, default=200_000, help="requests per phase")
-    p.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up load")
+    p.add_argument(
+        "--warmup", type=float, default=60.0, help="seconds of warm-up load (largest client count)"
+    )
     p.add_argument(
         "--queue-timeout", type=float, default=600.0, help="queue_timeout_s of the load phases"
     )
@@ -426,7 +454,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ready-timeout", type=float, default=900.0)
     p.add_argument("--queries", type=Path, default=DATA / "clir/lohelp-de/queries.dev.tsv")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--cache-mb", type=int, default=256, help="forest_cache_mb of the load server")
+    p.add_argument(
+        "--cache-mb", type=int, default=None, help="forest_cache_mb per process (default: setting)"
+    )
     p.add_argument("--train-clients", type=int, default=16, help="0: no training phase")
     args = p.parse_args(argv)
 
@@ -448,17 +478,21 @@ def main(argv: list[str] | None = None) -> None:
         }
     }
 
-    env = {
-        **base_env,
-        "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout),
-        "CLIR_FOREST_CACHE_MB": str(args.cache_mb),
-    }
-    result["setup"]["forest_cache_mb"] = args.cache_mb
-    server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout)
+    env = {**base_env, "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
+    if args.cache_mb is not None:
+        env["CLIR_FOREST_CACHE_MB"] = str(args.cache_mb)
+    from service.settings import Settings
+
+    result["setup"]["forest_cache_mb"] = (
+        args.cache_mb if args.cache_mb is not None else Settings().forest_cache_mb
+    )
+    result["setup"]["workers"] = args.workers
+    result["setup"]["max_concurrency_per_process"] = Settings().max_concurrency
+    server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout, args.workers)
     try:
         result["server"] = {"ready": ready, "load_seconds": round(server.load_seconds, 1)}
         print(f"server ready in {server.load_seconds:.1f} s: {ready['models']}", file=sys.stderr)
-        result["warmup"] = warm_up(server.url, queries, args.warmup)
+        result["warmup"] = warm_up(server.url, queries, args.warmup, max(args.clients))
         rss: dict[str, float] = {"after_warmup": round(server.rss(), 1)}
         cache = {"after_warmup": cache_entries(server.url)}
         phases = []
@@ -487,9 +521,11 @@ def main(argv: list[str] | None = None) -> None:
         server.stop()
 
     probe_slots = args.probe_slots
-    probe_clients = 4 * probe_slots
+    probe_clients = 4 * probe_slots * args.workers
     probe_env = {**base_env, "CLIR_MAX_CONCURRENCY": str(probe_slots)}
-    server, _ = start_server(probe_env, log_dir / "load_probe_server.log", args.ready_timeout)
+    server, _ = start_server(
+        probe_env, log_dir / "load_probe_server.log", args.ready_timeout, args.workers
+    )
     try:
         warm_up(server.url, queries, 0.0)
         duration = args.probe_duration or max(5.0, args.duration / 4)

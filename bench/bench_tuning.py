@@ -56,9 +56,8 @@ def main(
         out_path.write_text(json.dumps(result, indent=1) + "\n")
     for spec in methods:
         method, _, merge = spec.partition(":")
-        bundle.weights_store.activate("default")
         outcome = tune_bundle(bundle, tune_pairs, heldout, method, k=20, iterations=iterations,
-                              merge=merge or None)  # fmt: skip
+                              merge=merge or None, start_version="default")  # fmt: skip
         result["runs"][spec] = {
             "dev_bleu": round(outcome.result.bleu, 2),
             "heldout_bleu": round(outcome.heldout_bleu, 2),
@@ -68,7 +67,6 @@ def main(
         }
         print(spec, json.dumps(result["runs"][spec]), file=sys.stderr)
         out_path.write_text(json.dumps(result, indent=1) + "\n")
-    bundle.weights_store.activate("default")
 
 
 def reevaluate(src: str = "de", dev_size: int = 200, heldout_size: int = 200,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from service.errors import ClirError, InvalidInputError, NotBuiltError
+from service.errors import ClirError, ConfigurationError, InvalidInputError, NotBuiltError
 
 # One BLAS thread per process: the heavy work is many small products, which multithreaded
 # OpenBLAS slows down several times on this 2-core machine.
@@ -200,7 +200,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     outcome = tune_bundle(
         bundle, tune_pairs, heldout, args.method, k=args.k, iterations=args.iterations,
         patience=args.patience, merge=args.merge, config=config, activate=args.activate,
-        version=args.version,
+        version=args.version, start_version=args.start,
     )  # fmt: skip
     print(
         json.dumps(
@@ -217,15 +217,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from service.api.processes import serve
+    from service.settings import get_settings
 
-    uvicorn.run(
-        "service.api.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-    )
+    settings = get_settings()
+    workers = args.workers if args.workers is not None else settings.workers
+    if workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, got {workers}")
+    serve(settings, host=args.host, port=args.port, log_level=args.log_level, workers=workers)
     return 0
 
 
@@ -429,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-words", type=int, default=40)
     p.add_argument("--pop-limit", type=int)
     p.add_argument("--version", help="name of the new weights version")
+    p.add_argument("--start", help="weights version to start from (default: the active one)")
     p.add_argument("--activate", action="store_true", help="activate if held-out BLEU improves")
 
     p = verb("build-index", "Build an inverted BM25 index.", _cmd_build_index)
@@ -547,6 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--log-level", default="info")
+    p.add_argument(
+        "--workers", type=int, help="API processes, one per core (default: CLIR_WORKERS, 1)"
+    )
 
     p = verb("worker", "Run the background job worker (training jobs).", _cmd_worker)
     p.add_argument("--once", action="store_true", help="Run at most one queued job, then exit.")

@@ -65,6 +65,19 @@ class Settings(BaseSettings):
         1024, ge=0, description="Approximate memory bound of the decoded-query cache (MB)."
     )
     cors_origins: list[str] = Field(default_factory=list)
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="API processes of `clir serve`. Decoding is CPU-bound Python (one core per "
+        "process whatever max_concurrency is), so one process per core multiplies throughput; "
+        "each process loads the models and keeps its own query cache.",
+    )
+    metrics_dir: Path | None = Field(
+        None,
+        description="Where the API processes publish their metrics for /metrics to sum; "
+        "`clir serve --workers N` (N > 1) sets it.",
+    )
 
     # --- admin and training ------------------------------------------------------------
     admin_token: SecretStr | None = Field(None, description="Bearer token for /v1/admin.")

@@ -6,6 +6,8 @@ counters of :mod:`service.api.metrics`."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,14 +18,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from service import __version__
 from service.api import admin, documents, search, suggest, translate
 from service.api import page as web_page
-from service.api.deps import MetricsDep, ServiceDep
+from service.api.deps import MetricsDep
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
-from service.api.metrics import Metrics, MetricsMiddleware
+from service.api.metrics import Gauges, Metrics, MetricsMiddleware, SharedMetrics
 from service.api.resources import Resources, load_resources
 from service.api.serving import QueryService
 from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -36,10 +40,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.worker = worker
         if worker is not None:
             worker.start()
+        stop_publishing = threading.Event()
+        if shared is not None:
+            threading.Thread(
+                target=_publish_every, args=(stop_publishing, 1.0), daemon=True,
+                name="metrics-publisher",
+            ).start()  # fmt: skip
         try:
             app.state.resources = load_resources(settings)
             yield
         finally:
+            stop_publishing.set()
             if worker is not None:
                 await asyncio.to_thread(worker.stop)
 
@@ -54,6 +65,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.service = QueryService(settings, metrics)
+    shared = SharedMetrics(settings.metrics_dir) if settings.metrics_dir is not None else None
+
+    def gauges() -> Gauges:
+        cache = app.state.service.cache
+        return {
+            "clir_query_cache_entries": ("Decoded queries in the cache.", float(len(cache))),
+            "clir_query_cache_capacity": ("Capacity of the query cache.", float(cache.size)),
+            "clir_query_cache_bytes": (
+                "Approximate memory held by the query cache.",
+                float(cache.bytes),
+            ),
+        }
+
+    def _publish_every(stop: threading.Event, seconds: float) -> None:
+        assert shared is not None
+        while True:
+            try:
+                shared.publish(metrics, gauges())
+            except OSError as exc:  # a full or vanished directory must not stop the service
+                log.warning("could not publish metrics to %s: %s", shared.directory, exc)
+            if stop.wait(seconds):
+                return
+
     install_error_handlers(app)
     install_limits(app, settings)  # before metrics, so that metrics counts their answers
     app.add_middleware(MetricsMiddleware, metrics=metrics)
@@ -78,24 +112,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
-    def prometheus_metrics(metrics: MetricsDep, service: ServiceDep) -> PlainTextResponse:
-        """Request counts and latencies, decode times and cache hits (Prometheus text format)."""
-        gauges = {
-            "clir_query_cache_entries": (
-                "Decoded queries in the cache.",
-                float(len(service.cache)),
-            ),
-            "clir_query_cache_capacity": (
-                "Capacity of the query cache.",
-                float(service.cache.size),
-            ),
-            "clir_query_cache_bytes": (
-                "Approximate memory held by the query cache.",
-                float(service.cache.bytes),
-            ),
-        }
+    def prometheus_metrics(metrics: MetricsDep) -> PlainTextResponse:
+        """Request counts and latencies, decode times and cache hits (Prometheus text format),
+        summed over the API processes when there are several."""
+        current = gauges()
+        text = None
+        if shared is not None:
+            try:
+                shared.publish(metrics, current)
+                total, summed, processes = shared.collect()
+                summed["clir_api_processes"] = ("API processes summed here.", float(processes))
+                text = total.render(summed)
+            except (OSError, ValueError, KeyError) as exc:
+                log.warning("could not sum the processes' metrics: %s", exc)
+        if text is None:
+            text = metrics.render(current)
         return PlainTextResponse(
-            metrics.render(gauges) + admin.job_gauges(app),
+            text + admin.job_gauges(app),
             media_type="text/plain; version=0.0.4; charset=utf-8",
         )
 

@@ -4,10 +4,19 @@ Counters and histograms live in one :class:`Metrics` object on ``app.state`` beh
 :class:`MetricsMiddleware` (plain ASGI) records every request under its route template (so
 ``/v1/documents/{doc_id:path}`` is one series, not one per id; unmatched paths count as
 ``other``), method and status. The query cache and the decoder add their own series.
+
+With several API processes (``clir serve --workers N``) a scrape reaches one of them, so each
+process publishes a snapshot of its metrics and gauges to ``metrics_dir`` (:class:`SharedMetrics`,
+one JSON file per pid, replaced atomically about once a second and on every scrape) and
+``/metrics`` answers with the sum over the live processes. A restarted process starts from 0,
+which Prometheus reads as a counter reset.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 import time
 from collections import defaultdict
@@ -37,6 +46,23 @@ class Histogram:
                 self.buckets[i] += 1
         self.total += seconds
         self.count += 1
+
+    def add(self, other: Histogram) -> None:
+        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
+        self.total += other.total
+        self.count += other.count
+
+    def to_json(self) -> list[Any]:
+        return [self.buckets, self.total, self.count]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> Histogram:
+        h = cls()
+        buckets, h.total, h.count = data
+        if len(buckets) != len(BUCKETS):
+            raise ValueError(f"a histogram snapshot has {len(buckets)} buckets, not {len(BUCKETS)}")
+        h.buckets = [int(n) for n in buckets]
+        return h
 
 
 def _labels(**labels: str) -> str:
@@ -68,6 +94,39 @@ class Metrics:
     def inc(self, name: str, by: int = 1) -> None:
         with self._lock:
             self.counters[name] += by
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything counted so far, as JSON-able data (:meth:`from_snapshot` reads it)."""
+        with self._lock:
+            return {
+                "requests": [[*key, n] for key, n in self.requests.items()],
+                "latency": [[*key, h.to_json()] for key, h in self.latency.items()],
+                "decode": self.decode.to_json(),
+                "counters": dict(self.counters),
+            }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> Metrics:
+        m = cls()
+        for ep, method, status, n in data["requests"]:
+            m.requests[(ep, method, status)] += int(n)
+        for ep, method, h in data["latency"]:
+            m.latency[(ep, method)] = Histogram.from_json(h)
+        m.decode = Histogram.from_json(data["decode"])
+        for name, n in data["counters"].items():
+            m.counters[name] += int(n)
+        return m
+
+    def add(self, other: Metrics) -> None:
+        """Add ``other``'s counts to these (summing processes)."""
+        with self._lock:
+            for key, n in other.requests.items():
+                self.requests[key] += n
+            for lkey, h in other.latency.items():
+                self.latency[lkey].add(h)
+            self.decode.add(other.decode)
+            for name, n in other.counters.items():
+                self.counters[name] += n
 
     def render(self, gauges: dict[str, tuple[str, float]] | None = None) -> str:
         """The exposition text; ``gauges`` maps a name to (help, value)."""
@@ -101,6 +160,63 @@ class Metrics:
         for gauge, (help_text, value) in sorted((gauges or {}).items()):
             lines += [f"# HELP {gauge} {help_text}", f"# TYPE {gauge} gauge", f"{gauge} {value:g}"]
         return "\n".join(lines) + "\n"
+
+
+Gauges = dict[str, tuple[str, float]]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SharedMetrics:
+    """The metrics of every API process sharing ``directory`` (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike[str], pid: int | None = None) -> None:
+        self.directory = os.fspath(directory)
+        self.pid = os.getpid() if pid is None else pid
+
+    def publish(self, metrics: Metrics, gauges: Gauges) -> None:
+        """Replace this process's snapshot (write to a temporary file, then rename)."""
+        data = {"pid": self.pid, "metrics": metrics.snapshot(), "gauges": gauges}
+        path = os.path.join(self.directory, f"{self.pid}.json")
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+
+    def collect(self) -> tuple[Metrics, Gauges, int]:
+        """The sum of the live processes' snapshots (files of dead pids are removed) and the
+        number of processes summed. Gauges are summed too (cache entries, bytes, capacity)."""
+        total = Metrics()
+        gauges: Gauges = {}
+        processes = 0
+        for name in sorted(os.listdir(self.directory)):
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(self.directory, name)
+            pid = int(name.removesuffix(".json"))
+            if pid != self.pid and not _alive(pid):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+            except FileNotFoundError:  # its process exited between listdir and open
+                continue
+            total.add(Metrics.from_snapshot(data["metrics"]))
+            for gauge, (help_text, value) in data["gauges"].items():
+                prev = gauges.get(gauge, (help_text, 0.0))[1]
+                gauges[gauge] = (help_text, prev + float(value))
+            processes += 1
+        return total, gauges, processes
 
 
 CACHE_HITS = "clir_query_cache_hits_total"

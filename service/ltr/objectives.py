@@ -32,7 +32,13 @@ its running averages persist across queries and epochs (one optimiser per shard)
   share a rank), ``g(p, q) = 1/p − 1/q``; for each pair with ``g(y_j, y_l) > ε`` (j better) and
   ``(s_j − s_l) / g < τ``: ``u_j += g``, ``u_l −= g``; after all pairs of the query (sentence-level
   update) ``w ← w + η Σ_j u_j x_j``. The output is the averaged perceptron: the mean of ``w``
-  after every query so far. No Adadelta.
+  after every query so far. No Adadelta. 004 learns every weight, so the scale of ``w`` is free
+  and a fixed η only sets it; here the SMT weights may be frozen, and then a fixed η on raw
+  BM25 feature differences (tens per pair, summed over ~100 candidates) moves ``v`` by orders
+  of magnitude in one query. ``step="relative"`` (the default) therefore makes η relative:
+  ``w ← w + η ‖w_trainable‖ d / ‖d‖`` with ``d = mask ⊙ Σ_j u_j x_j`` — the direction of
+  Algorithm 2's update, a length of η times the current trainable weights' norm (1 if they
+  are all 0). ``step="absolute"`` is Algorithm 2's update as written.
 """
 
 from __future__ import annotations
@@ -244,18 +250,33 @@ class OrdinalPerceptron(Objective):
         tau: float = 1.0,
         rate: float = 0.01,
         epsilon: float = 0.0,
+        step: str = "relative",
     ) -> None:
         super().__init__(size, trainable)
         if not tau > 0 or not rate > 0 or epsilon < 0:
             raise ConfigurationError("perceptron: need tau > 0, rate > 0 and epsilon >= 0")
+        if step not in ("relative", "absolute"):
+            raise ConfigurationError(f"perceptron: step must be relative or absolute, got {step!r}")
         self.tau = tau
         self.rate = rate
         self.epsilon = epsilon
+        self.step = step
         self.total = np.zeros(size, dtype=np.float64)
         self.count = 0
 
     def params(self) -> dict[str, Any]:
-        return {"tau": self.tau, "rate": self.rate, "epsilon": self.epsilon}
+        return {"tau": self.tau, "rate": self.rate, "epsilon": self.epsilon, "step": self.step}
+
+    def direction(self, w: FloatArray, d: FloatArray) -> FloatArray:
+        """The update added to ``w`` for Algorithm 2's masked ``d = Σ_j u_j x_j``."""
+        if self.step == "absolute":
+            return self.rate * d
+        norm_d = float(np.linalg.norm(d))
+        if norm_d == 0.0:
+            return np.zeros_like(d)
+        scale = float(np.linalg.norm(w * self.mask)) or 1.0
+        out: FloatArray = (self.rate * scale / norm_d) * d
+        return out
 
     @staticmethod
     def ranks(rel: IntArray) -> IntArray:
@@ -277,7 +298,7 @@ class OrdinalPerceptron(Objective):
     def update(self, w: FloatArray, x: Any, rel: IntArray) -> tuple[FloatArray, float]:
         u, violations = self.coefficients(_scores(x, w), rel)
         if violations:
-            w = w + self.rate * _grad(x, u) * self.mask
+            w = w + self.direction(w, _grad(x, u) * self.mask)
         self.total += w
         self.count += 1
         return w, violations

@@ -160,7 +160,7 @@ def test_perceptron_uneven_margin_update_by_hand() -> None:
     # u = (2/3, 1/6, −5/6); Σ u_j x_j = (2/3 − 5/6, 1/6 − 5/6) = (−1/6, −2/3)
     # w1 = (5/6, −2/3); the average after one query is w1.
     x = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
-    obj = OrdinalPerceptron(2, tau=1.0, rate=1.0)
+    obj = OrdinalPerceptron(2, tau=1.0, rate=1.0, step="absolute")
     w1, violations = obj.update(np.array([1.0, 0.0]), x, np.array([2, 1, 0]))
     assert violations == 2
     np.testing.assert_allclose(w1, [5 / 6, -2 / 3])
@@ -171,6 +171,27 @@ def test_perceptron_uneven_margin_update_by_hand() -> None:
     w2, _ = obj.update(w1, sp.csr_matrix(np.array([[0.0, 1.0], [0.0, 0.0]])), np.array([1, 0]))
     np.testing.assert_allclose(w2, [5 / 6, -1 / 6])
     np.testing.assert_allclose(obj.output(w2), [5 / 6, -5 / 12])
+
+
+def test_perceptron_relative_step_by_hand() -> None:
+    # The first query above: d = Σ u_j x_j = (−1/6, −2/3) = (−1, −4)/6, ‖d‖ = √17/6.
+    x = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    rel = np.array([2, 1, 0])
+    # Both weights trainable: ‖w0‖ = ‖(3, 0)‖ = 3, so w1 = w0 + 0.1 · 3 · (−1, −4)/√17.
+    obj = OrdinalPerceptron(2, tau=1.0, rate=0.1)
+    w1, _ = obj.update(np.array([3.0, 0.0]), x, rel)
+    np.testing.assert_allclose(w1, np.array([3.0, 0.0]) + 0.3 * np.array([-1.0, -4.0]) / 17**0.5)
+    # Column 0 frozen: d = (0, −2/3) and the trainable norm ‖(0, 0)‖ = 0 counts as 1,
+    # so w1 = (3, 0) + 0.1 · (0, −1). Scores (3, 0, 3) still violate (1,3) and (2,3).
+    frozen = OrdinalPerceptron(2, np.array([False, True]), tau=1.0, rate=0.1)
+    w1, violations = frozen.update(np.array([3.0, 0.0]), x, rel)
+    assert violations == 2
+    np.testing.assert_allclose(w1, [3.0, -0.1])
+
+
+def test_perceptron_rejects_unknown_step() -> None:
+    with pytest.raises(ConfigurationError, match="step"):
+        OrdinalPerceptron(2, step="huge")
 
 
 def test_unknown_objective_lists_the_valid_ones() -> None:

@@ -75,11 +75,17 @@ def tune_bundle(
     config: DecoderConfig | None = None,
     activate: bool = False,
     version: str | None = None,
+    start_version: str | None = None,
     log: Callable[[str], None] | None = None,
 ) -> TuneOutcome:
+    """Tune ``bundle``'s weights on ``tune_pairs`` from ``start_version`` (default: the active
+    weights) and save them as a new version; with ``activate`` it becomes active if its
+    held-out BLEU is at least the active version's. The active version is never changed
+    otherwise."""
     say = log or (lambda m: print(m, file=sys.stderr))
     start = time.perf_counter()
-    init = bundle.active_weights()
+    active = bundle.active_weights()
+    init = active if start_version is None else bundle.weights_store.load(start_version)
     decode = bundle_kbest_decoder(bundle, [p.source for p in tune_pairs], k=k, config=config)
     result = tune(
         decode,
@@ -109,9 +115,9 @@ def tune_bundle(
     )
     activated = False
     if activate:
-        current = init.metrics.get("heldout_bleu")
+        current = active.metrics.get("heldout_bleu")
         if current is None and heldout_pairs:
-            current = bleu_of(bundle, init.weights, heldout_pairs, config)
+            current = bleu_of(bundle, active.weights, heldout_pairs, config)
         if current is None or heldout >= current:
             bundle.weights_store.activate(saved.version)
             activated = True

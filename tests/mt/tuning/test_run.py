@@ -55,6 +55,15 @@ def test_tune_writes_a_version(tmp_path: Path, capsys: pytest.CaptureFixture[str
     stored = bundle.weights_store.load("t1")
     assert stored.metrics["heldout_bleu"] == pytest.approx(out["heldout_bleu"], abs=0.01)
     assert stored.parent == "default"
+    # A second run from an explicit start version while t1 is active: t1 stays active.
+    assert bundle.weights_store.active_version() == "t1"
+    args = ["tune", "--model", str(model), "--dev", str(tr), "--method", "listnet",
+            "--iterations", "1", "--k", "5", "--version", "t2", "--start", "default"]  # fmt: skip
+    assert main(args) == 0
+    capsys.readouterr()
+    bundle = load_bundle(model)
+    assert bundle.weights_store.load("t2").parent == "default"
+    assert bundle.weights_store.active_version() == "t1"
 
 
 def test_bleu_of_scores_token_sequences(toy_bundle: ModelBundle) -> None:
