@@ -23,6 +23,8 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from service.jobs.store import pid_alive
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -165,16 +167,6 @@ class Metrics:
 Gauges = dict[str, tuple[str, float]]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class SharedMetrics:
     """The metrics of every API process sharing ``directory`` (see the module docstring)."""
 
@@ -202,7 +194,7 @@ class SharedMetrics:
                 continue
             path = os.path.join(self.directory, name)
             pid = int(name.removesuffix(".json"))
-            if pid != self.pid and not _alive(pid):
+            if pid != self.pid and not pid_alive(pid):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
                 continue
