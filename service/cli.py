@@ -250,7 +250,7 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         shards=args.shards, epochs=args.epochs, patience=args.patience, backend=args.backend,
         freeze_smt=args.freeze_smt, lex=args.lex, v=args.v, candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
-        activate=args.activate,
+        activate=args.activate, rho=args.rho, eps=args.eps, rate=args.rate, tau=args.tau,
     )  # fmt: skip
     ctx = ConsoleContext(enabled=not args.quiet)
     try:
@@ -541,6 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pop-limit", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--activate", action="store_true", help="activate the new weights version")
+    p.add_argument("--rho", type=float, default=0.95, help="Adadelta decay")
+    p.add_argument("--eps", type=float, default=1e-6, help="Adadelta epsilon")
+    p.add_argument("--rate", type=float, default=0.01, help="perceptron step (relative)")
+    p.add_argument("--tau", type=float, default=1.0, help="perceptron margin")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = verb("serve", "Run the web service.", _cmd_serve)

@@ -87,6 +87,18 @@ class LtrParams(BaseModel):
     seed: int = Field(0, ge=0, description="Seed of the fixed cyclic query order.")
     activate: bool = Field(False, description="Activate the new weights version.")
     pop_limit: int | None = Field(None, ge=1, le=100_000, description="Decoder pop limit.")
+    rho: float = Field(0.95, gt=0, lt=1, description="Adadelta decay ρ (gradient objectives).")
+    eps: float = Field(1e-6, gt=0, le=1, description="Adadelta ε (gradient objectives).")
+    rate: float = Field(
+        0.01, gt=0, le=10, description="Perceptron step, relative to the trainable weights' norm."
+    )
+    tau: float = Field(1.0, gt=0, le=1e6, description="Perceptron margin τ (004 Algorithm 2).")
+
+    def objective_options(self) -> dict[str, float]:
+        """The learning settings that apply to the chosen objective."""
+        if self.objective == "perceptron":
+            return {"rate": self.rate, "tau": self.tau}
+        return {"rho": self.rho, "eps": self.eps}
 
     @field_validator("v")
     @classmethod
@@ -246,8 +258,8 @@ def train_ltr(
                              require_relevant=False)  # fmt: skip
     specs = shard_specs(
         train_sel, p.shards, model=str(p.model), index=str(p.index), start=start, seed=p.seed,
-        objective=p.objective, candidates=p.candidates, pop_limit=pop_limit, lex=p.lex,
-        freeze_smt=p.freeze_smt,
+        objective=p.objective, objective_options=p.objective_options(), candidates=p.candidates,
+        pop_limit=pop_limit, lex=p.lex, freeze_smt=p.freeze_smt,
     )  # fmt: skip
 
     built: list[DevSet] = []
@@ -288,7 +300,8 @@ def train_ltr(
     name = _version_name(p.objective, set(store.versions()))
     source = (
         f"ltr objective={p.objective} shards={len(specs)} backend={p.backend} "
-        f"freeze_smt={p.freeze_smt} lex={p.lex} candidates={p.candidates} seed={p.seed}"
+        f"freeze_smt={p.freeze_smt} lex={p.lex} candidates={p.candidates} seed={p.seed} "
+        + " ".join(f"{k}={v:g}" for k, v in p.objective_options().items())
     )
     record = store.save(weights, version=name, source=source, metrics=metrics,
                         parent=active.version)  # fmt: skip

@@ -204,6 +204,13 @@ def test_run_job_rejects_bad_params(ltr_settings: Settings) -> None:
         run_job({"objective": "svm"}, Recorder())
     with pytest.raises(InvalidInputError, match="epochs"):
         run_job({"epochs": 0}, Recorder())
+    with pytest.raises(InvalidInputError, match="rho"):
+        run_job({"rho": 1.5}, Recorder())
+    assert LtrParams(objective="perceptron", rate=0.2).objective_options() == {
+        "rate": 0.2,
+        "tau": 1.0,
+    }
+    assert LtrParams(objective="listnet", rho=0.9).objective_options() == {"rho": 0.9, "eps": 1e-6}
 
 
 def test_restricted_paths(ltr_settings: Settings, tmp_path: Path) -> None:
@@ -236,11 +243,16 @@ def test_clir_train_ltr(
             "--index", str(ltr_settings.doc_indexes[0])]  # fmt: skip
     for name in ("queries", "qrels", "dev_queries", "dev_qrels"):
         args += ["--" + name.replace("_", "-"), str(ltr_data[name])]
-    code = main([*args, "--epochs", "2", "--candidates", "5", "--objective", "perceptron"])
+    code = main([*args, "--epochs", "2", "--candidates", "5", "--objective", "perceptron",
+                 "--rate", "0.05"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
     payload = json.loads(out)
     assert payload["version"].startswith("ltr-perceptron-") and payload["activated"] is False
+    from service.mt.bundle import load_bundle
+
+    stored = load_bundle(ltr_settings.model_bundles[0]).weights_store.load(payload["version"])
+    assert "rate=0.05 tau=1" in stored.source
     assert payload["metrics"]["train_queries"] == len(TRAIN_QUERIES)
     assert "epoch 1:" in err
     assert main([*args, "--epochs", "0"]) == 1
