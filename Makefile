@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ../shared/data
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
-WORKERS ?= 1
+WORKERS ?=
 
 .PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose
 
@@ -44,7 +44,7 @@ compose:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose; }
 
 serve: $(STAMP)
-	$(BIN)/clir serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
+	$(BIN)/clir serve --host $(HOST) --port $(PORT) $(if $(WORKERS),--workers $(WORKERS))
 
 # Train both bundles (resumable), then tune each with top-rank enhanced ListMLE (000; the
 # default) on dev paragraph pairs and activate the tuned weights if held-out BLEU improves;
