@@ -73,6 +73,15 @@ class Settings(BaseSettings):
         "process whatever max_concurrency is), so one process per core multiplies throughput; "
         "each process loads the models and keeps its own query cache.",
     )
+    worker_healthcheck_s: int = Field(
+        120,
+        ge=1,
+        description="With workers > 1: seconds an API process may take to answer the "
+        "supervisor's liveness ping before it is killed and replaced. Busy is not hung: a "
+        "process running max_concurrency decodes lets its ping thread wait seconds for the GIL "
+        "(measured up to 4.2 s with 8 decoding threads), so uvicorn's default of 5 s killed "
+        "busy processes mid-request under load.",
+    )
     metrics_dir: Path | None = Field(
         None,
         description="Where the API processes publish their metrics for /metrics to sum; "

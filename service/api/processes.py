@@ -52,7 +52,13 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
         try:
             with _environment(CLIR_EMBEDDED_WORKER="false", CLIR_METRICS_DIR=metrics_dir):
                 uvicorn.run(
-                    app, factory=True, host=host, port=port, log_level=log_level, workers=workers
+                    app,
+                    factory=True,
+                    host=host,
+                    port=port,
+                    log_level=log_level,
+                    workers=workers,
+                    timeout_worker_healthcheck=settings.worker_healthcheck_s,
                 )
         finally:
             if worker is not None:

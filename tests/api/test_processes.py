@@ -178,3 +178,27 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_busy_processes_get_the_configured_healthcheck_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # uvicorn's supervisor kills a process that does not answer its ping in time; a process
+    # busy decoding answers late (GIL), so the timeout comes from the settings, not uvicorn's 5 s.
+    import uvicorn
+
+    from service.api.processes import serve
+    from service.settings import Settings
+
+    seen: dict[str, object] = {}
+
+    def fake_run(app: str, **kwargs: object) -> None:
+        seen.update(kwargs, app=app, env_worker=os.environ.get("CLIR_EMBEDDED_WORKER"),
+                    env_metrics=os.environ.get("CLIR_METRICS_DIR"))  # fmt: skip
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    settings = Settings(embedded_worker=False, worker_healthcheck_s=77)
+    serve(settings, host="127.0.0.1", port=1, log_level="warning", workers=3)
+    assert seen["workers"] == 3 and seen["timeout_worker_healthcheck"] == 77
+    assert seen["env_worker"] == "false" and seen["env_metrics"]
+    assert "CLIR_METRICS_DIR" not in os.environ  # restored afterwards
