@@ -56,6 +56,8 @@ from typing import Any
 
 import httpx2
 
+from service.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
@@ -481,13 +483,13 @@ def main(argv: list[str] | None = None) -> None:
     env = {**base_env, "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
     if args.cache_mb is not None:
         env["CLIR_FOREST_CACHE_MB"] = str(args.cache_mb)
-    from service.settings import Settings
-
+    # the server's environment has no CLIR_* variables but these, so the rest are the defaults
+    defaults = Settings.model_fields
     result["setup"]["forest_cache_mb"] = (
-        args.cache_mb if args.cache_mb is not None else Settings().forest_cache_mb
+        args.cache_mb if args.cache_mb is not None else defaults["forest_cache_mb"].default
     )
     result["setup"]["workers"] = args.workers
-    result["setup"]["max_concurrency_per_process"] = Settings().max_concurrency
+    result["setup"]["max_concurrency_per_process"] = defaults["max_concurrency"].default
     server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout, args.workers)
     try:
         result["server"] = {"ready": ready, "load_seconds": round(server.load_seconds, 1)}

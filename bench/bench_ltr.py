@@ -24,7 +24,6 @@ Nothing is written to the bundle. Writes ``bench/results/ltr_<lang>.json`` (or `
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -101,18 +100,7 @@ def main() -> None:
     t0 = time.perf_counter()
     all_sel = select_queries(data / "queries.train.tsv", data / "qrels.train.txt", index,
                              args.train + args.stop)  # fmt: skip
-    train_ids = list(all_sel.queries)[: args.train]
-    stop_ids = list(all_sel.queries)[args.train :]
-    train_sel = dataclasses.replace(
-        all_sel,
-        queries={q: all_sel.queries[q] for q in train_ids},
-        qrels={q: all_sel.qrels[q] for q in train_ids},
-    )
-    stop_sel = dataclasses.replace(
-        all_sel,
-        queries={q: all_sel.queries[q] for q in stop_ids},
-        qrels={q: all_sel.qrels[q] for q in stop_ids},
-    )
+    train_sel, stop_sel = all_sel.split(args.train)
     dev_sel = select_queries(data / "queries.dev.tsv", data / "qrels.dev.txt", index, args.dev,
                              require_relevant=False)  # fmt: skip
     (spec,) = shard_specs(train_sel, 1, model=str(model), index=str(index_path), start=start,

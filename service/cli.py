@@ -250,8 +250,11 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         shards=args.shards, epochs=args.epochs, patience=args.patience, backend=args.backend,
         freeze_smt=args.freeze_smt, lex=args.lex, v=args.v, candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
-        activate=args.activate, rho=args.rho, eps=args.eps, rate=args.rate, tau=args.tau,
+        activate=args.activate,
     )  # fmt: skip
+    # learning settings: only those given, so that LtrParams holds the one set of defaults
+    learning = {k: getattr(args, k) for k in ("rho", "eps", "rate", "tau")}
+    params.update({k: v for k, v in learning.items() if v is not None})
     ctx = ConsoleContext(enabled=not args.quiet)
     try:
         result = train_ltr(params, ctx)
@@ -541,10 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pop-limit", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--activate", action="store_true", help="activate the new weights version")
-    p.add_argument("--rho", type=float, default=0.95, help="Adadelta decay")
-    p.add_argument("--eps", type=float, default=1e-6, help="Adadelta epsilon")
-    p.add_argument("--rate", type=float, default=0.01, help="perceptron step (relative)")
-    p.add_argument("--tau", type=float, default=1.0, help="perceptron margin")
+    p.add_argument("--rho", type=float, help="Adadelta decay (default 0.95)")
+    p.add_argument("--eps", type=float, help="Adadelta epsilon (default 1e-6)")
+    p.add_argument("--rate", type=float, help="perceptron step, relative (default 0.01)")
+    p.add_argument("--tau", type=float, help="perceptron margin (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = verb("serve", "Run the web service.", _cmd_serve)

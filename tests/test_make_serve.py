@@ -11,13 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 
-from tests.api.test_restart import free_port
+from tests.servers import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,16 +39,7 @@ def test_make_serve_answers_a_german_query_on_the_demo_bundle(tmp_path: Path) ->
         stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "make_serve.log").read_text()
-            assert time.monotonic() < deadline, "make serve was not ready in 120 s"
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
+        wait_ready(url, proc, 120, tmp_path / "make_serve.log")
         ready = httpx.get(f"{url}/readyz", timeout=5).json()
         assert ready["models"] == {"de": "demo-de-en"}
         r = httpx.post(

@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from service import __version__
 from service.api import admin, documents, search, suggest, translate
 from service.api import page as web_page
-from service.api.deps import MetricsDep
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
 from service.api.metrics import Gauges, Metrics, MetricsMiddleware, SharedMetrics
@@ -112,7 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
-    def prometheus_metrics(metrics: MetricsDep) -> PlainTextResponse:
+    def prometheus_metrics() -> PlainTextResponse:
         """Request counts and latencies, decode times and cache hits (Prometheus text format),
         summed over the API processes when there are several."""
         current = gauges()

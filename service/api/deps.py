@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.api.metrics import Metrics
 from service.api.resources import Resources
 from service.api.serving import QueryService
 from service.errors import NotReadyError
@@ -32,11 +31,6 @@ def get_service(request: Request) -> QueryService:
     return service
 
 
-def get_metrics(request: Request) -> Metrics:
-    metrics: Metrics = request.app.state.metrics
-    return metrics
-
-
 def get_doc_index(resources: Annotated[Resources, Depends(get_resources)]) -> InvertedIndex:
     if resources.doc_index is None:
         raise NotReadyError("no document index is loaded (see /readyz for what is missing)")
@@ -55,6 +49,5 @@ def get_pool_index(resources: Annotated[Resources, Depends(get_resources)]) -> I
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 ServiceDep = Annotated[QueryService, Depends(get_service)]
-MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 DocIndexDep = Annotated[InvertedIndex, Depends(get_doc_index)]
 PoolIndexDep = Annotated[InvertedIndex, Depends(get_pool_index)]

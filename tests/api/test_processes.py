@@ -19,7 +19,7 @@ import pytest
 from service.api.metrics import Metrics, SharedMetrics
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from tests.api.test_restart import free_port
+from tests.servers import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "multi-process-token"
@@ -113,17 +113,7 @@ def test_two_processes_share_one_port_one_worker_and_one_metrics_view(
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        ready = 0
-        while ready < 5 and time.monotonic() < deadline:  # both processes up and loaded
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            try:
-                ok = httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                ok = False
-            ready = ready + 1 if ok else 0
-            time.sleep(0.2)
-        assert ready == 5, "not ready in 90 s"
+        wait_ready(url, proc, 90, tmp_path / "serve.log", times=5)  # both processes up
         children = _children(proc.pid)
         workers = [c for c in children if "service.jobs.worker" in c[1]]
         api = [c for c in children if "service.jobs.worker" not in c[1]]
@@ -150,13 +140,13 @@ def test_two_processes_share_one_port_one_worker_and_one_metrics_view(
         auth = {"Authorization": f"Bearer {TOKEN}"}
         job = httpx.post(f"{url}/v1/admin/selftest", json={"steps": 1, "seconds": 0},
                          headers=auth, timeout=10).json()  # fmt: skip
-        state = None
-        while time.monotonic() < deadline + 60:
+        deadline = time.monotonic() + 60
+        while True:
             state = httpx.get(f"{url}/v1/admin/jobs/{job['id']}", headers=auth, timeout=10)
-            if state.json()["state"] in ("succeeded", "failed"):
+            if state.json()["state"] in ("succeeded", "failed") or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert state is not None and state.json()["state"] == "succeeded", state.text
+        assert state.json()["state"] == "succeeded", state.text
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

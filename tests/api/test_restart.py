@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,19 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
-import pytest
 
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
+from tests.servers import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 5}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -45,16 +38,7 @@ class Server:
         )  # fmt: skip
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "the server exited"
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"not ready in {timeout} s")
+        wait_ready(self.url, self.proc, timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

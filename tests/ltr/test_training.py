@@ -257,3 +257,18 @@ def test_clir_train_ltr(
     assert "epoch 1:" in err
     assert main([*args, "--epochs", "0"]) == 1
     assert "epochs" in capsys.readouterr().err
+
+
+def test_selection_split_keeps_order_qrels_and_counts() -> None:
+    from service.ltr.examples import Selection
+
+    sel = Selection(
+        queries={"b": "x", "a": "y", "c": "z"},
+        qrels={"b": {"d1": 1}, "a": {"d2": 2}, "c": {}},
+        no_relevant_in_index=4,
+    )
+    first, rest = sel.split(2)
+    assert list(first.queries) == ["b", "a"] and first.qrels == {"b": {"d1": 1}, "a": {"d2": 2}}
+    assert list(rest.queries) == ["c"] and rest.qrels == {"c": {}}
+    assert first.no_relevant_in_index == rest.no_relevant_in_index == 4
+    assert list(sel.queries) == ["b", "a", "c"]  # the original is untouched
