@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,13 @@ from service.retrieval.runner import load_index
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 OBJECTIVES = ("hinge", "listnet", "listmle", "listmle-te", "perceptron")
-VARIANTS = {"smt": (False, False), "frozen": (True, False), "lex": (True, True)}
+# variant: (freeze_smt, lex, ir_terms)
+VARIANTS = {
+    "smt": (False, False, True),  # everything learned
+    "frozen": (True, False, True),  # SMT frozen: v and the per-term IR weights
+    "lex": (True, True, True),  # frozen plus the LEX features
+    "v": (True, False, False),  # SMT frozen, only v (no per-term IR weights)
+}
 
 
 def _bar(desc: str, total: int) -> Any:
@@ -60,6 +67,29 @@ def _bar(desc: str, total: int) -> Any:
 
 def _round(d: dict[str, float]) -> dict[str, float]:
     return {k: round(float(v), 4) for k, v in d.items()}
+
+
+def _load_cache(path: Path | None, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The decoded examples saved by an earlier run with the same queries and start."""
+    if path is None or not path.exists():
+        return None
+    with path.open("rb") as f:
+        saved = pickle.load(f)
+    if saved.get("key") != key:
+        print(f"{path}: built for other queries or weights; decoding again", file=sys.stderr)
+        return None
+    data: dict[str, Any] = saved["data"]
+    return data
+
+
+def _save_cache(path: Path | None, key: dict[str, Any], data: dict[str, Any]) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as f:
+        pickle.dump({"key": key, "data": data}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
 
 
 def main() -> None:
@@ -85,6 +115,12 @@ def main() -> None:
     )
     ap.add_argument("--no-timing", action="store_true", help="skip the backend wall times")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        help="pickle of the decoded training, stopping and dev examples: written after "
+        "decoding, reused by a later run with the same queries and starting weights",
+    )
     args = ap.parse_args()
 
     lang = args.lang
@@ -106,18 +142,33 @@ def main() -> None:
     (spec,) = shard_specs(train_sel, 1, model=str(model), index=str(index_path), start=start,
                           candidates=args.candidates, pop_limit=pop_limit, lex=True)  # fmt: skip
     shard = Shard(spec, bundle, index)
-    bar = _bar("decode train", len(spec.queries))
-    stats = shard.build(lambda d, _t: bar.update(d - bar.n))
-    bar.close()
-    dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=True)
-    bar = _bar("decode stop", len(stop_sel.queries))
-    stop_dev = DevSet.build(dec, stop_sel, progress=lambda d, _t: bar.update(d - bar.n))
-    bar.close()
-    bar = _bar("decode dev", len(dev_sel.queries))
-    t_dev = time.perf_counter()
-    dev = DevSet.build(dec, dev_sel, progress=lambda d, _t: bar.update(d - bar.n))
-    bar.close()
-    dev_decode_s = time.perf_counter() - t_dev
+    key = {"model": str(model), "start": active.version, "train": sorted(train_sel.queries),
+           "stop": sorted(stop_sel.queries), "dev": sorted(dev_sel.queries),
+           "candidates": args.candidates, "pop_limit": pop_limit}  # fmt: skip
+    cached = _load_cache(args.cache, key)
+    if cached is not None:
+        shard.space, shard.examples, stats = cached["space"], cached["examples"], cached["stats"]
+        stop_dev = DevSet(index, stop_sel.qrels, *cached["stop"])
+        dev = DevSet(index, dev_sel.qrels, *cached["dev"])
+        dev_decode_s = cached["dev_decode_seconds"]
+    else:
+        bar = _bar("decode train", len(spec.queries))
+        stats = shard.build(lambda d, _t: bar.update(d - bar.n))
+        bar.close()
+        dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=True)
+        bar = _bar("decode stop", len(stop_sel.queries))
+        stop_dev = DevSet.build(dec, stop_sel, progress=lambda d, _t: bar.update(d - bar.n))
+        bar.close()
+        bar = _bar("decode dev", len(dev_sel.queries))
+        t_dev = time.perf_counter()
+        dev = DevSet.build(dec, dev_sel, progress=lambda d, _t: bar.update(d - bar.n))
+        bar.close()
+        dev_decode_s = time.perf_counter() - t_dev
+        _save_cache(args.cache, key, {
+            "space": shard.space, "examples": shard.examples, "stats": stats,
+            "stop": (stop_dev.queries, stop_dev.space, stop_dev.failed),
+            "dev": (dev.queries, dev.space, dev.failed), "dev_decode_seconds": dev_decode_s,
+        })  # fmt: skip
     base, base_result = dev.evaluate(start)
     stop_base, _ = stop_dev.evaluate(start)
     base_ap = base_result.per_query["map"]
@@ -189,8 +240,8 @@ def main() -> None:
     else:
         pairs = [(o, v) for o, _, v in (r.partition(":") for r in args.runs.split(","))]
     for objective, variant in pairs:
-        freeze, lex = VARIANTS[variant]
-        shard.configure(objective, freeze_smt=freeze, lex=lex)
+        freeze, lex, ir_terms = VARIANTS[variant]
+        shard.configure(objective, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
         outcome, seconds = run(InlineBackend(shards=[shard]), [spec])
         row = record(outcome, seconds, objective=objective, variant=variant)
         print(json.dumps(row), file=sys.stderr)

@@ -248,7 +248,8 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         model=args.model, index=args.index, queries=args.queries, qrels=args.qrels,
         dev_queries=args.dev_queries, dev_qrels=args.dev_qrels, objective=args.objective,
         shards=args.shards, epochs=args.epochs, patience=args.patience, backend=args.backend,
-        freeze_smt=args.freeze_smt, lex=args.lex, v=args.v, candidates=args.candidates,
+        freeze_smt=args.freeze_smt, lex=args.lex, ir_terms=not args.no_ir_terms, v=args.v,
+        candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
         activate=args.activate,
     )  # fmt: skip
@@ -537,6 +538,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--freeze-smt", action="store_true", help="learn only the IR (and LEX) weights")
     p.add_argument("--lex", action="store_true", help="add and learn sparse LEX features")
+    p.add_argument(
+        "--no-ir-terms", action="store_true", help="learn only v, no per-term IR weights"
+    )
     p.add_argument("--v", type=float, default=1.0, help="starting IR weight (if none is set)")
     p.add_argument("--candidates", type=int, default=100, help="top BOW-FD documents per query")
     p.add_argument("--limit", type=int, help="use only the first N training queries")

@@ -42,7 +42,7 @@ from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
 from service.mt.rules import ALL_FEATURES
 from service.mt.weights import WeightsVersion, check_version_name
-from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 
 log = logging.getLogger(__name__)
@@ -418,7 +418,11 @@ def validate_version(bundle: ModelBundle, version: str) -> WeightsVersion:
     except DataFormatError as exc:
         raise InvalidInputError(f"refused: {exc}; the active version keeps serving") from exc
     known = set(ALL_FEATURES) | set(bundle.manifest.get("feature_names", ())) | {IR_FEATURE}
-    unknown = sorted(n for n in record.weights if n not in known and not is_lex_feature(n))
+    unknown = sorted(
+        n
+        for n in record.weights
+        if n not in known and not is_lex_feature(n) and not is_ir_term_feature(n)
+    )
     if unknown:
         raise InvalidInputError(
             f"refused: {store.path(version)} names features this model does not have: "

@@ -180,7 +180,7 @@ class Decoding:
     ) -> tuple[list[CompactSentence], list[Any]]:
         preps = self.scorer.prepare(dq)
         lex = self.scorer.lex if self.use_lex else None
-        return [CompactSentence.of(p, space, lex) for p in preps], preps
+        return [CompactSentence.of(p, space, self.index, lex) for p in preps], preps
 
 
 def build_example(

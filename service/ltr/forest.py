@@ -14,12 +14,13 @@ changes only the edge weights on that forest. Two facts keep this cheap:
   never has to be re-prepared.
 
 :func:`best_derivations` runs, for each candidate document, the (max, +) inside pass with
-backpointers over the live forest under ``W'(e, d) = F[e]·w + v·Σ_{t ∈ e} bm25(t, d)`` (001
-eq. 4; ties go to the first incoming edge, as in :func:`service.mt.inference.viterbi_scores`)
-and returns the edges of the best derivation; :meth:`CompactSentence.candidate_features` turns
-them into the documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the
-edges, ``IR_BM25`` = Σ bm25 over the derivation's words), so that ``w · Φ(h*_d)`` is the
-document's BOW-FD score for the sentence. The obviously-correct reference is
+backpointers over the live forest under ``W'(e, d) = F[e]·w + Σ_{t ∈ e} (v + δ_t)·bm25(t, d)``
+(001 eq. 4 with the per-term IR weights δ_t of the ``ir:<t>`` features; ties go to the first
+incoming edge, as in :func:`service.mt.inference.viterbi_scores`) and returns the edges of the
+best derivation; :meth:`CompactSentence.candidate_features` turns them into the documents'
+feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges, ``IR_BM25`` = Σ bm25
+over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
+``w · Φ(h*_d)`` is the document's BOW-FD score for the sentence. The obviously-correct reference is
 :meth:`service.retrieval.bowfd.BowFdScorer.feature_vector` (one Viterbi pass over the whole
 forest per document); the tests check they agree.
 
@@ -30,7 +31,7 @@ come from the service's own BOW-FD code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
 from service.mt.hypergraph import Hyperedge, Hypergraph, Node
-from service.retrieval.bowfd import PreparedSentence, prepare_sentence
+from service.retrieval.bowfd import PreparedSentence, ir_term_feature, prepare_sentence
 from service.retrieval.lex import LexFeatures
 
 FloatArray = NDArray[np.float64]
@@ -94,6 +95,7 @@ class CompactSentence:
     occ_ptr: Int32Array
     occ_term: Int32Array
     terms: IntArray
+    ir_cols: IntArray  # the column of each local term's ``ir:<term>`` feature
     features: Any  # scipy.sparse.csr_matrix [edges × width]
 
     @property
@@ -114,17 +116,23 @@ class CompactSentence:
 
     def nbytes(self) -> int:
         arrays = (self.edge_head, self.in_ptr, self.in_edges, self.tail_ptr, self.tail_nodes,
-                  self.occ_ptr, self.occ_term, self.terms)  # fmt: skip
+                  self.occ_ptr, self.occ_term, self.terms, self.ir_cols)  # fmt: skip
         f = self.features
         sparse = f.data.nbytes + f.indices.nbytes + f.indptr.nbytes
         return int(sum(a.nbytes for a in arrays) + sparse)
 
     @classmethod
     def of(
-        cls, prep: PreparedSentence, space: FeatureSpace, lex: LexFeatures | None = None
+        cls,
+        prep: PreparedSentence,
+        space: FeatureSpace,
+        index: InvertedIndex,
+        lex: LexFeatures | None = None,
     ) -> CompactSentence:
         """The live part of a prepared sentence, with its edge features numbered in ``space``
-        (new names are added to it) and, with ``lex``, the LEX features of each edge."""
+        (new names are added to it: the SMT features, the ``ir:<term>`` feature of every
+        weighted English term of the forest, and, with ``lex``, the LEX features of each
+        edge)."""
         live = prep.live
         hg = prep.hypergraph
         a = hg.arrays()
@@ -134,6 +142,7 @@ class CompactSentence:
         np.cumsum(lengths, out=ptr[1:])
         idx = np.repeat(a.feat_ptr[edges] - ptr[:-1], lengths) + np.arange(int(ptr[-1]))
         name_col = space.columns(a.feature_names)
+        ir_cols = space.columns(ir_term_feature(index.term(int(t))) for t in prep.terms.tolist())
         rows = [np.repeat(np.arange(len(edges)), lengths)]
         cols = [name_col[a.feat_ids[idx]] if len(idx) else np.zeros(0, dtype=np.int64)]
         vals = [a.feat_vals[idx]]
@@ -163,6 +172,7 @@ class CompactSentence:
             occ_ptr=live.occ_ptr.astype(i32),
             occ_term=live.occ_term.astype(i32),
             terms=prep.terms.astype(np.int64),
+            ir_cols=ir_cols.astype(np.int64),
             features=features,
         )
 
@@ -172,21 +182,52 @@ class CompactSentence:
         out: FloatArray = np.asarray(self.features @ w[: self.width], dtype=np.float64)
         return out
 
+    def term_delta(self, w: FloatArray) -> FloatArray | None:
+        """δ_t of the local terms under ``w`` (their ``ir:`` weights), None if all are 0."""
+        delta = w[self.ir_cols]
+        return delta if np.any(delta != 0.0) else None
+
+    def occurrences(self) -> Any:
+        """Sparse ``[edges × local terms]`` counts of the weighted target words of each edge."""
+        keep = self.occ_term < self.n_terms
+        edge_of_occ = np.repeat(np.arange(self.num_edges), np.diff(self.occ_ptr))
+        return sp.csr_matrix(
+            (np.ones(int(keep.sum())), (edge_of_occ[keep], self.occ_term[keep])),
+            shape=(self.num_edges, self.n_terms),
+            dtype=np.float64,
+        )
+
     def candidate_features(self, cands: CandidateRows, w: FloatArray, size: int) -> Any:
         """``Φ(h*_d)`` of every candidate's best derivation under ``w`` as a sparse
-        ``[candidates × size]`` matrix (``size`` ≥ this sentence's width)."""
+        ``[candidates × size]`` matrix (``size`` ≥ this sentence's width): the SMT and LEX
+        features of its edges, ``IR_BM25`` = Σ_{t ∈ h} bm25(t, d) and ``ir:<t>`` = the bm25
+        weight the occurrences of ``t`` in ``h`` earn."""
         smt = self.edge_weights(w)
-        ptr, edges, bm25 = best_derivations(self, smt, float(w[IR_COLUMN]), cands)
+        delta = self.term_delta(w)
+        ptr, edges = best_derivations(self, smt, float(w[IR_COLUMN]), cands, delta)
         n = len(cands)
         pick = sp.csr_matrix(
             (np.ones(len(edges)), edges, ptr), shape=(n, self.num_edges), dtype=np.float64
         )
         phi = (pick @ self.features).tocsr()
         phi.resize((n, size))
-        ir = sp.csr_matrix(
-            (bm25, (np.arange(n), np.full(n, IR_COLUMN))), shape=(n, size), dtype=np.float64
+        # per candidate and term: occurrences in h* × bm25(t, d)
+        counts = (pick @ self.occurrences()).tocsr()
+        bm25 = sp.csr_matrix(
+            (cands.weights, cands.terms, cands.ptr), shape=(n, self.n_terms), dtype=np.float64
         )
-        return (phi + ir).tocsr()
+        per_term = counts.multiply(bm25).tocsr()
+        per_term.eliminate_zeros()
+        ir_terms = sp.csr_matrix(
+            (per_term.data, self.ir_cols[per_term.indices], per_term.indptr),
+            shape=(n, size),
+            dtype=np.float64,
+        )
+        total = np.asarray(per_term.sum(axis=1)).ravel()
+        ir = sp.csr_matrix(
+            (total, (np.arange(n), np.full(n, IR_COLUMN))), shape=(n, size), dtype=np.float64
+        )
+        return (phi + ir + ir_terms).tocsr()
 
     # --- ranking --------------------------------------------------------------------------
     def hypergraph(self, index: InvertedIndex) -> Hypergraph:
@@ -214,7 +255,12 @@ class CompactSentence:
 
     def prepared(self, w: FloatArray, index: InvertedIndex) -> PreparedSentence:
         """The sentence prepared for BOW-FD ranking under ``w`` (see the module docstring)."""
-        return prepare_sentence(self.hypergraph(index), self.edge_weights(w), index)
+        prep = prepare_sentence(self.hypergraph(index), self.edge_weights(w), index)
+        delta = self.term_delta(w)
+        if delta is None:
+            return prep
+        by_term = dict(zip(self.terms.tolist(), delta.tolist(), strict=True))
+        return replace(prep, term_delta=np.array([by_term[t] for t in prep.terms.tolist()]))
 
 
 # --- the best derivation of every candidate ------------------------------------------------------
@@ -234,12 +280,11 @@ def _derivations_kernel(
     v: float,
     out_ptr: IntArray,
     out_edges: IntArray,
-    out_bm25: FloatArray,
 ) -> int:  # pragma: no cover - compiled by numba
-    """Per candidate: W'(e, d), the (max, +) inside pass with backpointers (first best
-    incoming edge wins), and the edges of the goal's best derivation (preorder) into
-    ``out_edges[out_ptr[c]:out_ptr[c+1]]`` with their Σ bm25 in ``out_bm25[c]``. Returns
-    how many candidates were done (fewer when ``out_edges`` is full)."""
+    """Per candidate: W'(e, d) = smt[e] + v·Σ cand_weights over the edge's words, the
+    (max, +) inside pass with backpointers (first best incoming edge wins), and the edges of
+    the goal's best derivation (preorder) into ``out_edges[out_ptr[c]:out_ptr[c+1]]``.
+    Returns how many candidates were done (fewer when ``out_edges`` is full)."""
     num_nodes = in_ptr.shape[0] - 1
     num_edges = smt.shape[0]
     docw = np.zeros(n_terms + 1, dtype=np.float64)
@@ -272,7 +317,6 @@ def _derivations_kernel(
                     arg = e
             best[x] = bx
             back[x] = arg
-        total = 0.0
         top = 1
         stack[0] = goal
         while top > 0:
@@ -282,14 +326,9 @@ def _derivations_kernel(
                 return c
             out_edges[pos] = e
             pos += 1
-            s = 0.0
-            for o in range(occ_ptr[e], occ_ptr[e + 1]):
-                s += docw[occ_term[o]]
-            total += s
             for q in range(tail_ptr[e + 1] - 1, tail_ptr[e] - 1, -1):
                 stack[top] = tail_nodes[q]
                 top += 1
-        out_bm25[c] = total
         out_ptr[c + 1] = pos
         for p in range(cand_ptr[c], cand_ptr[c + 1]):
             docw[cand_terms[p]] = 0.0
@@ -297,24 +336,31 @@ def _derivations_kernel(
 
 
 def best_derivations(
-    cs: CompactSentence, smt: FloatArray, v: float, cands: CandidateRows
-) -> tuple[IntArray, IntArray, FloatArray]:
+    cs: CompactSentence,
+    smt: FloatArray,
+    v: float,
+    cands: CandidateRows,
+    delta: FloatArray | None = None,
+) -> tuple[IntArray, IntArray]:
     """For each candidate, the live edges of its best derivation (CSR ``ptr``/``edges``,
-    preorder) and its Σ_{t ∈ h} bm25(t, d), under SMT edge weights ``smt`` and IR weight
-    ``v``."""
+    preorder) under SMT edge weights ``smt``, IR weight ``v`` and per-term weights ``delta``
+    (a term earns ``(v + δ_t)·bm25``; the arithmetic is BOW-FD's, see
+    :meth:`service.retrieval.bowfd.PreparedSentence.ir_rows`)."""
     n = len(cands)
+    weights, factor = cands.weights, v
+    if delta is not None:
+        weights, factor = cands.weights * (v + delta[cands.terms]), 1.0
     cap = max(16, n * min(cs.num_edges, 4 * cs.num_nodes))
     while True:
         ptr = np.zeros(n + 1, dtype=np.int64)
         edges = np.empty(cap, dtype=np.int64)
-        bm25 = np.zeros(n, dtype=np.float64)
         done = compiled(_derivations_kernel)(
             cs.in_ptr, cs.in_edges, cs.tail_ptr, cs.tail_nodes, cs.occ_ptr, cs.occ_term,
             np.ascontiguousarray(smt, dtype=np.float64), cs.goal, cs.n_terms,
-            cands.ptr, cands.terms, cands.weights, float(v), ptr, edges, bm25,
+            cands.ptr, cands.terms, np.ascontiguousarray(weights), float(factor), ptr, edges,
         )  # fmt: skip
         if done == n:
-            return ptr, edges[: ptr[n]], bm25
+            return ptr, edges[: ptr[n]]
         if edges.size >= n * (cs.num_edges + 1):  # a derivation uses no edge twice
             raise AssertionError("the live forest has a node without a derivation")
         cap *= 2

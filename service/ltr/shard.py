@@ -58,6 +58,7 @@ class ShardSpec:
     pop_limit: int = 200
     lex: bool = False
     freeze_smt: bool = False
+    ir_terms: bool = True
 
 
 def shard_specs(
@@ -162,8 +163,8 @@ class Shard:
                 self.examples.append(ex)
             if progress is not None:
                 progress(i + 1, len(spec.queries))
-        self.configure(spec.objective, spec.objective_options,
-                       freeze_smt=spec.freeze_smt, lex=spec.lex)  # fmt: skip
+        self.configure(spec.objective, spec.objective_options, freeze_smt=spec.freeze_smt,
+                       lex=spec.lex, ir_terms=spec.ir_terms)  # fmt: skip
         n_cand = [len(e.docnos) for e in self.examples]
         self.stats = {
             "shard": spec.shard,
@@ -185,10 +186,12 @@ class Shard:
         *,
         freeze_smt: bool,
         lex: bool,
+        ir_terms: bool = True,
     ) -> None:
         """A fresh objective (state reset) over the built examples. Examples built with LEX
-        columns serve ``lex=False`` too: the LEX weights then stay frozen (at their start)."""
-        trainable = self.space.trainable(smt=not freeze_smt, lex=lex)
+        columns serve ``lex=False`` too: the LEX weights then stay frozen (at their start);
+        likewise the per-term IR weights with ``ir_terms=False``."""
+        trainable = self.space.trainable(smt=not freeze_smt, lex=lex, ir_terms=ir_terms)
         self.objective = make_objective(
             objective, len(self.space), trainable, **dict(options or {})
         )

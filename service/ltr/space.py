@@ -1,8 +1,9 @@
 """Feature names ↔ columns of the weight vector learned by learning to rank (001 §4).
 
 The BOW-FD score of a document is ``w · Φ(h*_d)`` with ``Φ`` the features of its best
-derivation: the SMT features of the edges, ``IR_BM25`` (whose weight is ``v``) and, with LEX,
-the sparse lexical indicator features. A :class:`FeatureSpace` numbers them; it only grows
+derivation: the SMT features of the edges, ``IR_BM25`` (whose weight is ``v``), the per-term IR
+features ``ir:<t>`` (weights δ_t added to ``v``) and, with LEX, the sparse lexical indicator
+features. A :class:`FeatureSpace` numbers them; it only grows
 (columns are appended as forests reveal new features), so a matrix built when the space had
 ``n`` columns stays valid: its columns are the first ``n``. ``IR_BM25`` is always column 0.
 """
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 
 FloatArray = NDArray[np.float64]
@@ -57,13 +58,16 @@ class FeatureSpace:
         """The dense vector ``vec`` (over the first ``len(vec)`` columns) as a name → value map."""
         return {name: float(x) for name, x in zip(self.names, vec.tolist(), strict=False)}
 
-    def trainable(self, *, smt: bool, lex: bool) -> NDArray[np.bool_]:
-        """Which columns move: ``IR_BM25`` always, LEX features if ``lex``, the rest (SMT)
-        if ``smt`` (``freeze_smt`` turns it off)."""
+    def trainable(self, *, smt: bool, lex: bool, ir_terms: bool = True) -> NDArray[np.bool_]:
+        """Which columns move: ``IR_BM25`` always, the per-term IR features (``ir:<t>``) if
+        ``ir_terms``, LEX features if ``lex``, the rest (SMT) if ``smt`` (``freeze_smt``
+        turns it off)."""
         out = np.empty(len(self.names), dtype=np.bool_)
         for i, name in enumerate(self.names):
             if name == IR_FEATURE:
                 out[i] = True
+            elif is_ir_term_feature(name):
+                out[i] = ir_terms
             elif is_lex_feature(name):
                 out[i] = lex
             else:

@@ -45,7 +45,7 @@ from service.ltr.trainer import (
     TrainOutcome,
     train,
 )
-from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 from service.settings import Settings, get_settings
 
@@ -79,6 +79,11 @@ class LtrParams(BaseModel):
     )
     freeze_smt: bool = Field(False, description="Learn only the IR (and LEX) weights.")
     lex: bool = Field(False, description="Add and learn the sparse LEX features.")
+    ir_terms: bool = Field(
+        True,
+        description="Learn a weight per English term (001 §3's sparse IR features, added to "
+        "v); false: the single IR weight v.",
+    )
     v: float = Field(1.0, description="IR weight to start from if the weights carry none.")
     candidates: int = Field(100, ge=1, le=1000, description="Top BOW-FD documents per query.")
     limit: int | None = Field(None, ge=1, description="Use the first N training queries.")
@@ -259,7 +264,7 @@ def train_ltr(
     specs = shard_specs(
         train_sel, p.shards, model=str(p.model), index=str(p.index), start=start, seed=p.seed,
         objective=p.objective, objective_options=p.objective_options(), candidates=p.candidates,
-        pop_limit=pop_limit, lex=p.lex, freeze_smt=p.freeze_smt,
+        pop_limit=pop_limit, lex=p.lex, freeze_smt=p.freeze_smt, ir_terms=p.ir_terms,
     )  # fmt: skip
 
     built: list[DevSet] = []
@@ -295,12 +300,18 @@ def train_ltr(
         "shards": float(len(specs)),
         "seconds": round(time.perf_counter() - t0, 1),
     }
-    weights = {n: w for n, w in outcome.weights.items() if not (is_lex_feature(n) and w == 0.0)}
+    # sparse features that stayed 0 (LEX, per-term IR) are left out: absent means 0
+    weights = {
+        n: w
+        for n, w in outcome.weights.items()
+        if w != 0.0 or not (is_lex_feature(n) or is_ir_term_feature(n))
+    }
     store = bundle.weights_store
     name = _version_name(p.objective, set(store.versions()))
     source = (
         f"ltr objective={p.objective} shards={len(specs)} backend={p.backend} "
-        f"freeze_smt={p.freeze_smt} lex={p.lex} candidates={p.candidates} seed={p.seed} "
+        f"freeze_smt={p.freeze_smt} lex={p.lex} ir_terms={p.ir_terms} "
+        f"candidates={p.candidates} seed={p.seed} "
         + " ".join(f"{k}={v:g}" for k, v in p.objective_options().items())
     )
     record = store.save(weights, version=name, source=source, metrics=metrics,

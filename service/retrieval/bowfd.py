@@ -14,6 +14,13 @@ edge adds earns its weight on that edge. ``v`` is the default IR weight (``w_ir 
 "Default Retrieval Weights"); the optional sparse LEX features (:mod:`service.retrieval.lex`)
 join the document-independent SMT part.
 
+Sparse IR features ("Decomposable Retrieval Features": the term weights fire *per term*, and
+their weights "are interpretable as additional, general term weights"): besides ``IR_BM25``
+(Σ_t bm25(t, d), weight ``v``) every English term ``t`` has the feature ``ir:<t>`` whose value
+is the bm25 weight its occurrences in ``h`` earn; learning to rank gives it a weight δ_t, so
+``t`` earns ``(v + δ_t)·bm25(t, d)`` and a term without a learned weight (an unseen named
+entity) keeps the default ``v``. Without ``ir:`` weights the model is the one above.
+
 Candidates (001 §3 "Implementation and Complexity Analysis"): only documents that share at
 least one target word of non-zero weight (rsj ≠ 0) with some edge of the forest are scored.
 Every other document's score is exactly the SMT Viterbi score — a lower bound on every
@@ -77,6 +84,19 @@ from service.retrieval.lex import LexFeatures, is_lex_feature
 Int32Array = NDArray[np.int32]
 
 IR_FEATURE = "IR_BM25"  # Σ_{t ∈ h} bm25(t, d): the feature whose weight is v
+IR_TERM_PREFIX = "ir:"  # ir:<term>: bm25(term, d) per occurrence in h; weight δ_term (added to v)
+
+
+def ir_term_feature(term: str) -> str:
+    """The name of the sparse IR feature of the English term ``term``."""
+    return IR_TERM_PREFIX + term
+
+
+def is_ir_term_feature(name: str) -> bool:
+    """True for the names of the per-term IR features (``ir:<term>``)."""
+    return name.startswith(IR_TERM_PREFIX)
+
+
 DEFAULT_PER_SENTENCE_K = 1000
 
 
@@ -174,6 +194,8 @@ class PreparedSentence:
     carrying ``t``. ``docs`` are the candidate documents (ascending), each with its local
     terms and bm25 weights in ``doc_terms``/``doc_weights[doc_ptr[i]:doc_ptr[i+1]]``.
     ``hypergraph`` and ``smt`` are the (beam-pruned) forest and its SMT edge weights.
+    ``term_delta`` holds the per-term IR weights δ_t (term ``t`` earns ``(v + δ_t)·bm25``) or
+    is None when every δ_t is 0 (see :func:`with_term_weights`).
     """
 
     hypergraph: Hypergraph
@@ -191,10 +213,19 @@ class PreparedSentence:
     doc_terms: IntArray
     doc_weights: FloatArray
     kept_edges: IntArray | None = None  # original edge ids when beam-pruned
+    term_delta: FloatArray | None = None  # δ_t per local term (None: all 0)
 
     @property
     def num_terms(self) -> int:
         return len(self.terms)
+
+    def ir_rows(self, v: float) -> tuple[FloatArray, float]:
+        """The candidates' term bonuses and the factor they are scored with: ``(bm25, v)``
+        or, with per-term weights, ``(bm25·(v + δ_t), 1)`` — the bonus of an edge is
+        ``factor · Σ_{occurrences} row weight``."""
+        if self.term_delta is None:
+            return self.doc_weights, v
+        return self.doc_weights * (v + self.term_delta[self.doc_terms]), 1.0
 
     def doc_row(self, docno: int) -> tuple[IntArray, FloatArray]:
         """The local terms and bm25 weights of ``docno`` (empty if it is no candidate)."""
@@ -208,6 +239,8 @@ class PreparedSentence:
         """``W'(e, d)`` for every edge of ``hypergraph`` (equation 4)."""
         a = self.hypergraph.arrays()
         terms, weights = self.doc_row(docno)
+        if self.term_delta is not None:
+            weights, v = weights * (v + self.term_delta[terms]), 1.0
         docw = np.zeros(self.num_terms + 1, dtype=np.float64)
         docw[terms] = weights
         edge_of_occ = np.repeat(np.arange(a.num_edges), np.diff(a.term_ptr))
@@ -400,19 +433,51 @@ def prepare_sentence(
     )
 
 
+def term_deltas(terms: Sequence[str], weights: Mapping[str, float]) -> FloatArray | None:
+    """δ_t of each term (its ``ir:<t>`` weight, 0 if none), or None if all are 0."""
+    if not any(is_ir_term_feature(n) for n in weights):
+        return None
+    delta = np.array([float(weights.get(IR_TERM_PREFIX + t, 0.0)) for t in terms])
+    if not np.all(np.isfinite(delta)):
+        bad = [t for t, x in zip(terms, delta.tolist(), strict=True) if not math.isfinite(x)]
+        raise ConfigurationError(f"per-term IR weights must be finite; not for {bad[:5]}")
+    return delta if np.any(delta != 0.0) else None
+
+
+def with_term_weights(
+    prep: PreparedSentence, index: InvertedIndex, weights: Mapping[str, float]
+) -> PreparedSentence:
+    """``prep`` with the per-term IR weights (``ir:<term>``) of ``weights`` attached."""
+    if prep.term_delta is None and not any(is_ir_term_feature(n) for n in weights):
+        return prep  # (the common case: no term names to read)
+    delta = term_deltas([index.term(int(t)) for t in prep.terms.tolist()], weights)
+    return prep if delta is None and prep.term_delta is None else replace(prep, term_delta=delta)
+
+
 # --- the reference: one Viterbi pass over the whole forest per candidate document ------------
 def reference_scores(
-    hg: Hypergraph, smt: FloatArray, index: InvertedIndex, v: float
+    hg: Hypergraph,
+    smt: FloatArray,
+    index: InvertedIndex,
+    v: float,
+    weights: Mapping[str, float] | None = None,
 ) -> tuple[Int32Array, FloatArray]:
     """BOW-FD scores of every candidate document, the paper's way (001 §3).
 
     Candidates are the documents containing a target word of the forest with rsj ≠ 0. For
     each, ``W'(e, d) = smt[e] + v · Σ_{occurrences of t on e} bm25(t, d)`` is built and one
-    (max, +) Viterbi pass over the whole forest gives the goal's score. Slow and simple: the
-    oracle of the fast version.
+    (max, +) Viterbi pass over the whole forest gives the goal's score. With per-term IR
+    weights in ``weights`` (``ir:<t>``: δ_t, not all 0) the bonus is
+    ``Σ (v + δ_t)·bm25(t, d)`` instead. Slow and simple: the oracle of the fast version.
     """
     a = hg.arrays()
     word_tid = [index.term_id(w) for w in a.vocabulary]
+    # δ as the fast path reads it: only for the words that are weighted index terms
+    weighted = [
+        w if t is not None and index.rsj[t] != 0 else ""
+        for w, t in zip(a.vocabulary, word_tid, strict=True)
+    ]
+    delta = term_deltas(weighted, weights or {})
     bm25: dict[int, dict[int, float]] = {}  # doc -> forest word -> bm25(word, doc)
     for word, tid in enumerate(word_tid):
         if tid is None:
@@ -426,9 +491,9 @@ def reference_scores(
     for i, d in enumerate(candidates.tolist()):
         word_weight = np.zeros(len(a.vocabulary), dtype=np.float64)
         for word, w in bm25[d].items():
-            word_weight[word] = w
+            word_weight[word] = w if delta is None else w * (v + float(delta[word]))
         bonus = np.bincount(edge_of_occ, weights=word_weight[a.term_ids], minlength=a.num_edges)
-        best, _ = viterbi_scores(hg, smt + v * bonus)
+        best, _ = viterbi_scores(hg, smt + (v if delta is None else 1.0) * bonus)
         scores[i] = best[hg.goal]
     return candidates, scores
 
@@ -662,10 +727,11 @@ def _run(
     bounded = upper is not None
     ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
     eps = _EPS * (1.0 + abs(prep.viterbi))
+    rows, factor = prep.ir_rows(v)
     scored = _kernel("block")(
         f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
         prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
-        prep.doc_ptr, prep.doc_terms, prep.doc_weights, float(v), order, int(block), bounded,
+        prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
         ub, float(theta0), int(k), eps, out,
     )  # fmt: skip
     return out, int(scored)
@@ -682,7 +748,8 @@ def fast_scores(
 
 
 def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
-    """Lower and upper bounds of every candidate's score (valid for v ≥ 0 and bm25 ≥ 0).
+    """Lower and upper bounds of every candidate's score (valid when every term's bonus —
+    v·bm25, or (v + δ_t)·bm25 with per-term weights — is ≥ 0).
 
     Lower: max(Viterbi, max_t g_t + v·bm25(t, d)) — the best derivation producing t earns at
     least t's weight. Upper: max(Viterbi, max_i g_i + C_i) with terms by descending g and
@@ -695,8 +762,9 @@ def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray
         return np.zeros(0), np.zeros(0)
     g = prep.best_through[prep.doc_terms]
     starts = prep.doc_ptr[:-1]
-    lower = np.maximum(np.maximum.reduceat(g + v * prep.doc_weights, starts), vit)
-    bonus = v * prep.max_count[prep.doc_terms] * prep.doc_weights
+    rows, v = prep.ir_rows(v)
+    lower = np.maximum(np.maximum.reduceat(g + v * rows, starts), vit)
+    bonus = v * prep.max_count[prep.doc_terms] * rows
     csum = np.cumsum(bonus)
     before = np.concatenate([[0.0], csum])[starts]
     seg = csum - np.repeat(before, np.diff(prep.doc_ptr))
@@ -726,14 +794,15 @@ def rank_sentence(
 ) -> SentenceRanking:
     """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
 
-    With ``bounds`` (used when v ≥ 0 and every bm25 weight is ≥ 0, so that W' ≥ W) the
+    With ``bounds`` (used when every term bonus is ≥ 0, so that W' ≥ W) the
     candidates are scored by descending upper bound (:func:`doc_bounds`) until the bound falls
     below θ, the larger of the k-th best lower bound and the k-th best score found so far:
     no document left can enter the top k. Otherwise every candidate is scored.
     """
     t0 = time.perf_counter()
     n = len(prep.docs)
-    use_bounds = bounds and v >= 0 and n > k and bool(np.all(prep.doc_weights >= 0))
+    rows, factor = prep.ir_rows(v)
+    use_bounds = bounds and factor >= 0 and n > k and bool(np.all(rows >= 0))
     if use_bounds:
         lower, upper = doc_bounds(prep, v)
         theta0 = float(np.partition(lower, n - k)[n - k])
@@ -807,9 +876,9 @@ class DocDerivation:
     tokens: tuple[str, ...]
     matched: tuple[tuple[str, int, float], ...]  # (term, occurrences, bm25(term, d))
     smt: float  # Σ_e w_smt·φ(e) (+ LEX) over the derivation's edges
-    ir: float  # v · Σ_{t ∈ h} bm25(t, d)
+    ir: float  # Σ_{t ∈ h} (v + δ_t)·bm25(t, d)  (δ_t = 0 without per-term weights)
     bm25: float  # Σ_{t ∈ h} bm25(t, d) (the IR feature value)
-    features: dict[str, float]  # SMT features summed over the edges (+ LEX counts)
+    features: dict[str, float]  # SMT features summed over the edges (+ LEX counts, ir:<t>)
 
     @property
     def score(self) -> float:
@@ -842,22 +911,28 @@ def best_derivation(
     smt = float(sum(float(prep.smt[e]) for e in edges))
     terms, weights = prep.doc_row(docno)
     weight_of = dict(zip(prep.terms[terms].tolist(), weights.tolist(), strict=True))
+    delta_of: dict[int, float] = {}
+    if prep.term_delta is not None:
+        delta_of = dict(zip(prep.terms.tolist(), prep.term_delta.tolist(), strict=True))
     counts = Counter(deriv.tokens)
     matched: list[tuple[str, int, float]] = []
+    features = dict(deriv.features)
     total = 0.0
+    ir = 0.0
     for word, c in counts.items():
         tid = index.term_id(word)
         w = weight_of.get(tid, 0.0) if tid is not None else 0.0
         if w != 0.0:
             matched.append((word, c, w))
             total += c * w
-    features = dict(deriv.features)
+            ir += c * w * (v + (delta_of.get(tid, 0.0) if tid is not None else 0.0))
+            features[ir_term_feature(word)] = c * w
     if lex is not None:
         for e in edges:
             for f in lex.of_edge(hg.edges[e]):
                 features[f] = features.get(f, 0.0) + 1.0
     features[IR_FEATURE] = total
-    return DocDerivation(deriv.tokens, tuple(matched), smt, v * total, total, features)
+    return DocDerivation(deriv.tokens, tuple(matched), smt, ir, total, features)
 
 
 # --- the scorer ---------------------------------------------------------------------------------
@@ -936,7 +1011,8 @@ class BowFdScorer(Scorer):
         for forest in query.forests:
             hg = forest.hypergraph
             smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
-            out.append(prepare_sentence(hg, smt, self.index, self.beam))
+            prep = prepare_sentence(hg, smt, self.index, self.beam)
+            out.append(with_term_weights(prep, self.index, query.weights))
         return out
 
     def rank_prepared(
@@ -957,7 +1033,15 @@ class BowFdScorer(Scorer):
         if self.engine == "fast":
             return rank_sentence(prep, v, depth)
         t0 = time.perf_counter()
-        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v)
+        deltas = (
+            {}
+            if prep.term_delta is None
+            else {
+                ir_term_feature(self.index.term(int(t))): float(x)
+                for t, x in zip(prep.terms.tolist(), prep.term_delta.tolist(), strict=True)
+            }
+        )
+        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v, deltas)
         pos = top_k_order(docs, scores, depth)
         info = {"candidates": len(docs), "scored": len(docs),
                 "seconds": time.perf_counter() - t0}  # fmt: skip

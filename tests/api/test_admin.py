@@ -303,6 +303,21 @@ def test_full_flow_job_writes_a_version_that_serves_after_activation(
     assert again["weights_version"] == old and again["cached"] is True
 
 
+def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_copy: Path) -> None:
+    # 001 §3's sparse IR features: a large weight on "home" (d2's word) lifts d2 over d1,
+    # which the default weights rank first for "das haus ist groß"
+    weights = WeightsStore(bundle_copy / "weights")
+    old = weights.active_version()
+    before = [h["id"] for h in search(admin)["results"]]
+    assert before[0] == "d1" and "d2" in before
+    boosted = {**weights.load(old).weights, IR_FEATURE: 1.0, "ir:home": 20.0}
+    weights.save(boosted, version="home", source="test")
+    ok(admin.post("/v1/admin/models/home/activate?lang=de", headers=AUTH))
+    after = search(admin)
+    assert after["weights_version"] == "home"
+    assert after["results"][0]["id"] == "d2"
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [

@@ -20,7 +20,7 @@ from service.ltr.shard import Shard, ShardSpec, mix, shard_specs
 from service.ltr.task import LtrParams, run_job, start_weights, train_ltr
 from service.ltr.trainer import train
 from service.mt.bundle import ModelBundle
-from service.retrieval.bowfd import IR_FEATURE
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.settings import Settings
 from tests.ltr.conftest import DEV_QRELS, TRAIN_QUERIES, write_qrels
 
@@ -169,6 +169,37 @@ def test_freeze_smt_moves_only_ir_and_lex(ltr_settings: Settings) -> None:
             assert w[name] == value, name
 
 
+def test_per_term_ir_weights_are_learned_unless_turned_off(
+    toy_bundle: ModelBundle,
+    toy_index: InvertedIndex,
+    ltr_data: dict[str, Path],
+    ltr_settings: Settings,
+) -> None:
+    # 001 §3: a weight per English term (ir:<t>, added to v), learned with the rest
+    (spec,), start = make_specs(toy_bundle, toy_index, ltr_data, 1, freeze_smt=True)
+    shard = Shard(spec, toy_bundle, toy_index)
+    shard.build()
+    assert any(is_ir_term_feature(n) for n in shard.space.names)
+    moved: dict[bool, set[str]] = {}
+    for ir_terms in (True, False):
+        shard.configure("hinge", freeze_smt=True, lex=False, ir_terms=ir_terms)
+        w = shard.epoch(start).weights
+        w = shard.epoch(w).weights
+        moved[ir_terms] = {n for n, x in w.items() if is_ir_term_feature(n) and x != 0.0}
+        assert w[IR_FEATURE] != start[IR_FEATURE]
+    assert moved[True] and not moved[False]
+    # a stored version leaves out the per-term weights that stayed 0 and records the option
+    from service.mt.weights import WeightsStore
+
+    store = WeightsStore(ltr_settings.model_bundles[0] / "weights")
+    for ir_terms in (True, False):
+        result = train_ltr(LtrParams(epochs=1, candidates=5, freeze_smt=True, ir_terms=ir_terms),
+                           settings=ltr_settings)  # fmt: skip
+        saved = store.load(result.version)
+        assert f"ir_terms={ir_terms}" in saved.source
+        assert all(x != 0.0 for n, x in saved.weights.items() if is_ir_term_feature(n))
+
+
 def test_cancellation_writes_nothing(ltr_settings: Settings) -> None:
     from service.mt.weights import WeightsStore
 
@@ -244,7 +275,7 @@ def test_clir_train_ltr(
     for name in ("queries", "qrels", "dev_queries", "dev_qrels"):
         args += ["--" + name.replace("_", "-"), str(ltr_data[name])]
     code = main([*args, "--epochs", "2", "--candidates", "5", "--objective", "perceptron",
-                 "--rate", "0.05"])  # fmt: skip
+                 "--rate", "0.05", "--no-ir-terms"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
     payload = json.loads(out)
@@ -252,7 +283,7 @@ def test_clir_train_ltr(
     from service.mt.bundle import load_bundle
 
     stored = load_bundle(ltr_settings.model_bundles[0]).weights_store.load(payload["version"])
-    assert "rate=0.05 tau=1" in stored.source
+    assert "rate=0.05 tau=1" in stored.source and "ir_terms=False" in stored.source
     assert payload["metrics"]["train_queries"] == len(TRAIN_QUERIES)
     assert "epoch 1:" in err
     assert main([*args, "--epochs", "0"]) == 1

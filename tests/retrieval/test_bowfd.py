@@ -30,6 +30,7 @@ from service.retrieval.bowfd import (
     rank_sentence,
     reference_scores,
     top_k_order,
+    with_term_weights,
 )
 from service.retrieval.lex import LexFeatures, rule_lex_features
 from service.retrieval.query import decode_query
@@ -162,9 +163,50 @@ def test_feature_vector_of_the_best_derivation() -> None:
     phi = scorer.feature_vector(query_of(toy_forest()), scorer.index.docno("D1"))
     # "the house is burning": edges the (P −0.5, WP 1), house (P −0.25, WP 1),
     # "is burning" (P −0.75, WP 2) and three glue edges.
-    assert phi == {P: -1.5, WP: 4.0, GLUE: 3.0, IR_FEATURE: 3.0}
+    # The per-term IR features split IR_BM25 by term: house 2.0, burning 1.0.
+    assert phi == {
+        P: -1.5, WP: 4.0, GLUE: 3.0, IR_FEATURE: 3.0, "ir:house": 2.0, "ir:burning": 1.0
+    }  # fmt: skip
     w = {**TOY_WEIGHTS, IR_FEATURE: 1.0}
-    assert sum(w[n] * x for n, x in phi.items()) == -1.25
+    assert sum(w.get(n, 0.0) * x for n, x in phi.items()) == -1.25
+
+
+# Per-term IR weights (001 §3: "sparse, lexicalized, real-valued IR features", w_ir = v·1 by
+# default): with δ_burning = −1 and δ_home = +1 (v = 1) "burning" earns nothing and "home" twice
+# its bm25.
+#   D1: "the house is burning" −4.25 + 2.0 + 0 = −2.25 loses to "the house burns" −4.0 + 2.0
+#       = −2.0 (and to nothing else: "the house"+"is burning" −4.75 + 2.0 = −2.75)
+#   D2: "the home burns" −5.25 + 2·2.5 = −0.25
+#   D3 and D5 use no reweighted term: −3.25 and −3.875 as before.
+TERM_WEIGHTS = {**TOY_WEIGHTS, "ir:burning": -1.0, "ir:home": 1.0, "ir:unseen": 4.0}
+HAND_TERMS = [("D2", -0.25), ("D1", -2.0), ("D3", -3.25), ("D5", -3.875)]
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_per_term_ir_weights_hand_worked(engine: str) -> None:
+    scorer = BowFdScorer(hand_index(DOCS), v=1.0, engine=engine)
+    query = query_of(toy_forest(), weights=TERM_WEIGHTS)
+    ranking = scorer.rank(query, k=10, explain=True)
+    assert [(h.doc_id, h.score) for h in ranking.hits] == HAND_TERMS
+    d1 = next(h for h in ranking.hits if h.doc_id == "D1")
+    assert d1.explanation is not None
+    (part,) = d1.explanation["sentences"]
+    assert part["translation"] == "the house burns"
+    assert (part["smt"], part["ir"]) == (-4.0, 2.0)
+    phi = scorer.feature_vector(query, scorer.index.docno("D2"))
+    assert (phi[IR_FEATURE], phi["ir:home"]) == (2.5, 2.5)
+    w = {**TERM_WEIGHTS, IR_FEATURE: 1.0}
+    assert sum(w.get(n, 0.0) * x for n, x in phi.items()) == -0.25
+
+
+def test_per_term_ir_weights_must_be_finite() -> None:
+    scorer = BowFdScorer(hand_index(DOCS), v=1.0)
+    bad = query_of(toy_forest(), weights={**TOY_WEIGHTS, "ir:house": float("inf")})
+    with pytest.raises((ConfigurationError, InvalidInputError), match="ir:house"):
+        scorer.rank(bad, k=10)
+    prep = prepare_sentence(toy_forest(), toy_forest().edge_weights(TOY_WEIGHTS), scorer.index)
+    with pytest.raises(ConfigurationError, match="house"):
+        with_term_weights(prep, scorer.index, {"ir:house": float("nan")})
 
 
 def test_beam_keeps_the_best_incoming_edges() -> None:
@@ -231,14 +273,21 @@ def random_docs(rng: random.Random, n: int) -> dict[str, dict[str, float]]:
 
 
 def brute_force_score(
-    hg: Hypergraph, smt: np.ndarray, bm25: Mapping[str, float], v: float
+    hg: Hypergraph,
+    smt: np.ndarray,
+    bm25: Mapping[str, float],
+    v: float,
+    delta: Mapping[str, float] | None = None,
 ) -> float:
-    """max over every derivation of Σ_e smt[e] + v·Σ_{words of e} bm25 (each occurrence)."""
+    """max over every derivation of Σ_e smt[e] + Σ_{words t of e} (v + δ_t)·bm25(t)."""
+    delta = delta or {}
     best = -np.inf
     for tree in all_trees(hg, hg.goal):
         s = 0.0
         for e in tree.preorder():
-            s += float(smt[e]) + v * sum(bm25.get(t, 0.0) for t in hg.edges[e].target_terminals)
+            s += float(smt[e])
+            for t in hg.edges[e].target_terminals:
+                s += (v + delta.get(t, 0.0)) * bm25.get(t, 0.0)
         best = max(best, s)
     return best
 
@@ -274,6 +323,43 @@ def test_fast_equals_reference_on_random_forests(seed: int, n_docs: int, v: floa
     pos = top_k_order(cand, ref, k)
     assert fast.docs.tolist() == cand[pos].tolist()
     assert fast.scores.tolist() == ref[pos].tolist()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(1, 12),
+    v=st.sampled_from([0.0, 1.0, 2.0]),
+    k=st.integers(1, 6),
+)
+def test_per_term_weights_fast_equals_reference_on_random_forests(
+    seed: int, n_docs: int, v: float, k: int
+) -> None:
+    # δ_t in [−2, 2] (exact binary fractions): some terms earn more, some less, some a
+    # negative bonus (then the search must not use its bounds)
+    rng = random.Random(seed)
+    hg = random_forest(rng, max_nodes=7, max_derivations=60)
+    assume(bool(all_trees(hg, hg.goal)))
+    weights = {f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}
+    delta = {t: rng.randint(-8, 8) / 4 for t in rng.sample(TERMS, rng.randint(1, len(TERMS)))}
+    weights.update({f"ir:{t}": x for t, x in delta.items()})
+    smt = np.array(hg.edge_weights(weights))
+    docs = random_docs(rng, n_docs)
+    index = hand_index(docs)
+    cand, ref = reference_scores(hg, smt, index, v, weights)
+    for d, s in zip(cand.tolist(), ref.tolist(), strict=True):
+        assert s == brute_force_score(hg, smt, docs[index.doc_id(d)], v, delta)
+    scorer = BowFdScorer(index, v=v)
+    (prep,) = scorer.prepare(query_of(hg, weights=weights))
+    fast = rank_sentence(prep, v, k)
+    pos = top_k_order(cand, ref, k)
+    assert fast.docs.tolist() == cand[pos].tolist()
+    assert fast.scores.tolist() == ref[pos].tolist()
+    # the feature vector of each document's best derivation scores it exactly
+    for d, s in zip(cand.tolist(), ref.tolist(), strict=True):
+        phi = scorer.feature_vector([prep], d, v)
+        w = {**weights, IR_FEATURE: v}
+        assert sum(w.get(n, 0.0) * x for n, x in phi.items()) == pytest.approx(s, abs=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
