@@ -12,7 +12,8 @@ sentence) and then ranked to depth ``K`` = 1000 twice, in the same process, alte
 Recorded per query: sentences, forest sizes (nodes/edges, live part), candidates and documents
 actually scored, decode time, reference and fast time and their ratio, and whether the two
 top-1000 lists are identical (same documents in the same order, same scores). A block-size
-sweep and the fast search without bounds are timed on the same forests. ``v`` = 1.0.
+sweep, the fast search without bounds and with a per-term IR weight on every term
+(``per_term_weights``) are timed on the same forests. ``v`` = 1.0.
 
 The model: ``models/de-en`` if it exists, else ``$CLIR_BENCH_MODEL``, else ``/tmp/bowfd-model``
 (train one with ``clir train-model ... --out /tmp/bowfd-model --limit 100000``).
@@ -42,10 +43,12 @@ from service.retrieval.bowfd import (
     BowFdScorer,
     SentenceRanking,
     combine_sentences,
+    ir_term_feature,
     rank_sentence,
     reference_scores,
     smt_edge_weights,
     top_k_order,
+    with_term_weights,
 )
 from service.retrieval.query import decode_query
 
@@ -107,6 +110,7 @@ def main() -> None:
     per_query: list[dict[str, Any]] = []
     sweep: dict[str, list[float]] = {f"block_{b}": [] for b in BLOCKS}
     sweep["no_bounds"] = []
+    sweep["per_term_weights"] = []
     for qid, text in rows:
         t0 = time.perf_counter()
         query = decode_query(decoder, text, "de", qid=qid)
@@ -141,6 +145,13 @@ def main() -> None:
         for p in preps:
             rank_sentence(p, V, K, bounds=False)
         sweep["no_bounds"].append(time.perf_counter() - t0)
+        # per-term IR weights (ir:<t>) on every term of the forests, the worst case for the
+        # extra work: reading the term names and reweighting the candidates' rows
+        per_term = {ir_term_feature(index.term(int(t))): 0.25 for p in preps for t in p.terms}
+        t0 = time.perf_counter()
+        for p in preps:
+            rank_sentence(with_term_weights(p, index, per_term), V, K)
+        sweep["per_term_weights"].append(time.perf_counter() - t0)
         info = ranking.info
         row = {
             "qid": qid,
