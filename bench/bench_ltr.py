@@ -34,6 +34,8 @@ from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import numpy as np
+
 from service.evaluation import randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
@@ -42,9 +44,10 @@ from service.ltr.examples import (
     select_queries,
 )
 from service.ltr.shard import Shard, ShardSpec, shard_specs
-from service.ltr.task import start_weights
+from service.ltr.task import LtrParams, start_weights
 from service.ltr.trainer import Reporter, TrainOutcome, train
 from service.mt.bundle import load_bundle
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.runner import load_index
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,6 +118,8 @@ def main() -> None:
     )
     ap.add_argument("--no-timing", action="store_true", help="skip the backend wall times")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--rho", type=float, default=LtrParams().rho, help="Adadelta decay")
+    ap.add_argument("--eps", type=float, default=LtrParams().eps, help="Adadelta epsilon")
     ap.add_argument(
         "--cache",
         type=Path,
@@ -206,8 +211,13 @@ def main() -> None:
         _, best = dev.evaluate(outcome.weights)
         p = randomization_test(best.per_query["map"], base_ap, permutations=10_000, seed=0)
         epochs = outcome.history
+        w = outcome.weights
+        delta = np.array([x for n, x in w.items() if is_ir_term_feature(n) and x != 0.0])
         return {
             **keys,
+            "v": round(w[IR_FEATURE], 4),
+            "ir_terms_learned": len(delta),
+            "ir_delta_abs_mean": round(float(np.abs(delta).mean()), 4) if len(delta) else 0.0,
             "dev": _round({k: v for k, v in best.means.items() if k != "seconds"}),
             "stop": _round({k: v for k, v in outcome.best_metrics.items() if k != "seconds"}),
             "best_epoch": outcome.best_epoch,
@@ -241,9 +251,10 @@ def main() -> None:
         pairs = [(o, v) for o, _, v in (r.partition(":") for r in args.runs.split(","))]
     for objective, variant in pairs:
         freeze, lex, ir_terms = VARIANTS[variant]
-        shard.configure(objective, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
+        options = LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
+        shard.configure(objective, options, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
         outcome, seconds = run(InlineBackend(shards=[shard]), [spec])
-        row = record(outcome, seconds, objective=objective, variant=variant)
+        row = record(outcome, seconds, objective=objective, variant=variant, options=options)
         print(json.dumps(row), file=sys.stderr)
         result["runs"].append(row)
         save()

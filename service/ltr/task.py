@@ -82,7 +82,7 @@ class LtrParams(BaseModel):
     ir_terms: bool = Field(
         True,
         description="Learn a weight per English term (001 §3's sparse IR features, added to "
-        "v); false: the single IR weight v.",
+        "the default weight v, which then stays fixed); false: learn the single IR weight v.",
     )
     v: float = Field(1.0, description="IR weight to start from if the weights carry none.")
     candidates: int = Field(100, ge=1, le=1000, description="Top BOW-FD documents per query.")
