@@ -29,6 +29,7 @@ import os
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-from service.evaluation import randomization_test
+from service.evaluation import evaluate, randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
+    DEV_DEPTH,
+    DEV_METRICS,
     Decoding,
     DevSet,
     select_queries,
@@ -95,6 +98,103 @@ def _save_cache(path: Path | None, key: dict[str, Any], data: dict[str, Any]) ->
     tmp.replace(path)
 
 
+def _subset(dev: DevSet, qids: set[str]) -> DevSet:
+    """The dev queries ``qids`` only (with their qrels, so that MAP is over them)."""
+    return DevSet(dev.index, {q: r for q, r in dev.qrels.items() if q in qids},
+                  [(q, s) for q, s in dev.queries if q in qids], dev.space)  # fmt: skip
+
+
+def cross_validate(
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    shard: Shard,
+    spec: ShardSpec,
+    dev: DevSet,
+    dev_sel: Any,
+    start: dict[str, float],
+    base_ap: dict[str, float],
+    bundle: Any,
+    index: Any,
+    pop_limit: int,
+    save: Any,
+) -> dict[str, Any]:
+    """K-fold cross-validation of learning to rank on the dev queries.
+
+    The translation model was trained on the parallel paragraphs of the *training* pages
+    (data README §3), so it has memorised the training queries: their forests hold near-perfect
+    translations, and weights learned on them do not carry over to unseen queries. The dev
+    queries are unseen, like a user's. Fold ``k`` is scored by weights trained on the other
+    folds but one, which stops early (patience) on that one (``k+1``); the out-of-fold rankings
+    of all dev queries are pooled, evaluated together and tested against the default weights
+    (paired randomization test). ``+train`` variants add the training-query examples to each
+    fold's training set.
+    """
+    k = args.cv
+    cache = args.cache.with_suffix(".cv.pkl") if args.cache else None
+    key = {"dev": sorted(dev_sel.queries), "start": sorted(start.items()),
+           "candidates": args.candidates, "space": len(shard.space)}  # fmt: skip
+    cached = _load_cache(cache, key)
+    if cached is not None:
+        shard.space, dev_examples = cached["space"], cached["examples"]
+    else:
+        dev_spec = replace(spec, queries=tuple(dev_sel.queries.items()), qrels=dev_sel.qrels)
+        builder = Shard(dev_spec, bundle, index)
+        builder.space = shard.space  # one numbering for training and dev examples
+        bar = _bar("decode dev examples", len(dev_spec.queries))
+        builder.build(lambda d, _t: bar.update(d - bar.n))
+        bar.close()
+        dev_examples = builder.examples
+        _save_cache(cache, key, {"space": shard.space, "examples": dev_examples})
+    qids = sorted(q for q, _ in dev.queries)
+    order = np.random.default_rng(0).permutation(len(qids))
+    folds = [{qids[i] for i in order[j::k].tolist()} for j in range(k)]
+    train_examples = list(shard.examples)
+    out: dict[str, Any] = {"folds": k, "dev_examples": len(dev_examples), "runs": []}
+    for run_name in args.cv_runs.split(","):
+        objective, _, variant = run_name.partition(":")
+        with_train = variant.endswith("+train")
+        freeze, lex, ir_terms = VARIANTS[variant.removesuffix("+train")]
+        options = LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
+        pooled: dict[str, dict[str, float]] = {}
+        per_fold = []
+        t = time.perf_counter()
+        for j in range(k):
+            stop_q, test_q = folds[(j + 1) % k], folds[j]
+            fit = [e for e in dev_examples if e.qid not in stop_q | test_q]
+            shard.examples = fit + (train_examples if with_train else [])
+            shard.configure(objective, options, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
+            stop_set = _subset(dev, stop_q)
+
+            def use_stop(_rep: Reporter, stop_set: DevSet = stop_set) -> DevSet:
+                return stop_set
+
+            backend = InlineBackend(shards=[shard])
+            with backend:
+                outcome = train(backend, [spec], start, build_dev=use_stop, epochs=args.epochs,
+                                patience=args.patience)  # fmt: skip
+            pooled.update(_subset(dev, test_q).run(outcome.weights))
+            per_fold.append({"train": len(fit), "best_epoch": outcome.best_epoch,
+                             "stop_map": round(outcome.best_metrics["map"], 4),
+                             "stop_map_start": round(outcome.baseline["map"], 4)})  # fmt: skip
+        shard.examples = train_examples
+        ev = evaluate(pooled, dev.qrels, DEV_METRICS, depth=DEV_DEPTH)
+        p = randomization_test(ev.per_query["map"], base_ap, permutations=10_000, seed=0)
+        row = {
+            "objective": objective,
+            "variant": variant,
+            "options": options,
+            "dev": _round(dict(ev.means)),
+            "p_value_map_vs_default": round(p, 5),
+            "folds": per_fold,
+            "seconds": round(time.perf_counter() - t, 1),
+        }
+        print(json.dumps(row), file=sys.stderr)
+        out["runs"].append(row)
+        result["cv"] = out
+        save()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("lang", choices=["de", "zh"])
@@ -118,6 +218,13 @@ def main() -> None:
     )
     ap.add_argument("--no-timing", action="store_true", help="skip the backend wall times")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--cv", type=int, default=0, help="K-fold cross-validation on dev (0: off)")
+    ap.add_argument(
+        "--cv-runs",
+        default="hinge:frozen,hinge:lex,hinge:v,perceptron:lex",
+        help="objective:variant pairs for --cv; a variant ending in +train also trains on the "
+        "training queries",
+    )
     ap.add_argument("--rho", type=float, default=LtrParams().rho, help="Adadelta decay")
     ap.add_argument("--eps", type=float, default=LtrParams().eps, help="Adadelta epsilon")
     ap.add_argument(
@@ -258,6 +365,10 @@ def main() -> None:
         print(json.dumps(row), file=sys.stderr)
         result["runs"].append(row)
         save()
+
+    if args.cv:
+        result["cv"] = cross_validate(args, result, shard, spec, dev, dev_sel, start, base_ap,
+                                      bundle, index, pop_limit, save)  # fmt: skip
 
     if not args.no_timing:
         for backend_name, shards in (("local", 1), ("local", 2), ("ray", 2)):
