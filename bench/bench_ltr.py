@@ -66,7 +66,7 @@ OBJECTIVES = ("hinge", "listnet", "listmle", "listmle-te", "perceptron")
 # variant: (freeze_smt, lex, ir_terms)
 VARIANTS = {
     "smt": (False, False, True),  # everything learned
-    "frozen": (True, False, True),  # SMT frozen: v and the per-term IR weights
+    "frozen": (True, False, True),  # SMT frozen, v fixed: the per-term IR weights
     "lex": (True, True, True),  # frozen plus the LEX features
     "v": (True, False, False),  # SMT frozen, only v (no per-term IR weights)
 }
@@ -105,6 +105,11 @@ def _save_cache(path: Path | None, key: dict[str, Any], data: dict[str, Any]) ->
     tmp.replace(path)
 
 
+def _options(args: argparse.Namespace, objective: str) -> dict[str, float]:
+    """The objective's learning settings from ``--rho``/``--eps`` (LtrParams' rule)."""
+    return LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
+
+
 def _subset(dev: DevSet, qids: set[str]) -> DevSet:
     """The dev queries ``qids`` only (with their qrels, so that MAP is over them)."""
     return DevSet(dev.index, {q: r for q, r in dev.qrels.items() if q in qids},
@@ -122,7 +127,6 @@ def cross_validate(
     base_ap: dict[str, float],
     bundle: Any,
     index: Any,
-    pop_limit: int,
     save: Any,
 ) -> dict[str, Any]:
     """K-fold cross-validation of learning to rank on the dev queries.
@@ -161,7 +165,7 @@ def cross_validate(
         objective, _, variant = run_name.partition(":")
         with_train = variant.endswith("+train")
         freeze, lex, ir_terms = VARIANTS[variant.removesuffix("+train")]
-        options = LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
+        options = _options(args, objective)
         pooled: dict[str, dict[str, float]] = {}
         per_fold = []
         t = time.perf_counter()
@@ -392,7 +396,7 @@ def main() -> None:
         pairs = [(o, v) for o, _, v in (r.partition(":") for r in args.runs.split(","))]
     for objective, variant in pairs:
         freeze, lex, ir_terms = VARIANTS[variant]
-        options = LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
+        options = _options(args, objective)
         shard.configure(objective, options, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
         outcome, seconds = run(InlineBackend(shards=[shard]), [spec])
         row = record(outcome, seconds, objective=objective, variant=variant, options=options)
@@ -400,9 +404,9 @@ def main() -> None:
         result["runs"].append(row)
         save()
 
-    if args.cv:
-        result["cv"] = cross_validate(args, result, shard, spec, dev, dev_sel, start, base_ap,
-                                      bundle, index, pop_limit, save)  # fmt: skip
+    if args.cv:  # writes result["cv"] after every run
+        cross_validate(args, result, shard, spec, dev, dev_sel, start, base_ap, bundle, index,
+                       save)  # fmt: skip
 
     if not args.no_timing:
         for backend_name, shards in (("local", 1), ("local", 2), ("ray", 2)):

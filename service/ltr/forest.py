@@ -32,6 +32,7 @@ come from the service's own BOW-FD code.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,12 @@ from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
 from service.mt.hypergraph import Hyperedge, Hypergraph, Node
-from service.retrieval.bowfd import PreparedSentence, ir_term_feature, prepare_sentence
+from service.retrieval.bowfd import (
+    PreparedSentence,
+    ir_term_feature,
+    prepare_sentence,
+    term_bonus,
+)
 from service.retrieval.lex import LexFeatures
 
 FloatArray = NDArray[np.float64]
@@ -187,8 +193,10 @@ class CompactSentence:
         delta = w[self.ir_cols]
         return delta if np.any(delta != 0.0) else None
 
+    @cached_property
     def occurrences(self) -> Any:
-        """Sparse ``[edges × local terms]`` counts of the weighted target words of each edge."""
+        """Sparse ``[edges × local terms]`` counts of the weighted target words of each edge
+        (built once: every epoch reads it for every candidate list)."""
         keep = self.occ_term < self.n_terms
         edge_of_occ = np.repeat(np.arange(self.num_edges), np.diff(self.occ_ptr))
         return sp.csr_matrix(
@@ -212,7 +220,7 @@ class CompactSentence:
         phi = (pick @ self.features).tocsr()
         phi.resize((n, size))
         # per candidate and term: occurrences in h* × bm25(t, d)
-        counts = (pick @ self.occurrences()).tocsr()
+        counts = (pick @ self.occurrences).tocsr()
         bm25 = sp.csr_matrix(
             (cands.weights, cands.terms, cands.ptr), shape=(n, self.n_terms), dtype=np.float64
         )
@@ -345,11 +353,9 @@ def best_derivations(
     """For each candidate, the live edges of its best derivation (CSR ``ptr``/``edges``,
     preorder) under SMT edge weights ``smt``, IR weight ``v`` and per-term weights ``delta``
     (a term earns ``(v + δ_t)·bm25``; the arithmetic is BOW-FD's, see
-    :meth:`service.retrieval.bowfd.PreparedSentence.ir_rows`)."""
+    :func:`service.retrieval.bowfd.term_bonus`)."""
     n = len(cands)
-    weights, factor = cands.weights, v
-    if delta is not None:
-        weights, factor = cands.weights * (v + delta[cands.terms]), 1.0
+    weights, factor = term_bonus(cands.weights, cands.terms, v, delta)
     cap = max(16, n * min(cs.num_edges, 4 * cs.num_nodes))
     while True:
         ptr = np.zeros(n + 1, dtype=np.int64)

@@ -87,6 +87,17 @@ IR_FEATURE = "IR_BM25"  # Σ_{t ∈ h} bm25(t, d): the feature whose weight is v
 IR_TERM_PREFIX = "ir:"  # ir:<term>: bm25(term, d) per occurrence in h; weight δ_term (added to v)
 
 
+def term_bonus(
+    bm25: FloatArray, terms: NDArray[np.integer[Any]], v: float, delta: FloatArray | None
+) -> tuple[FloatArray, float]:
+    """What an edge's bonus sums, and the factor it is scaled by: ``(bm25, v)``, or with
+    per-term weights ``delta`` (indexed by ``terms``) ``(bm25·(v + δ_t), 1)``. One rule for
+    the fast search, explanations and learning to rank, so their arithmetic is identical."""
+    if delta is None:
+        return bm25, v
+    return bm25 * (v + delta[terms]), 1.0
+
+
 def ir_term_feature(term: str) -> str:
     """The name of the sparse IR feature of the English term ``term``."""
     return IR_TERM_PREFIX + term
@@ -220,12 +231,9 @@ class PreparedSentence:
         return len(self.terms)
 
     def ir_rows(self, v: float) -> tuple[FloatArray, float]:
-        """The candidates' term bonuses and the factor they are scored with: ``(bm25, v)``
-        or, with per-term weights, ``(bm25·(v + δ_t), 1)`` — the bonus of an edge is
-        ``factor · Σ_{occurrences} row weight``."""
-        if self.term_delta is None:
-            return self.doc_weights, v
-        return self.doc_weights * (v + self.term_delta[self.doc_terms]), 1.0
+        """The candidates' rows under :func:`term_bonus`: the bonus of an edge for a document
+        is ``factor · Σ_{occurrences} row weight``."""
+        return term_bonus(self.doc_weights, self.doc_terms, v, self.term_delta)
 
     def doc_row(self, docno: int) -> tuple[IntArray, FloatArray]:
         """The local terms and bm25 weights of ``docno`` (empty if it is no candidate)."""
@@ -238,9 +246,8 @@ class PreparedSentence:
     def doc_edge_weights(self, docno: int, v: float) -> FloatArray:
         """``W'(e, d)`` for every edge of ``hypergraph`` (equation 4)."""
         a = self.hypergraph.arrays()
-        terms, weights = self.doc_row(docno)
-        if self.term_delta is not None:
-            weights, v = weights * (v + self.term_delta[terms]), 1.0
+        terms, bm25 = self.doc_row(docno)
+        weights, v = term_bonus(bm25, terms, v, self.term_delta)
         docw = np.zeros(self.num_terms + 1, dtype=np.float64)
         docw[terms] = weights
         edge_of_occ = np.repeat(np.arange(a.num_edges), np.diff(a.term_ptr))
@@ -435,8 +442,6 @@ def prepare_sentence(
 
 def term_deltas(terms: Sequence[str], weights: Mapping[str, float]) -> FloatArray | None:
     """δ_t of each term (its ``ir:<t>`` weight, 0 if none), or None if all are 0."""
-    if not any(is_ir_term_feature(n) for n in weights):
-        return None
     delta = np.array([float(weights.get(IR_TERM_PREFIX + t, 0.0)) for t in terms])
     if not np.all(np.isfinite(delta)):
         bad = [t for t, x in zip(terms, delta.tolist(), strict=True) if not math.isfinite(x)]
@@ -447,9 +452,10 @@ def term_deltas(terms: Sequence[str], weights: Mapping[str, float]) -> FloatArra
 def with_term_weights(
     prep: PreparedSentence, index: InvertedIndex, weights: Mapping[str, float]
 ) -> PreparedSentence:
-    """``prep`` with the per-term IR weights (``ir:<term>``) of ``weights`` attached."""
-    if prep.term_delta is None and not any(is_ir_term_feature(n) for n in weights):
-        return prep  # (the common case: no term names to read)
+    """``prep`` with the per-term IR weights (``ir:<term>``) of ``weights`` attached
+    (``weights`` may hold other features too; an empty map reads no term names)."""
+    if not weights and prep.term_delta is None:
+        return prep
     delta = term_deltas([index.term(int(t)) for t in prep.terms.tolist()], weights)
     return prep if delta is None and prep.term_delta is None else replace(prep, term_delta=delta)
 
@@ -999,6 +1005,10 @@ class BowFdScorer(Scorer):
             raise ConfigurationError(f"the weight of {IR_FEATURE} must be finite, got {v!r}")
         return v
 
+    @staticmethod
+    def _term_weights(query: DecodedQuery) -> dict[str, float]:
+        return {n: float(w) for n, w in query.weights.items() if is_ir_term_feature(n)}
+
     def _lex_weights(self, query: DecodedQuery) -> dict[str, float]:
         out = {n: float(w) for n, w in query.weights.items() if is_lex_feature(n)}
         out.update(self.lex_weights)
@@ -1007,12 +1017,13 @@ class BowFdScorer(Scorer):
     def prepare(self, query: DecodedQuery) -> list[PreparedSentence]:
         """Every sentence's forest joined with the index (reusable across ``v`` and ``k``)."""
         lex_w = self._lex_weights(query)
+        term_w = self._term_weights(query)  # read once per query, not per sentence
         out = []
         for forest in query.forests:
             hg = forest.hypergraph
             smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
             prep = prepare_sentence(hg, smt, self.index, self.beam)
-            out.append(with_term_weights(prep, self.index, query.weights))
+            out.append(with_term_weights(prep, self.index, term_w))
         return out
 
     def rank_prepared(
