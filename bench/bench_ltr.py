@@ -22,7 +22,9 @@ The training queries' pages are in the translation model's parallel data (data R
 the serving model translates them from memory and weights learned on their forests do not
 carry over to unseen queries. Two ways around it: ``--train-model`` decodes the training and
 stopping queries with a bundle built without their pages' paragraphs (the dev queries keep the
-serving model), and ``--cv K`` cross-validates on the dev queries themselves.
+serving model), ``--jackknife DIR`` decodes each of them with the :mod:`bench.jackknife` bundle
+built without its page (so no training query is lost), and ``--cv K`` cross-validates on the
+dev queries themselves.
 
 Nothing is written to the bundle. Writes ``bench/results/ltr_<lang>.json`` (or ``--out``). Run:
 ``nice -n 10 .venv/bin/python -m bench.bench_ltr de --train 500 --stop 150 --epochs 8``.
@@ -44,6 +46,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
+from bench.jackknife import fold_of_query
 from service.evaluation import evaluate, randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
@@ -51,9 +54,11 @@ from service.ltr.examples import (
     DEV_METRICS,
     Decoding,
     DevSet,
+    Selection,
     select_queries,
 )
 from service.ltr.shard import Shard, ShardSpec, shard_specs
+from service.ltr.space import FeatureSpace
 from service.ltr.task import LtrParams, start_weights
 from service.ltr.trainer import Reporter, TrainOutcome, train
 from service.mt.bundle import load_bundle
@@ -114,6 +119,75 @@ def _subset(dev: DevSet, qids: set[str]) -> DevSet:
     """The dev queries ``qids`` only (with their qrels, so that MAP is over them)."""
     return DevSet(dev.index, {q: r for q, r in dev.qrels.items() if q in qids},
                   [(q, s) for q, s in dev.queries if q in qids], dev.space)  # fmt: skip
+
+
+def _jackknife_build(
+    folds_dir: Path,
+    shard: Shard,
+    stop_sel: Selection,
+    index: Any,
+    start: dict[str, float],
+    pop_limit: int,
+) -> tuple[dict[str, Any], DevSet]:
+    """Decode every training and stopping query with the jackknife bundle that never saw its
+    page (:mod:`bench.jackknife`), into ``shard`` (one feature space, the spec's cyclic order)
+    and one stopping set; returns the shard's stats and the stopping set."""
+    dirs = sorted(p for p in folds_dir.glob("fold-*") if p.is_dir())
+    k = len(dirs)
+    for i, d in enumerate(dirs):
+        info = json.loads((folds_dir / f"{d.name}.json").read_text())
+        if d.name != f"fold-{i}" or info["folds"] != k:
+            raise SystemExit(f"{folds_dir}: expected fold-0..fold-{k - 1} of {k} folds")
+    spec = shard.spec
+    stop_space = FeatureSpace()
+    stop_queries: list[Any] = []
+    stop_failed: dict[str, str] = {}
+    parts: list[dict[str, Any]] = []
+    for i, d in enumerate(dirs):
+        fold_bundle = load_bundle(d)
+        sub = Shard(
+            replace(
+                spec,
+                model=str(d),
+                queries=tuple(q for q in spec.queries if fold_of_query(q[0], k) == i),
+            ),
+            fold_bundle,
+            index,
+        )
+        sub.space = shard.space  # one feature space for all folds
+        bar = _bar(f"decode train (fold {i})", len(sub.spec.queries))
+        parts.append(sub.build(lambda n, _t, bar=bar: bar.update(n - bar.n)))
+        bar.close()
+        shard.examples.extend(sub.examples)
+        fold_stop = replace(stop_sel, queries={
+            q: t for q, t in stop_sel.queries.items() if fold_of_query(q, k) == i})  # fmt: skip
+        dec = Decoding(fold_bundle, index, start, pop_limit=pop_limit, lex=True)
+        bar = _bar(f"decode stop (fold {i})", len(fold_stop.queries))
+        built = DevSet.build(dec, fold_stop, space=stop_space,
+                             progress=lambda n, _t, bar=bar: bar.update(n - bar.n))  # fmt: skip
+        bar.close()
+        stop_queries.extend(built.queries)
+        stop_failed.update(built.failed)
+        del fold_bundle, dec, sub
+    order = {q: n for n, (q, _) in enumerate(spec.queries)}
+    shard.examples.sort(key=lambda e: order[e.qid])
+    stop_order = {q: n for n, q in enumerate(stop_sel.queries)}
+    stop_queries.sort(key=lambda qs: stop_order[qs[0]])
+    n_cand = [len(e.docnos) for e in shard.examples]
+    stats = {
+        "shard": spec.shard,
+        "queries": len(shard.examples),
+        "failed": {q: m for p in parts for q, m in p["failed"].items()},
+        "skipped": sum(p["skipped"] for p in parts),
+        "features": len(shard.space),
+        "candidates_mean": float(np.mean(n_cand)) if n_cand else 0.0,
+        "sentences": sum(p["sentences"] for p in parts),
+        "megabytes": sum(p["megabytes"] for p in parts),
+        "seconds": sum(p["seconds"] for p in parts),
+        "folds": [{"queries": p["queries"], "seconds": round(p["seconds"], 1)} for p in parts],
+    }
+    stop_dev = DevSet(index, stop_sel.qrels, stop_queries, stop_space, stop_failed)
+    return stats, stop_dev
 
 
 def cross_validate(
@@ -235,6 +309,12 @@ def main() -> None:
         help="decode the training and stopping queries with this bundle (one built without "
         "their pages' parallel paragraphs); dev queries use the serving model",
     )
+    ap.add_argument(
+        "--jackknife",
+        type=Path,
+        help="decode each training and stopping query with the bench.jackknife bundle "
+        "(DIR/fold-K) that never saw its page; dev queries use the serving model",
+    )
     ap.add_argument("--dev-from", type=Path, help="take the decoded dev queries from this cache")
     ap.add_argument("--cv", type=int, default=0, help="K-fold cross-validation on dev (0: off)")
     ap.add_argument(
@@ -252,6 +332,8 @@ def main() -> None:
         "decoding, reused by a later run with the same queries and starting weights",
     )
     args = ap.parse_args()
+    if args.jackknife and args.train_model:
+        raise SystemExit("--jackknife and --train-model exclude each other")
 
     lang = args.lang
     out_path = args.out or ROOT / "bench" / "results" / f"ltr_{lang}.json"
@@ -280,6 +362,8 @@ def main() -> None:
            "candidates": args.candidates, "pop_limit": pop_limit}  # fmt: skip
     if args.train_model:
         key["train_model"] = str(args.train_model)
+    if args.jackknife:
+        key["train_model"] = f"jackknife:{args.jackknife}"
     cached = _load_cache(args.cache, key)
     if cached is None and args.dev_from:  # the dev queries decoded by the serving model
         with args.dev_from.open("rb") as f:
@@ -296,13 +380,17 @@ def main() -> None:
         dev = DevSet(index, dev_sel.qrels, *cached["dev"])
         dev_decode_s = cached["dev_decode_seconds"]
     else:
-        bar = _bar("decode train", len(spec.queries))
-        stats = shard.build(lambda d, _t: bar.update(d - bar.n))
-        bar.close()
-        dec = Decoding(train_bundle, index, start, pop_limit=pop_limit, lex=True)
-        bar = _bar("decode stop", len(stop_sel.queries))
-        stop_dev = DevSet.build(dec, stop_sel, progress=lambda d, _t: bar.update(d - bar.n))
-        bar.close()
+        if args.jackknife:
+            stats, stop_dev = _jackknife_build(args.jackknife, shard, stop_sel, index, start,
+                                               pop_limit)  # fmt: skip
+        else:
+            bar = _bar("decode train", len(spec.queries))
+            stats = shard.build(lambda d, _t: bar.update(d - bar.n))
+            bar.close()
+            dec = Decoding(train_bundle, index, start, pop_limit=pop_limit, lex=True)
+            bar = _bar("decode stop", len(stop_sel.queries))
+            stop_dev = DevSet.build(dec, stop_sel, progress=lambda d, _t: bar.update(d - bar.n))
+            bar.close()
         if dev_part is not None:
             dev = DevSet(index, dev_sel.qrels, *dev_part["dev"])
             dev_decode_s = dev_part["dev_decode_seconds"]
@@ -324,7 +412,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "lang": lang,
         "model": f"{lang}-en",
-        "train_model": str(args.train_model) if args.train_model else None,
+        "train_model": key.get("train_model"),
         "start_version": active.version,
         "train_queries": stats["queries"],
         "train_skipped_no_relevant_in_index": train_sel.no_relevant_in_index,

@@ -227,8 +227,11 @@ class DevSet:
         *,
         check: Callable[[], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        space: FeatureSpace | None = None,
     ) -> DevSet:
-        space = FeatureSpace()
+        """Decode ``selection``'s queries; ``space``: a feature space to extend (default: a
+        new one), so that sets decoded by different bundles can be merged."""
+        space = FeatureSpace() if space is None else space
         out: list[tuple[str, tuple[CompactSentence, ...]]] = []
         failed: dict[str, str] = {}
         items = list(selection.queries.items())
