@@ -4,7 +4,10 @@ Dev MAP / NDCG@1000 / PRES of BOW-FD with the bundle's active weights (IR weight
 unless they carry one) and after learning to rank with each objective — SMT weights learned
 ("smt"), frozen ("frozen", 001 §4's better choice for MAP/NDCG) and frozen with the sparse LEX
 features added ("lex") — with the epoch of the best dev MAP and the paired randomization test
-(:func:`service.evaluation.randomization_test`, per-query AP) against the starting weights.
+(:func:`service.evaluation.randomization_test`, per-query AP) against the starting weights,
+and ``map_detectable``: the smallest MAP gain the dev queries could show at p < 0.05 with power
+0.8, given how much that run's per-query AP differences vary
+(:func:`service.evaluation.detectable_difference`).
 The training queries are decoded once (with LEX columns, which stay at 0 when LEX is off) and
 every configuration trains on the same examples, in one process.
 
@@ -47,7 +50,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from bench.jackknife import fold_of_query
-from service.evaluation import evaluate, randomization_test
+from service.evaluation import detectable_difference, evaluate, randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
     DEV_DEPTH,
@@ -270,6 +273,7 @@ def cross_validate(
             "options": options,
             "dev": _round(dict(ev.means)),
             "p_value_map_vs_default": round(p, 5),
+            "map_detectable": round(detectable_difference(ev.per_query["map"], base_ap), 4),
             "folds": per_fold,
             "seconds": round(time.perf_counter() - t, 1),
         }
@@ -456,6 +460,7 @@ def main() -> None:
             "best_epoch": outcome.best_epoch,
             "epochs_run": len(epochs),
             "p_value_map_vs_default": round(p, 5),
+            "map_detectable": round(detectable_difference(best.per_query["map"], base_ap), 4),
             "stop_map_by_epoch": [round(e.metrics["map"], 4) for e in epochs],
             "train_seconds_per_query_epoch": round(
                 sum(e.seconds - e.metrics["seconds"] for e in epochs)

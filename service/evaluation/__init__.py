@@ -3,13 +3,18 @@ retrieval measures of 002 (f-measure@n, precision, recall) and paired significan
 
 from service.evaluation.evaluate import EvalResult, evaluate
 from service.evaluation.metrics import CLIR_METRICS, TR_METRICS, get_metric, rank_run
-from service.evaluation.significance import bootstrap_test, randomization_test
+from service.evaluation.significance import (
+    bootstrap_test,
+    detectable_difference,
+    randomization_test,
+)
 
 __all__ = [
     "CLIR_METRICS",
     "TR_METRICS",
     "EvalResult",
     "bootstrap_test",
+    "detectable_difference",
     "evaluate",
     "get_metric",
     "randomization_test",

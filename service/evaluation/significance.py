@@ -11,11 +11,17 @@
   shifted to the null (minus the observed mean), is at least as extreme as the observed one.
 
 Both are seeded and deterministic: the same inputs and seed give the same p-value.
+
+* :func:`detectable_difference`: the smallest mean difference a paired test on these queries
+  detects with the given power (normal approximation, ``(z_{1-α/2} + z_{power}) · sd / √n``
+  with ``sd`` the standard deviation of the per-query differences): how large an effect the
+  query set can show at all, to read a non-significant result by.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from statistics import NormalDist
 
 import numpy as np
 
@@ -69,3 +75,19 @@ def bootstrap_test(
         extreme += int(np.count_nonzero(np.abs(means - observed) >= abs(observed) - _EPS))
         done += m
     return (1 + extreme) / (1 + samples)
+
+
+def detectable_difference(
+    a: Mapping[str, float], b: Mapping[str, float], alpha: float = 0.05, power: float = 0.8
+) -> float:
+    """The minimum mean difference detectable at two-sided level ``alpha`` with ``power``, for
+    queries whose paired differences vary as those of ``a`` and ``b`` do (sample standard
+    deviation; needs two queries or more)."""
+    if not (0.0 < alpha < 1.0 and 0.0 < power < 1.0):
+        raise InvalidInputError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
+    diffs = _paired(a, b)
+    if diffs.size < 2:
+        raise InvalidInputError("a detectable difference needs at least two queries")
+    z = NormalDist()
+    k = z.inv_cdf(1.0 - alpha / 2.0) + z.inv_cdf(power)
+    return float(k * diffs.std(ddof=1) / np.sqrt(diffs.size))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from service.errors import InvalidInputError
-from service.evaluation import bootstrap_test, randomization_test
+from service.evaluation import bootstrap_test, detectable_difference, randomization_test
 
 
 def _scores(seed: int, shift: float) -> tuple[dict[str, float], dict[str, float]]:
@@ -62,3 +63,37 @@ def test_randomization_matches_exact_enumeration() -> None:
 def test_mismatched_queries_are_an_error() -> None:
     with pytest.raises(InvalidInputError, match="same queries"):
         randomization_test({"q1": 1.0}, {"q2": 1.0})
+
+
+def test_detectable_difference_hand_worked() -> None:
+    # differences .1, -.1, .3, .1: sd (n-1) = sqrt(.08 / 3), se = sd / 2;
+    # z(.975) + z(.8) = 1.959964 + 0.841621
+    a = {"q1": 0.5, "q2": 0.3, "q3": 0.9, "q4": 0.2}
+    b = {"q1": 0.4, "q2": 0.4, "q3": 0.6, "q4": 0.1}
+    expected = (1.959964 + 0.841621) * (0.08 / 3) ** 0.5 / 2
+    assert detectable_difference(a, b) == pytest.approx(expected, abs=1e-6)
+    assert detectable_difference(a, b, power=0.5) == pytest.approx(
+        1.959964 * (0.08 / 3) ** 0.5 / 2, abs=1e-6
+    )
+
+
+def test_an_effect_of_the_detectable_size_is_found_with_the_stated_power() -> None:
+    rng = np.random.default_rng(3)
+    n, sd = 100, 0.1
+    base = {f"q{i}": 0.0 for i in range(n)}
+    probe = {q: float(x) for q, x in zip(base, rng.normal(0.0, sd, n), strict=True)}
+    mde = detectable_difference(probe, base)
+    rejected = 0
+    trials = 300
+    for t in range(trials):
+        diffs = rng.normal(mde, sd, n)
+        run = {q: float(x) for q, x in zip(base, diffs, strict=True)}
+        rejected += randomization_test(run, base, 1000, t) < 0.05
+    assert 0.68 <= rejected / trials <= 0.92  # power 0.8 (the probe's sd is itself estimated)
+
+
+def test_detectable_difference_rejects_bad_input() -> None:
+    with pytest.raises(InvalidInputError, match="at least two"):
+        detectable_difference({"q": 1.0}, {"q": 0.0})
+    with pytest.raises(InvalidInputError, match="alpha and power"):
+        detectable_difference({"q": 1.0, "r": 0.0}, {"q": 0.0, "r": 0.0}, power=1.0)
