@@ -369,15 +369,6 @@ def main() -> None:
     if args.jackknife:
         key["train_model"] = f"jackknife:{args.jackknife}"
     cached = _load_cache(args.cache, key)
-    if cached is None and args.dev_from:  # the dev queries decoded by the serving model
-        with args.dev_from.open("rb") as f:
-            earlier = pickle.load(f)
-        if earlier["key"]["dev"] != key["dev"] or earlier["key"]["model"] != str(model):
-            raise SystemExit(f"{args.dev_from}: other dev queries or model")
-        dev_part = {k: earlier["data"][k] for k in ("dev", "dev_decode_seconds")}
-        del earlier
-    else:
-        dev_part = None
     if cached is not None:
         shard.space, shard.examples, stats = cached["space"], cached["examples"], cached["stats"]
         stop_dev = DevSet(index, stop_sel.qrels, *cached["stop"])
@@ -395,9 +386,14 @@ def main() -> None:
             bar = _bar("decode stop", len(stop_sel.queries))
             stop_dev = DevSet.build(dec, stop_sel, progress=lambda d, _t: bar.update(d - bar.n))
             bar.close()
-        if dev_part is not None:
-            dev = DevSet(index, dev_sel.qrels, *dev_part["dev"])
-            dev_decode_s = dev_part["dev_decode_seconds"]
+        if args.dev_from:  # the dev queries decoded by the serving model, read only now
+            with args.dev_from.open("rb") as f:  # (another run may still have been writing it)
+                earlier = pickle.load(f)
+            if any(earlier["key"][k] != key[k] for k in ("dev", "model", "start")):
+                raise SystemExit(f"{args.dev_from}: other dev queries, model or weights")
+            dev = DevSet(index, dev_sel.qrels, *earlier["data"]["dev"])
+            dev_decode_s = earlier["data"]["dev_decode_seconds"]
+            del earlier
         else:
             dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=True)
             bar = _bar("decode dev", len(dev_sel.queries))
