@@ -135,7 +135,10 @@ def _jackknife_build(
     """Decode every training and stopping query with the jackknife bundle that never saw its
     page (:mod:`bench.jackknife`), into ``shard`` (one feature space, the spec's cyclic order)
     and one stopping set; returns the shard's stats and the stopping set."""
-    dirs = sorted(p for p in folds_dir.glob("fold-*") if p.is_dir())
+    dirs = sorted(
+        (p for p in folds_dir.glob("fold-*") if p.is_dir() and p.name[5:].isdigit()),
+        key=lambda p: int(p.name[5:]),
+    )  # fold-<k>, not the build's fold-<k>.work
     k = len(dirs)
     for i, d in enumerate(dirs):
         info = json.loads((folds_dir / f"{d.name}.json").read_text())
