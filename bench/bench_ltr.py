@@ -135,15 +135,10 @@ def _jackknife_build(
     """Decode every training and stopping query with the jackknife bundle that never saw its
     page (:mod:`bench.jackknife`), into ``shard`` (one feature space, the spec's cyclic order)
     and one stopping set; returns the shard's stats and the stopping set."""
-    dirs = sorted(
-        (p for p in folds_dir.glob("fold-*") if p.is_dir() and p.name[5:].isdigit()),
-        key=lambda p: int(p.name[5:]),
-    )  # fold-<k>, not the build's fold-<k>.work
-    k = len(dirs)
-    for i, d in enumerate(dirs):
-        info = json.loads((folds_dir / f"{d.name}.json").read_text())
-        if d.name != f"fold-{i}" or info["folds"] != k:
-            raise SystemExit(f"{folds_dir}: expected fold-0..fold-{k - 1} of {k} folds")
+    k = json.loads((folds_dir / "fold-0.json").read_text())["folds"]
+    dirs = [folds_dir / f"fold-{i}" for i in range(k)]
+    if not all((d / "manifest.json").is_file() for d in dirs):
+        raise SystemExit(f"{folds_dir}: expected the bundles fold-0..fold-{k - 1}")
     spec = shard.spec
     stop_space = FeatureSpace()
     stop_queries: list[Any] = []
@@ -179,19 +174,11 @@ def _jackknife_build(
     shard.examples.sort(key=lambda e: order[e.qid])
     stop_order = {q: n for n, q in enumerate(stop_sel.queries)}
     stop_queries.sort(key=lambda qs: stop_order[qs[0]])
-    n_cand = [len(e.docnos) for e in shard.examples]
-    stats = {
-        "shard": spec.shard,
-        "queries": len(shard.examples),
-        "failed": {q: m for p in parts for q, m in p["failed"].items()},
-        "skipped": sum(p["skipped"] for p in parts),
-        "features": len(shard.space),
-        "candidates_mean": float(np.mean(n_cand)) if n_cand else 0.0,
-        "sentences": sum(p["sentences"] for p in parts),
-        "megabytes": sum(p["megabytes"] for p in parts),
-        "seconds": sum(p["seconds"] for p in parts),
-        "folds": [{"queries": p["queries"], "seconds": round(p["seconds"], 1)} for p in parts],
-    }
+    failed = {q: m for p in parts for q, m in p["failed"].items()}
+    stats = shard.summary(
+        failed, sum(p["skipped"] for p in parts), sum(p["seconds"] for p in parts)
+    )
+    stats["folds"] = [{"queries": p["queries"], "seconds": round(p["seconds"], 1)} for p in parts]
     stop_dev = DevSet(index, stop_sel.qrels, stop_queries, stop_space, stop_failed)
     return stats, stop_dev
 

@@ -4,7 +4,6 @@ and a fold's corpus drops exactly that fold's LibreOffice pairs."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 from pathlib import Path
 
 from bench.jackknife import fold_of_origin, fold_of_query, page_key, write_fold_corpus
@@ -12,10 +11,21 @@ from bench.jackknife import fold_of_origin, fold_of_query, page_key, write_fold_
 PATHS = [f"text/swriter/guide/page_{i}.html" for i in range(40)]
 
 
-def test_page_key_is_the_query_id_suffix() -> None:
-    path = "text/swriter/guide/autocorr_except.html"
-    qid = "lo-de-" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    assert qid.endswith(page_key(path))
+def test_page_keys_of_the_parallel_data_name_the_training_queries(shared_data: Path) -> None:
+    """The rule is the data's own: the LibreOffice pairs' pages, keyed by page_key, are
+    the training queries' pages (the parallel data holds train pages only)."""
+    with gzip.open(shared_data / "parallel" / "de-en.tsv.gz", "rt", encoding="utf-8") as f:
+        keys = {
+            page_key(o[len("lohelp:") :].split("#", 1)[0])
+            for o in (line.split("\t", 1)[0] for line in f)
+            if o.startswith("lohelp:")
+        }
+    with open(shared_data / "clir" / "lohelp-de" / "queries.train.tsv", encoding="utf-8") as f:
+        train = {line.split("\t", 1)[0].rsplit("-", 1)[-1] for line in f}
+    with open(shared_data / "clir" / "lohelp-de" / "queries.dev.tsv", encoding="utf-8") as f:
+        dev = {line.split("\t", 1)[0].rsplit("-", 1)[-1] for line in f}
+    assert len(train & keys) > 0.9 * len(train)
+    assert not dev & keys
 
 
 def test_query_and_its_pages_pairs_share_a_fold() -> None:

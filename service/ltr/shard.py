@@ -165,9 +165,14 @@ class Shard:
                 progress(i + 1, len(spec.queries))
         self.configure(spec.objective, spec.objective_options, freeze_smt=spec.freeze_smt,
                        lex=spec.lex, ir_terms=spec.ir_terms)  # fmt: skip
+        self.stats = self.summary(failed, skipped, time.perf_counter() - t0)
+        return self.stats
+
+    def summary(self, failed: dict[str, str], skipped: int, seconds: float) -> dict[str, Any]:
+        """The stats of the examples held now (what :meth:`build` returns)."""
         n_cand = [len(e.docnos) for e in self.examples]
-        self.stats = {
-            "shard": spec.shard,
+        return {
+            "shard": self.spec.shard,
             "queries": len(self.examples),
             "failed": failed,
             "skipped": skipped,
@@ -175,9 +180,8 @@ class Shard:
             "candidates_mean": float(np.mean(n_cand)) if n_cand else 0.0,
             "sentences": sum(len(e.sentences) for e in self.examples),
             "megabytes": sum(e.nbytes() for e in self.examples) / 1e6,
-            "seconds": time.perf_counter() - t0,
+            "seconds": seconds,
         }
-        return self.stats
 
     def configure(
         self,
