@@ -41,6 +41,18 @@ class Settings(BaseSettings):
     nbest_psq: int = Field(1000, ge=1, description="n-best size for PSQ (001 §5).")
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     rule_table_limit: int = Field(30, ge=1, description="Target sides kept per source side.")
+    decoder_engine: Literal["compiled", "reference"] = Field(
+        "compiled",
+        description="The cube-pruning search: the compiled kernel, or the Python reference "
+        "(same forests, about ten times slower).",
+    )
+    decode_threads: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Threads decoding the sentences of one query in parallel (the compiled "
+        "kernel releases the GIL); 0: one per CPU core, 1: in the request's thread.",
+    )
 
     # --- retrieval -------------------------------------------------------------------------
     bm25_k1: float = Field(1.2, gt=0)
@@ -63,6 +75,12 @@ class Settings(BaseSettings):
     forest_cache_size: int = Field(256, ge=0, description="Decoded queries kept (LRU).")
     forest_cache_mb: int = Field(
         1024, ge=0, description="Approximate memory bound of the decoded-query cache (MB)."
+    )
+    warm_up: bool = Field(
+        True,
+        description="Before accepting requests, run every request path once per language so "
+        "that compiled kernels and memory-mapped models are ready (a few seconds; tests that "
+        "start many apps turn it off).",
     )
     cors_origins: list[str] = Field(default_factory=list)
     workers: int = Field(

@@ -31,6 +31,8 @@ def _fresh_settings(
     # An app started by a test runs no worker subprocess and keeps its jobs out of the checkout
     # unless the test asks otherwise.
     monkeypatch.setenv("CLIR_EMBEDDED_WORKER", "false")
+    # apps started by tests skip the warm-up (tests/api/test_warmup.py runs it)
+    monkeypatch.setenv("CLIR_WARM_UP", "false")
     monkeypatch.setenv("CLIR_JOB_STORE", str(tmp_path_factory.getbasetemp() / "jobs.sqlite3"))
     get_settings.cache_clear()
     yield

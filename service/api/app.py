@@ -23,6 +23,7 @@ from service.api.limits import install_limits
 from service.api.metrics import Gauges, Metrics, MetricsMiddleware, SharedMetrics
 from service.api.resources import Resources, load_resources
 from service.api.serving import QueryService
+from service.api.warmup import warm_up
 from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings, get_settings
 
@@ -46,7 +47,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 name="metrics-publisher",
             ).start()  # fmt: skip
         try:
-            app.state.resources = load_resources(settings)
+            resources = load_resources(settings)
+            if settings.warm_up:
+                await asyncio.to_thread(warm_up, app.state.service, resources, settings)
+            app.state.resources = resources
             yield
         finally:
             stop_publishing.set()

@@ -55,7 +55,7 @@ def explanation_terms(explanation: dict[str, Any]) -> list[str]:
 
 def forest_terms(query: DecodedQuery) -> set[str]:
     """Every target word of the query's forests."""
-    return {t for f in query.forests for e in f.hypergraph.edges for t in e.target_terminals}
+    return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
 
 
 def run_search(

@@ -23,10 +23,12 @@ time budget, scorer reuse and the concurrency limit (issue 7 "Serving behaviour"
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -116,6 +118,11 @@ class QueryCache:
         with self._lock:
             return len(self._data)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.bytes = 0
+
     def get(self, key: Hashable) -> tuple[DecodedQuery, threading.Lock] | None:
         with self._lock:
             entry = self._data.get(key)
@@ -149,8 +156,16 @@ def decode_sentences(
     sentences: list[tuple[str, ...]],
     budget: float,
     clock: Callable[[], float] = time.perf_counter,
+    pool: Executor | None = None,
 ) -> tuple[list[Forest], str | None]:
-    """The forests of ``sentences`` within ``budget`` seconds, and why it degraded (if it did)."""
+    """The forests of ``sentences`` within ``budget`` seconds, and why it degraded (if it did).
+
+    With ``pool``, the sentences after the first decode in its threads (the compiled kernel
+    releases the GIL); each plans its decode when it starts, from the time spent so far and
+    the seconds per word of the first sentence.
+    """
+    if pool is not None and len(sentences) > 1:
+        return _decode_parallel(decoder, sentences, budget, clock, pool)
     start = clock()
     forests: list[Forest] = []
     reduced: list[int] = []
@@ -169,17 +184,53 @@ def decode_sentences(
             reduced.append(i + 1)
         forests.append(decoder.forest(tokens, pop_limit=limit))
         words_done += len(tokens)
-    n = len(sentences)
+    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced)
+
+
+def _decode_parallel(
+    decoder: Decoder,
+    sentences: list[tuple[str, ...]],
+    budget: float,
+    clock: Callable[[], float],
+    pool: Executor,
+) -> tuple[list[Forest], str | None]:
+    start = clock()
+    first = decoder.forest(sentences[0])
+    seconds_per_word = (clock() - start) / max(len(sentences[0]), 1)
+    plans: list[Plan] = ["full"] * len(sentences)
+
+    def one(i: int) -> Forest | None:
+        tokens = sentences[i]
+        plan = plan_sentence(clock() - start, budget, seconds_per_word, len(tokens))
+        plans[i] = plan
+        if plan == "skip":
+            return None
+        limit = DEGRADED_POP_LIMIT if plan == "reduced" else None
+        if limit is not None and limit >= decoder.config.pop_limit:
+            limit = None
+        return decoder.forest(tokens, pop_limit=limit)
+
+    rest = list(pool.map(one, range(1, len(sentences))))
+    forests = [first]
+    for forest in rest:  # a prefix of the sentences: stop at the first skipped one
+        if forest is None:
+            break
+        forests.append(forest)
+    reduced = [i + 1 for i in range(len(forests)) if plans[i] == "reduced"]
+    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced)
+
+
+def _degraded_reason(budget: float, n: int, decoded: int, reduced: list[int]) -> str | None:
     reasons = []
     if reduced:
         reasons.append(
             f"sentences {_ranges(reduced)} of {n} decoded with pop limit {DEGRADED_POP_LIMIT}"
         )
-    if len(forests) < n:
-        reasons.append(f"sentences {_ranges(list(range(len(forests) + 1, n + 1)))} of {n} skipped")
+    if decoded < n:
+        reasons.append(f"sentences {_ranges(list(range(decoded + 1, n + 1)))} of {n} skipped")
     if not reasons:
-        return forests, None
-    return forests, f"time budget of {budget:g} s exceeded: " + "; ".join(reasons)
+        return None
+    return f"time budget of {budget:g} s exceeded: " + "; ".join(reasons)
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -196,6 +247,10 @@ class QueryService:
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._scorers: dict[Hashable, Scorer] = {}
         self._scorers_lock = threading.Lock()
+        threads = settings.decode_threads or os.cpu_count() or 1
+        self.pool: Executor | None = (
+            ThreadPoolExecutor(threads, thread_name_prefix="decode") if threads > 1 else None
+        )
 
     # --- checks -----------------------------------------------------------------------------
 
@@ -247,7 +302,9 @@ class QueryService:
     ) -> Decoder:
         """The bundle's decoder for ``weights`` (default: the active version)."""
         s = self.settings
-        config = DecoderConfig(pop_limit=s.pop_limit, max_span=s.max_span, use_lm=use_lm)
+        config = DecoderConfig(
+            pop_limit=s.pop_limit, max_span=s.max_span, use_lm=use_lm, engine=s.decoder_engine
+        )
         return bundle.decoder(config, weights)
 
     def decode(self, bundle: ModelBundle, text: str, *, use_lm: bool = True) -> Decoded:
@@ -266,7 +323,7 @@ class QueryService:
         self.metrics.inc(CACHE_MISSES)
         t0 = time.perf_counter()
         forests, degraded = decode_sentences(
-            decoder, sentences, self.settings.request_time_budget_s
+            decoder, sentences, self.settings.request_time_budget_s, pool=self.pool
         )
         seconds = time.perf_counter() - t0
         self.metrics.observe_decode(seconds)

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.errors import DataFormatError, MissingResourceError
 from service.mt.decoder import Decoder, DecoderConfig
@@ -43,6 +43,9 @@ from service.mt.rules import (
     WORD_PENALTY,
 )
 from service.mt.weights import WeightsStore, WeightsVersion
+
+if TYPE_CHECKING:
+    from service.mt.lm_table import LmTable
 
 MANIFEST = "manifest.json"
 BUNDLE_FORMAT = 1
@@ -121,6 +124,13 @@ class ModelBundle:
     def lexical(self) -> LexicalTable:
         return LexicalTable.load(self.path / LEXICAL_FILE)
 
+    @cached_property
+    def lm_table(self) -> LmTable:
+        """The LM as arrays for compiled code, memory-mapped from its cache beside the ARPA."""
+        from service.mt.lm_table import load_lm_table  # numba is imported only when needed
+
+        return load_lm_table(self.path / self.manifest["files"].get("lm", LM_FILE))
+
     def active_weights(self) -> WeightsVersion:
         return self.weights_store.active()
 
@@ -133,7 +143,13 @@ class ModelBundle:
         key = (weights.version, config)
         dec = self._decoders.get(key)
         if dec is None:
-            dec = Decoder(self.grammar, self.lm, weights.weights, config)
+            if config.engine == "compiled":
+                from service.mt.compiled_decoder import CompiledDecoder
+
+                table = self.lm_table if config.use_lm else None
+                dec = CompiledDecoder(self.grammar, self.lm, weights.weights, config, table)
+            else:
+                dec = Decoder(self.grammar, self.lm, weights.weights, config)
             if len(self._decoders) > 16:
                 self._decoders.clear()
             self._decoders[key] = dec

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -79,6 +80,9 @@ class DecoderConfig:
     # some 10^5 tuples and objects per sentence, and the collector's passes over the growing
     # forest took about half of the decode time. The output does not depend on it.
     pause_gc: bool = True
+    # which search :meth:`service.mt.bundle.ModelBundle.decoder` builds: the compiled kernel
+    # (service.mt.compiled_decoder) or this module's Python reference; same forests
+    engine: Literal["compiled", "reference"] = "compiled"
 
     def __post_init__(self) -> None:
         if self.pop_limit < 1:
@@ -218,8 +222,9 @@ class Decoder:
 
     def rule_scores(self, lo: int, hi: int) -> NDArray[np.float64]:
         """w · φ for the contiguous rule ids ``lo..hi-1`` (no LM)."""
-        feats = np.asarray(self.grammar.features[lo:hi], dtype=np.float64)
-        return feats @ self._w_rule + self._w_rp + self._w_wp * self._nterm[lo:hi]
+        return weighted_rule_scores(
+            self.grammar.features[lo:hi], self._w_rule, self._w_rp, self._w_wp, self._nterm[lo:hi]
+        )
 
     # --- decoding ----------------------------------------------------------------------------
     def _check(self, tokens: Sequence[str]) -> tuple[str, ...]:
@@ -354,6 +359,28 @@ def _pass_features() -> dict[str, float]:
 def _has_lexical_unary(sg: SentenceGrammar, i: int) -> bool:
     """True if some gap-free rule translates word ``i`` on its own."""
     return any(not m.gaps for m in sg.matches(i, i + 1))
+
+
+def weighted_rule_scores(
+    features: NDArray[np.floating[Any]],
+    w_rule: NDArray[np.float64],
+    w_rp: float,
+    w_wp: float,
+    nterm: NDArray[np.integer[Any]],
+) -> NDArray[np.float64]:
+    """w · φ of rules (rows of ``features``), without LM: the one function both decoders use.
+
+    Computed column by column with elementwise operations, so the value of a rule does not
+    depend on which other rules share the call (a matrix product's last bit does, and one
+    flipped bit can flip a tie in the cube-pruning heap and change the forest).
+    """
+    f = np.asarray(features, dtype=np.float64)
+    scores = np.zeros(f.shape[0], dtype=np.float64)
+    for k in range(f.shape[1]):
+        scores += f[:, k] * w_rule[k]
+    scores += w_rp
+    scores += w_wp * nterm
+    return scores
 
 
 def _target_terminal_counts(grammar: Grammar) -> NDArray[np.int32]:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import TypeVar, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -246,11 +247,53 @@ class _ArrayParts:
         return arrays
 
 
+T = TypeVar("T")
+
+
+class LazySequence(Sequence[T]):
+    """A read-only sequence whose items are made on first access and then kept.
+
+    An array-backed forest (:meth:`Hypergraph.from_arrays`) shows its nodes and hyperedges
+    through two of these, so that code asking for one edge builds one object, not the forest.
+    """
+
+    __slots__ = ("_items", "_make")
+
+    def __init__(self, length: int, make: Callable[[int], T]) -> None:
+        self._items: list[T | None] = [None] * length
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self._items)))]
+        item = self._items[i]
+        if item is None:
+            if i < 0:
+                i += len(self._items)
+            item = self._items[i] = self._make(i)
+        return item
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self._items)):
+            yield self[i]
+
+
 class Hypergraph:
     """An immutable forest with nodes in topological order and a goal node.
 
-    Build it with :class:`HypergraphBuilder`. ``incoming(v)`` lists the edges whose head is
-    ``v`` in insertion order; that order breaks ties in every algorithm.
+    Build it with :class:`HypergraphBuilder`, or from arrays with :meth:`from_arrays` (the
+    compiled decoder's forests: node and edge objects are made only when asked for).
+    ``incoming(v)`` lists the edges whose head is ``v`` in insertion order; that order breaks
+    ties in every algorithm.
     """
 
     __slots__ = (
@@ -289,15 +332,39 @@ class Hypergraph:
                     "not in topological order; build the forest with HypergraphBuilder"
                 )
             incoming[e.head].append(e.id)
-        self.nodes: tuple[Node, ...] = tuple(nodes)
-        self.edges: tuple[Hyperedge, ...] = tuple(edges)
+        self.nodes: Sequence[Node] = tuple(nodes)
+        self.edges: Sequence[Hyperedge] = tuple(edges)
         self.goal = goal
-        self._incoming: tuple[tuple[int, ...], ...] = tuple(tuple(x) for x in incoming)
+        self._incoming: tuple[tuple[int, ...], ...] | None = tuple(tuple(x) for x in incoming)
         self._arrays: HypergraphArrays | None = None
         self._parts = _parts  # the builder's flat lists (node ids before ``_renumber``)
         self._renumber = _renumber
         self._feature_matrices: dict[tuple[str, ...], FloatArray] = {}
         self._weights_cache: OrderedDict[tuple[tuple[str, float], ...], FloatArray] = OrderedDict()
+
+    @classmethod
+    def from_arrays(
+        cls,
+        arrays: HypergraphArrays,
+        node: Callable[[int], Node],
+        edge: Callable[[int], Hyperedge],
+    ) -> Hypergraph:
+        """A forest given by its arrays (trusted: nodes in topological order, ids dense).
+
+        ``node(v)`` and ``edge(e)`` make the objects on first access; every algorithm that
+        reads :meth:`arrays` never asks for them.
+        """
+        hg = cls.__new__(cls)
+        hg.nodes = LazySequence(arrays.num_nodes, node)
+        hg.edges = LazySequence(arrays.num_edges, edge)
+        hg.goal = arrays.goal
+        hg._incoming = None
+        hg._arrays = arrays
+        hg._parts = None
+        hg._renumber = None
+        hg._feature_matrices = {}
+        hg._weights_cache = OrderedDict()
+        return hg
 
     @property
     def num_nodes(self) -> int:
@@ -309,6 +376,10 @@ class Hypergraph:
 
     def incoming(self, v: int) -> tuple[int, ...]:
         """Ids of the hyperedges whose head is node ``v``."""
+        if self._incoming is None:
+            a = self.arrays()
+            ptr, edges = a.in_ptr.tolist(), a.in_edges.tolist()
+            self._incoming = tuple(tuple(edges[ptr[u] : ptr[u + 1]]) for u in range(a.num_nodes))
         return self._incoming[v]
 
     def __repr__(self) -> str:
@@ -323,6 +394,7 @@ class Hypergraph:
                 parts = _ArrayParts()
                 for e in self.edges:
                     parts.add(e.head, e.tails, e.target, e.features)
+            assert self._incoming is not None  # only array-backed forests lack it
             self._arrays = parts.arrays(self.num_nodes, self.goal, self._incoming, self._renumber)
             self._parts = None
         return self._arrays

@@ -6,7 +6,8 @@ Stages, each resumable (:mod:`service.mt.stages`) in the work directory ``<out>.
 2. ``align``   eflomal in both directions, symmetrised with grow-diag-final-and;
 3. ``grammar`` lexical table, Hiero rule extraction (Chiang 2007 §3.2) and rule features,
                pruned to ``rule_table_limit`` target sides per source side, stored binary;
-4. ``lm``      4-gram interpolated modified Kneser-Ney LM on the English text (ARPA);
+4. ``lm``      4-gram interpolated modified Kneser-Ney LM on the English text (ARPA), and its
+               hash table for compiled code (:mod:`service.mt.lm_table`, verified, cached);
 5. ``bundle``  default weights, the manifest, and an atomic swap of ``<out>``.
 
 A stage reruns only if its inputs or settings changed; a bundle whose manifest records the
@@ -53,6 +54,7 @@ from service.mt.features import estimate_features
 from service.mt.grammar import write_encoded
 from service.mt.lexical import LexicalTable
 from service.mt.lm_estimate import train_lm
+from service.mt.lm_table import load_lm_table
 from service.mt.rules import ALL_FEATURES
 from service.mt.stages import StageRunner, file_sha256, peak_rss_mb, stage_key
 from service.mt.weights import WeightsStore
@@ -280,6 +282,9 @@ def train_model(
         return {"lines": n, "ngrams": model.counts(), "words": model.words}
 
     lm_info = runner.run("lm", lm_key, lm)
+    # the LM as arrays for the compiled decoder, cached in lm.table/ beside the ARPA file and
+    # checked against KenLM; publishing hard-links it with the ARPA, so it stays current
+    load_lm_table(bundle / LM_FILE, log=say)
 
     # 5. weights, manifest, swap ---------------------------------------------------------
     store = WeightsStore(bundle / WEIGHTS_DIR)

@@ -1,0 +1,431 @@
+"""The compiled decoder: the reference decoder's search as one numba kernel per sentence.
+
+:class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
+:func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
+sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm_table`), and
+returns the +LM forest as a :class:`~service.mt.hypergraph.Hypergraph` built from arrays: node
+and edge objects are only made when something asks for them (explanations, tests); Viterbi,
+k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
+
+The forest equals the reference decoder's node for node and edge for edge — labels, spans, LM
+boundaries, tails, rule ids, yields and every feature value — because both use the same rule
+scores (:func:`service.mt.decoder.weighted_rule_scores`), the same chart, cube and heap order,
+the same LM values (the table equals KenLM bit for bit) and the same boundary semantics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.errors import ConfigurationError, InvalidInputError
+from service.mt import cube_kernel as K
+from service.mt.decoder import (
+    TOP,
+    Decoder,
+    DecoderConfig,
+    DecodeStats,
+    Forest,
+    weighted_rule_scores,
+)
+from service.mt.grammar import Grammar
+from service.mt.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
+from service.mt.lm import BOS, EOS, LanguageModel
+from service.mt.lm_context import Boundary
+from service.mt.lm_table import LmTable
+from service.mt.rules import (
+    GLUE,
+    LANGUAGE_MODEL,
+    LM_OOV,
+    PASS_THROUGH,
+    RULE_PENALTY,
+    WORD_PENALTY,
+    S,
+    X,
+)
+
+I64 = NDArray[np.int64]
+_LABELS = (X, S, TOP)
+# the decoder's own features, in the order the reference decoder writes them into an edge's
+# feature dict (after the rule's features): one column each in the dense feature block
+_EXTRA = (RULE_PENALTY, PASS_THROUGH, WORD_PENALTY, GLUE, LANGUAGE_MODEL, LM_OOV)
+
+
+def _readonly(*arrays: NDArray[Any]) -> None:
+    for a in arrays:
+        a.setflags(write=False)
+
+
+def _ptr(lengths: NDArray[np.integer[Any]]) -> I64:
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    return ptr
+
+
+class CompiledDecoder(Decoder):
+    """A :class:`Decoder` whose search runs compiled; same forests, objects on demand.
+
+    ``lm_table`` must hold the same language model as ``lm`` (the bundle's ARPA); it is only
+    read when the LM is used. The LM order must be at most 4 and the target vocabulary below
+    two million words (packed LM contexts); otherwise :class:`ConfigurationError`.
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        lm: LanguageModel | None,
+        weights: Mapping[str, float],
+        config: DecoderConfig | None = None,
+        lm_table: LmTable | None = None,
+    ) -> None:
+        super().__init__(grammar, lm, weights, config)
+        self._use_lm = self.lm is not None
+        if self._use_lm:
+            if lm_table is None:
+                raise ConfigurationError("the compiled decoder needs the LM table of its LM")
+            if lm_table.order != self._order:
+                raise ConfigurationError(
+                    f"the LM table has order {lm_table.order}, the LM {self._order}"
+                )
+            if self._order - 1 > K.MAX_CONTEXT:
+                raise ConfigurationError(
+                    f"the compiled decoder packs at most {K.MAX_CONTEXT} context words "
+                    f"(LM order <= {K.MAX_CONTEXT + 1}); this LM has order {self._order}"
+                )
+        self._table = lm_table
+        vocab = grammar.target_vocab
+        self._nvocab = len(vocab)
+        if self._nvocab + 2 > K.MAX_WORD_ID:
+            raise ConfigurationError(
+                f"the target vocabulary has {self._nvocab} words; the compiled decoder packs "
+                f"at most {K.MAX_WORD_ID - 2}"
+            )
+        self._word_id: dict[str, int] = _word_ids(grammar)
+        self._bos, self._eos = self._nvocab, self._nvocab + 1
+        if self._use_lm:
+            assert lm_table is not None
+            self._base, self._vocab_oov = _lm_ids(grammar, lm_table)
+        else:
+            self._base = np.zeros(self._nvocab + 2, dtype=np.int64)
+            self._vocab_oov = np.zeros(self._nvocab, dtype=np.int64)
+        self._tsym = np.asarray(grammar.target_symbols)
+        self._toff = np.asarray(grammar.target_offsets)
+        self._rtarget = np.asarray(grammar.rule_target)
+        self._lm_arrays = (
+            lm_table.arrays()
+            if lm_table is not None and self._use_lm
+            else (
+                np.zeros(1, np.uint64),
+                np.zeros(1, np.float32),
+                np.zeros(1, np.float32),
+                np.zeros(1, np.float32),
+                np.zeros(1, np.float32),
+            )
+        )
+        clash = set(grammar.feature_names) & set(_EXTRA)
+        if clash:
+            raise ConfigurationError(f"grammar features clash with decoder features: {clash}")
+
+    # --- per sentence ----------------------------------------------------------------------
+    def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
+        toks = self._check(tokens)
+        limit = pop_limit or self.config.pop_limit
+        stats = DecodeStats(words=len(toks))
+        t0 = time.perf_counter()
+        sg = self.grammar.filter(toks, self.config.max_span)
+        stats.matches = len(sg)
+        stats.rules = sg.num_rules
+        t1 = time.perf_counter()
+        stats.timings["lookup"] = t1 - t0
+        words = _SentenceWords(self, toks)
+        m_rlo = np.asarray(sg.rule_start, dtype=np.int64)
+        m_rhi = np.asarray(sg.rule_end, dtype=np.int64)
+        counts = m_rhi - m_rlo
+        rows = np.repeat(m_rlo - _ptr(counts)[:-1], counts) + np.arange(int(counts.sum()))
+        scores = weighted_rule_scores(
+            self.grammar.features[rows], self._w_rule, self._w_rp, self._w_wp, self._nterm[rows]
+        )
+        rule_oov = self._rule_oov(rows)
+        m_optlo, m_nopt, opt_rule, opt_score, opt_oov = K.sort_options(
+            m_rlo, m_rhi, scores, rule_oov
+        )
+        out = K.decode_chart(
+            len(toks),
+            self.config.max_span,
+            limit,
+            self._use_lm,
+            np.asarray(sg.start, dtype=np.int64),
+            np.asarray(sg.end, dtype=np.int64),
+            np.ascontiguousarray(sg.gaps, dtype=np.int64),
+            m_optlo,
+            m_nopt,
+            opt_rule,
+            opt_score,
+            opt_oov,
+            self._tsym,
+            self._toff,
+            self._rtarget,
+            words.pass_sym,
+            words.pass_oov,
+            self._w_pass + self._w_wp,
+            self._w_glue,
+            self._w_lm,
+            self._w_oov,
+            self._order - 1 if self._use_lm else 0,
+            self._bos,
+            self._eos,
+            self._base,
+            words.extra_lm,
+            self._lm_arrays,
+        )
+        (nl, ni, nj, nleft, nright, nlen, eh, et0, et1, er, elm, eoov, ei, ej) = out[:14]
+        best, pops, minus_lm = float(out[14]), int(out[15]), int(out[16])
+        if not len(eh) or er[-1] != K.GOAL:  # cannot happen: pass-through covers every word
+            raise InvalidInputError("the sentence could not be parsed")
+        stats.timings["cube_pruning"] = time.perf_counter() - t1
+        forest = _ArrayForest(self, toks, words, (nl, ni, nj, nleft, nright, nlen))
+        hg = forest.hypergraph(eh, et0, et1, er, elm, eoov, ei, ej)
+        stats.pops, stats.minus_lm_nodes = pops, minus_lm
+        stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
+        return Forest(toks, hg, best, stats, self._use_lm)
+
+    def _rule_oov(self, rows: I64) -> I64:
+        """The LM OOV count of each rule in ``rows`` (its target words unknown to the LM)."""
+        if not self._use_lm or not len(rows):
+            return np.zeros(len(rows), dtype=np.int64)
+        tt = self._rtarget[rows]
+        starts = self._toff[tt].astype(np.int64)
+        lens = self._toff[tt + 1].astype(np.int64) - starts
+        ptr = _ptr(lens)
+        pos = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]))
+        syms = self._tsym[pos]
+        flags = np.where(syms >= 0, self._vocab_oov[np.maximum(syms, 0)], 0)
+        owner = np.repeat(np.arange(len(rows)), lens)
+        return np.bincount(owner, weights=flags, minlength=len(rows)).astype(np.int64)
+
+    def word(self, d: int, words: _SentenceWords) -> str:
+        """The word of decoder word id ``d``."""
+        if d < self._nvocab:
+            return str(self.grammar.target_vocab[d])
+        if d == self._bos:
+            return BOS
+        if d == self._eos:
+            return EOS
+        return words.extra_words[d - self._nvocab - 2]
+
+
+def _word_ids(grammar: Grammar) -> dict[str, int]:
+    """Target word -> id, built once per grammar."""
+    cached: dict[str, int] | None = grammar.__dict__.get("_clir_word_ids")
+    if cached is None:
+        cached = {w: i for i, w in enumerate(grammar.target_vocab)}
+        grammar.__dict__["_clir_word_ids"] = cached
+    return cached
+
+
+def _lm_ids(grammar: Grammar, table: LmTable) -> tuple[I64, I64]:
+    """LM ids of the target vocabulary (+ ``<s>``, ``</s>``) and OOV flags, once per pair."""
+    key = f"_clir_lm_ids_{id(table)}"
+    cached: tuple[I64, I64] | None = grammar.__dict__.get(key)
+    if cached is None:
+        vocab = grammar.target_vocab
+        ids = np.array([table.word_id(w) for w in vocab] + [table.bos, table.eos], np.int64)
+        oov = np.array([table.is_oov(w) for w in vocab], dtype=np.int64)
+        _readonly(ids, oov)
+        cached = (ids, oov)
+        grammar.__dict__[key] = cached
+    return cached
+
+
+class _SentenceWords:
+    """Decoder word ids of one sentence's pass-through words.
+
+    A source word that is also a target word keeps that word's id (so equal strings are equal
+    to the LM state, as in the reference); others get ids after ``</s>``.
+    """
+
+    def __init__(self, dec: CompiledDecoder, tokens: tuple[str, ...]) -> None:
+        extra: dict[str, int] = {}
+        ids: list[int] = []
+        for t in tokens:
+            d = dec._word_id.get(t)
+            if d is None:
+                if t == BOS:
+                    d = dec._bos
+                elif t == EOS:
+                    d = dec._eos
+                else:
+                    d = extra.get(t)
+                    if d is None:
+                        d = extra[t] = dec._nvocab + 2 + len(extra)
+            ids.append(d)
+        if dec._nvocab + 2 + len(extra) > K.MAX_WORD_ID:
+            raise InvalidInputError("too many distinct unknown words in one sentence")
+        self.extra_words = list(extra)
+        self.pass_sym = np.array(ids, dtype=np.int32)
+        table = dec._table
+        if dec._use_lm and table is not None:
+            self.extra_lm = np.array([table.word_id(w) for w in extra], dtype=np.int64)
+            self.pass_oov = np.array([int(table.is_oov(t)) for t in tokens], dtype=np.int64)
+        else:
+            self.extra_lm = np.zeros(len(extra), dtype=np.int64)
+            self.pass_oov = np.zeros(len(tokens), dtype=np.int64)
+        if not len(self.extra_lm):
+            self.extra_lm = np.zeros(1, dtype=np.int64)  # one specialisation: never empty
+
+
+class _ArrayForest:
+    """Turns the kernel's output into :class:`HypergraphArrays` and objects on demand."""
+
+    def __init__(
+        self,
+        dec: CompiledDecoder,
+        tokens: tuple[str, ...],
+        words: _SentenceWords,
+        nodes: tuple[NDArray[Any], ...],
+    ) -> None:
+        self.dec = dec
+        self.tokens = tokens
+        self.words = words
+        self.nodes = nodes
+
+    def hypergraph(
+        self,
+        head: NDArray[np.int32],
+        t0: NDArray[np.int32],
+        t1: NDArray[np.int32],
+        rule: I64,
+        lm: NDArray[np.float64],
+        oov: NDArray[np.int32],
+        ei: NDArray[np.int32],
+        ej: NDArray[np.int32],
+    ) -> Hypergraph:
+        dec = self.dec
+        num_nodes = len(self.nodes[0])
+        num_edges = len(head)
+        heads = head.astype(np.int64)
+        # tails
+        pair = np.stack([t0, t1], axis=1).astype(np.int64)
+        has = pair >= 0
+        tail_ptr = _ptr(has.sum(axis=1))
+        tail_nodes = pair[has]
+        # incoming edges of each node, in edge order
+        in_edges = np.argsort(heads, kind="stable")
+        in_ptr = _ptr(np.bincount(heads, minlength=num_nodes))
+        # target terminals: rule edges read the grammar's target, pass-through edges one word
+        is_rule = rule >= 0
+        rid = np.where(is_rule, rule, 0)
+        tt = dec._rtarget[rid]
+        starts = np.where(is_rule, dec._toff[tt], 0).astype(np.int64)
+        lens = np.where(is_rule, dec._toff[tt + 1] - dec._toff[tt], 0).astype(np.int64)
+        is_pass = rule == K.PASS
+        lens[is_pass] = 1
+        sym_ptr = _ptr(lens)
+        pos = np.repeat(starts - sym_ptr[:-1], lens) + np.arange(int(sym_ptr[-1]))
+        syms = dec._tsym[pos].astype(np.int64)
+        syms[sym_ptr[:-1][is_pass]] = self.words.pass_sym[ei[is_pass]]
+        owner = np.repeat(np.arange(num_edges), lens)
+        terminal = syms >= 0
+        word_ids = syms[terminal]
+        term_ptr = _ptr(np.bincount(owner[terminal], minlength=num_edges))
+        uniq, first, inverse = np.unique(word_ids, return_index=True, return_inverse=True)
+        seen_order = np.argsort(first, kind="stable")
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[seen_order] = np.arange(len(uniq))
+        term_ids = rank[inverse.reshape(-1)]
+        vocabulary = tuple(dec.word(int(d), self.words) for d in uniq[seen_order])
+        # features: the rule's, then the decoder's, in the reference's dict order
+        names = tuple(dec.grammar.feature_names) + _EXTRA
+        nf = len(dec.grammar.feature_names)
+        dense = np.zeros((num_edges, len(names)), dtype=np.float64)
+        dense[is_rule, :nf] = dec.grammar.features[rule[is_rule]]
+        col = {n: nf + k for k, n in enumerate(_EXTRA)}
+        dense[is_rule, col[RULE_PENALTY]] = 1.0
+        dense[is_rule, col[WORD_PENALTY]] = dec._nterm[rule[is_rule]]
+        dense[is_pass, col[PASS_THROUGH]] = 1.0
+        dense[is_pass, col[WORD_PENALTY]] = 1.0
+        dense[rule == K.GLUE, col[GLUE]] = 1.0
+        present = dense != 0.0
+        if dec._use_lm:
+            dense[:, col[LANGUAGE_MODEL]] = lm
+            dense[:, col[LM_OOV]] = oov
+            present = dense != 0.0
+            present[:, col[LANGUAGE_MODEL]] = True
+        rows, cols = np.nonzero(present)
+        used = np.flatnonzero(present.any(axis=0))
+        feature_names = tuple(sorted(names[c] for c in used))
+        name_id = {n: i for i, n in enumerate(feature_names)}
+        col_id = np.array([name_id.get(n, -1) for n in names], dtype=np.int64)
+        arrays = HypergraphArrays(
+            num_nodes=num_nodes,
+            num_edges=num_edges,
+            goal=num_nodes - 1,
+            edge_head=heads,
+            tail_ptr=tail_ptr,
+            tail_nodes=tail_nodes,
+            in_ptr=in_ptr,
+            in_edges=in_edges,
+            term_ptr=term_ptr,
+            term_ids=term_ids,
+            vocabulary=vocabulary,
+            feat_ptr=_ptr(np.bincount(rows, minlength=num_edges)),
+            feat_ids=col_id[cols],
+            feat_vals=dense[rows, cols],
+            feature_names=feature_names,
+        )
+        for name in arrays.__dataclass_fields__:
+            value = getattr(arrays, name)
+            if isinstance(value, np.ndarray):
+                _readonly(value)
+        self.rule = rule
+        self.ei, self.ej = ei, ej
+        self.arrays = arrays
+        return Hypergraph.from_arrays(arrays, self.node, self.edge)
+
+    def _context(self, packed: int, length: int) -> tuple[str, ...]:
+        out: list[str] = []
+        field = (1 << K.BITS) - 1
+        while packed:
+            out.append(self.dec.word((packed & field) - 1, self.words))
+            packed >>= K.BITS
+        return tuple(reversed(out))
+
+    def node(self, v: int) -> Node:
+        label, ni, nj, left, right, length = (int(a[v]) for a in self.nodes)
+        state = None
+        if self.dec._use_lm and label != K.LABEL_TOP:
+            state = Boundary(self._context(left, length), self._context(right, length), length)
+        return Node(v, _LABELS[label], (ni, nj), state)
+
+    def edge(self, e: int) -> Hyperedge:
+        a = self.arrays
+        r = int(self.rule[e])
+        target: tuple[str | int, ...]
+        if r >= 0:
+            target = self.dec.rule_yield(r)
+        elif r == K.PASS:
+            target = (self.tokens[int(self.ei[e])],)
+        elif r == K.GLUE:
+            target = (0, 1)
+        else:
+            target = (0,)
+        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
+        names = a.feature_names
+        features = {
+            names[i]: v
+            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
+        }
+        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
+        return Hyperedge(
+            e,
+            int(a.edge_head[e]),
+            tails,
+            target,
+            features,
+            (int(self.ei[e]), int(self.ej[e])),
+            max(r, -1),
+        )

@@ -1,0 +1,659 @@
+"""Cube pruning as one compiled kernel per sentence (Chiang 2007 §5.3.3; Huang & Chiang 2007).
+
+The same search as :class:`service.mt.decoder._CubeSearch`, the tested reference, over flat
+arrays instead of Python objects: spans bottom-up, one cube per (−LM node, pattern match) with
+its rules sorted by −LM score and its tails' +LM items sorted by score plus LM heuristic, a
+binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM node, the
+popped candidate's neighbours pushed in dimension order, and candidates recombined into +LM
+nodes by their LM boundary (:mod:`service.mt.lm_context`). Every choice that decides the shape
+of the forest — chart order, cube order, heap tie-breaks, the stable sort of a cell's items,
+the boundary semantics of ``combine_ids`` and ``finish`` — is the reference's, so the forests
+are identical node for node and edge for edge (tests/mt/test_compiled_decoder.py).
+
+LM contexts are packed into one ``uint64``: up to three decoder word ids (the LM order is at
+most 4) of 21 bits each, stored as id + 1, newest in the low bits, 0 the empty context. A
+context and a word are scored through :func:`service.mt.lm_table.logp10`, memoised per sentence
+in an open-addressing table. Word ids are the grammar's target vocabulary, then ``<s>`` and
+``</s>``, then the sentence's pass-through words outside the vocabulary.
+
+The kernel takes and returns only arrays and scalars; it allocates its scratch space per call
+and releases the GIL (``nogil``), so several sentences decode in parallel threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from service.mt.lm_table import logp10
+
+BITS = 21  # bits per word id in a packed context
+MAX_CONTEXT = 3  # words per packed context: LM order at most 4
+MAX_WORD_ID = (1 << BITS) - 2  # largest decoder word id that packs (id + 1 < 2^21)
+_B = np.uint64(BITS)
+_FIELD = np.uint64((1 << BITS) - 1)
+_LN10 = math.log(10.0)
+
+# edge kinds, stored in the rule column of an edge (rule ids are >= 0)
+PASS = -1  # pass-through of one source word
+UNARY = -2  # S -> X
+GLUE = -3  # S -> S X
+GOAL = -4  # TOP -> S, with <s> and </s>
+
+# node labels
+LABEL_X = 0
+LABEL_S = 1
+LABEL_TOP = 2
+
+_MEMO_BITS = 17
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _push_word(ctx: np.uint64, d: np.int64, mask: np.uint64) -> np.uint64:
+    """The context after word ``d`` (the oldest word drops out beyond ``h`` words)."""
+    return ((ctx << _B) | np.uint64(d + 1)) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lm_word(d, base, extra):  # type: ignore[no-untyped-def]
+    nb = base.shape[0]
+    return base[d] if d < nb else extra[d - nb]
+
+
+@njit(cache=True, nogil=True)
+def _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n):  # type: ignore[no-untyped-def]
+    """Natural-log p(word ``d`` | packed context ``ctx``), memoised for the sentence."""
+    mask = np.uint64(memo_c.shape[0] - 1)
+    h = ctx * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(d + 1) * np.uint64(0xC2B2AE3D27D4EB4F)
+    slot = np.int64((h ^ (h >> np.uint64(29))) & mask)
+    while memo_w[slot] != 0:
+        if memo_w[slot] == d + 1 and memo_c[slot] == ctx:
+            return memo_v[slot]
+        slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
+    n = 0
+    x = ctx
+    while x != np.uint64(0):
+        n += 1
+        x >>= _B
+    for q in range(n):
+        field = np.int64((ctx >> (_B * np.uint64(n - 1 - q))) & _FIELD) - 1
+        buf[q] = _lm_word(field, base, extra)
+    keys, probs, backoffs, uni_probs, uni_backoffs = lm
+    p10 = logp10(keys, probs, backoffs, uni_probs, uni_backoffs, buf, n, _lm_word(d, base, extra))
+    value = np.float64(p10) * _LN10
+    if memo_n[0] * 10 < memo_c.shape[0] * 7:
+        memo_n[0] += 1
+        memo_w[slot] = d + 1
+        memo_c[slot] = ctx
+        memo_v[slot] = value
+    return value
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(hp, hs, hv, n, p, s, v):  # type: ignore[no-untyped-def]
+    """Push value ``v`` with key ``(p, s)`` onto the min-heap of size ``n``; the new size."""
+    i = n
+    while i > 0:
+        par = (i - 1) >> 1
+        if p < hp[par] or (p == hp[par] and s < hs[par]):
+            hp[i] = hp[par]
+            hs[i] = hs[par]
+            hv[i] = hv[par]
+            i = par
+        else:
+            break
+    hp[i] = p
+    hs[i] = s
+    hv[i] = v
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(hp, hs, hv, n):  # type: ignore[no-untyped-def]
+    """Pop the smallest key; (its value, the new size)."""
+    top = hv[0]
+    n -= 1
+    p, s, v = hp[n], hs[n], hv[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (hp[c + 1] < hp[c] or (hp[c + 1] == hp[c] and hs[c + 1] < hs[c])):
+            c += 1
+        if hp[c] < p or (hp[c] == p and hs[c] < s):
+            hp[i] = hp[c]
+            hs[i] = hs[c]
+            hv[i] = hv[c]
+            i = c
+        else:
+            break
+    hp[i] = p
+    hs[i] = s
+    hv[i] = v
+    return top, n
+
+
+@njit(cache=True, nogil=True)
+def decode_chart(  # type: ignore[no-untyped-def]
+    n,
+    max_span,
+    pop_limit,
+    use_lm,
+    m_start,
+    m_end,
+    m_gaps,
+    m_optlo,
+    m_nopt,
+    opt_rule,
+    opt_score,
+    opt_oov,
+    tsym,
+    toff,
+    rtarget,
+    pass_sym,
+    pass_oov,
+    w_pass,
+    w_glue,
+    w_lm,
+    w_oov,
+    h,
+    bos,
+    eos,
+    base,
+    extra,
+    lm,
+):
+    """Cube pruning over one sentence's chart; the +LM forest as arrays.
+
+    Matches (sorted by start, end, as :class:`service.mt.grammar.SentenceGrammar`) have
+    ``m_nopt`` options from ``m_optlo`` in the option arrays (rule id, w·φ, LM OOV count),
+    sorted by decreasing score (stable). ``pass_sym[i]``/``pass_oov[i]``: the pass-through word
+    of source word ``i``. ``h`` is the LM order − 1 (0 without LM), ``base``/``extra`` map
+    decoder word ids to LM ids, ``lm`` is :meth:`service.mt.lm_table.LmTable.arrays`.
+
+    Returns node arrays (label, i, j, left, right, length), edge arrays (head, tail 0, tail 1,
+    rule or kind, LM log-probability, OOV count, i, j), the best score, the number of pops and
+    the number of −LM nodes.
+    """
+    mask = np.uint64((1 << (BITS * h)) - 1) if h > 0 else np.uint64(0)
+    W = n + 1
+    # matches per span
+    sp_lo = np.full(W * W, -1, np.int64)
+    sp_hi = np.full(W * W, -1, np.int64)
+    has_unary = np.zeros(max(n, 1), np.bool_)
+    for m in range(m_start.shape[0]):
+        key = m_start[m] * W + m_end[m]
+        if sp_lo[key] < 0:
+            sp_lo[key] = m
+        sp_hi[key] = m + 1
+        if m_end[m] == m_start[m] + 1 and m_gaps[m, 0] < 0:
+            has_unary[m_start[m]] = True
+    maxcubes = n + 1
+    for key in range(W * W):
+        if sp_lo[key] >= 0 and sp_hi[key] - sp_lo[key] + 1 > maxcubes:
+            maxcubes = sp_hi[key] - sp_lo[key] + 1
+    ncells = n * min(n, max_span) + n
+    cap = pop_limit * ncells + 1
+    # +LM items (a cell's items are contiguous, sorted by priority once the cell is done)
+    it_node = np.empty(cap, np.int64)
+    it_score = np.empty(cap)
+    it_est = np.empty(cap)
+    it_left = np.empty(cap, np.uint64)
+    it_leftlen = np.empty(cap, np.int64)
+    it_right = np.empty(cap, np.uint64)
+    it_len = np.empty(cap, np.int64)
+    it_rawest = np.empty(cap)
+    # the forest
+    nd_label = np.empty(cap, np.int8)
+    nd_i = np.empty(cap, np.int32)
+    nd_j = np.empty(cap, np.int32)
+    nd_left = np.empty(cap, np.uint64)
+    nd_right = np.empty(cap, np.uint64)
+    nd_len = np.empty(cap, np.int32)
+    ecap = cap + pop_limit
+    e_head = np.empty(ecap, np.int32)
+    e_t0 = np.empty(ecap, np.int32)
+    e_t1 = np.empty(ecap, np.int32)
+    e_rule = np.empty(ecap, np.int64)
+    e_lm = np.empty(ecap)
+    e_oov = np.empty(ecap, np.int32)
+    e_i = np.empty(ecap, np.int32)
+    e_j = np.empty(ecap, np.int32)
+    # candidates of one cell
+    ccap = maxcubes + 3 * pop_limit + 4
+    c_cube = np.empty(ccap, np.int64)
+    c_idx = np.empty((ccap, 3), np.int64)
+    c_inside = np.empty(ccap)
+    c_est = np.empty(ccap)
+    c_left = np.empty(ccap, np.uint64)
+    c_right = np.empty(ccap, np.uint64)
+    c_len = np.empty(ccap, np.int64)
+    c_lm = np.empty(ccap)
+    c_rawest = np.empty(ccap)
+    c_rule = np.empty(ccap, np.int64)
+    c_oov = np.empty(ccap, np.int64)
+    hp = np.empty(ccap)
+    hs = np.empty(ccap, np.int64)
+    hv = np.empty(ccap, np.int64)
+    pend = np.empty((max(maxcubes, 3), 4), np.int64)
+    # candidates pushed so far in this cell: (cube, i0, i1, i2) packed in base P
+    P = pop_limit + 2
+    ssize = 1
+    while ssize < 2 * ccap:
+        ssize *= 2
+    seen = np.zeros(ssize, np.int64)
+    seen_used = np.empty(ccap, np.int64)
+    # +LM items of this cell by LM boundary
+    isize = 1
+    while isize < 2 * pop_limit + 2:
+        isize *= 2
+    im_l = np.empty(isize, np.uint64)
+    im_r = np.empty(isize, np.uint64)
+    im_n = np.empty(isize, np.int64)
+    im_v = np.full(isize, -1, np.int64)
+    # cubes of one cell
+    cb_kind = np.empty(maxcubes, np.int64)  # a match index, or PASS, UNARY, GLUE
+    cb_nopt = np.empty(maxcubes, np.int64)
+    cb_ar = np.empty(maxcubes, np.int64)
+    cb_off = np.empty((maxcubes, 2), np.int64)
+    cb_cnt = np.empty((maxcubes, 2), np.int64)
+    # items per X span and per S prefix
+    x_off = np.full(W * W, -1, np.int64)
+    x_cnt = np.zeros(W * W, np.int64)
+    s_off = np.full(W, -1, np.int64)
+    s_cnt = np.zeros(W, np.int64)
+    # LM scratch and memo
+    buf = np.empty(8, np.int64)
+    memo_c = np.empty(1 << _MEMO_BITS, np.uint64)
+    memo_w = np.zeros(1 << _MEMO_BITS, np.int64)
+    memo_v = np.empty(1 << _MEMO_BITS)
+    memo_n = np.zeros(1, np.int64)
+    unary_syms = np.array([-1], np.int32)
+    glue_syms = np.array([-1, -2], np.int32)
+
+    it = 0
+    nd = 0
+    ne = 0
+    total_pops = 0
+    minus_lm_nodes = 0
+    pass_score = w_pass
+    for phase in range(2):  # 0: X cells by span length; 1: S cells [0, j]
+        jmax = n if phase == 1 else 0
+        for length in range(1, n + 1 if phase == 0 else 2):
+            for i in range(0, (n - length + 1) if phase == 0 else jmax):
+                # --- the cubes of this cell --------------------------------------------------
+                nc = 0
+                if phase == 0:
+                    ci = i
+                    cj = i + length
+                    label = LABEL_X
+                    if length <= max_span:
+                        key = ci * W + cj
+                        if sp_lo[key] >= 0:
+                            for m in range(sp_lo[key], sp_hi[key]):
+                                ok = True
+                                ar = 0
+                                for g in range(2):
+                                    gs = m_gaps[m, 2 * g]
+                                    if gs >= 0:
+                                        gk = gs * W + m_gaps[m, 2 * g + 1]
+                                        if x_off[gk] < 0:
+                                            ok = False
+                                        else:
+                                            cb_off[nc, ar] = x_off[gk]
+                                            cb_cnt[nc, ar] = x_cnt[gk]
+                                            ar += 1
+                                if not ok:
+                                    continue
+                                cb_kind[nc] = m
+                                cb_nopt[nc] = m_nopt[m]
+                                cb_ar[nc] = ar
+                                nc += 1
+                    if length == 1 and not has_unary[ci]:
+                        cb_kind[nc] = PASS
+                        cb_nopt[nc] = 1
+                        cb_ar[nc] = 0
+                        nc += 1
+                else:
+                    ci = 0
+                    cj = i + 1
+                    label = LABEL_S
+                    if x_off[cj] >= 0:
+                        cb_kind[nc] = UNARY
+                        cb_nopt[nc] = 1
+                        cb_ar[nc] = 1
+                        cb_off[nc, 0] = x_off[cj]
+                        cb_cnt[nc, 0] = x_cnt[cj]
+                        nc += 1
+                    for k in range(1, cj):
+                        if s_off[k] >= 0 and x_off[k * W + cj] >= 0:
+                            cb_kind[nc] = GLUE
+                            cb_nopt[nc] = 1
+                            cb_ar[nc] = 2
+                            cb_off[nc, 0] = s_off[k]
+                            cb_cnt[nc, 0] = s_cnt[k]
+                            cb_off[nc, 1] = x_off[k * W + cj]
+                            cb_cnt[nc, 1] = x_cnt[k * W + cj]
+                            nc += 1
+                if nc == 0:
+                    continue
+                minus_lm_nodes += 1
+                # --- fill the cell: pop up to pop_limit candidates ------------------------
+                it_base = it
+                nheap = 0
+                ncand = 0
+                seq = 0
+                nseen = 0
+                pops = 0
+                npend = nc
+                for c in range(nc):
+                    pend[c, 0] = c
+                    pend[c, 1] = 0
+                    pend[c, 2] = 0
+                    pend[c, 3] = 0
+                while True:
+                    for q in range(npend):
+                        c = pend[q, 0]
+                        i0 = pend[q, 1]
+                        i1 = pend[q, 2]
+                        i2 = pend[q, 3]
+                        ar = cb_ar[c]
+                        if i0 >= cb_nopt[c]:
+                            continue
+                        if ar >= 1 and i1 >= cb_cnt[c, 0]:
+                            continue
+                        if ar >= 2 and i2 >= cb_cnt[c, 1]:
+                            continue
+                        skey = ((c * P + i0) * P + i1) * P + i2 + 1
+                        slot = (skey * 0x9E3779B1) & (ssize - 1)
+                        dup = False
+                        while seen[slot] != 0:
+                            if seen[slot] == skey:
+                                dup = True
+                                break
+                            slot = (slot + 1) & (ssize - 1)
+                        if dup:
+                            continue
+                        seen[slot] = skey
+                        seen_used[nseen] = slot
+                        nseen += 1
+                        kind = cb_kind[c]
+                        if kind >= 0:
+                            k = m_optlo[kind] + i0
+                            rule = opt_rule[k]
+                            sc = opt_score[k]
+                            oov = opt_oov[k]
+                            tt = rtarget[rule]
+                            syms = tsym[toff[tt] : toff[tt + 1]]
+                        elif kind == PASS:
+                            rule = PASS
+                            sc = pass_score
+                            oov = pass_oov[ci]
+                            syms = pass_sym[ci : ci + 1]
+                        elif kind == UNARY:
+                            rule = UNARY
+                            sc = 0.0
+                            oov = 0
+                            syms = unary_syms
+                        else:
+                            rule = GLUE
+                            sc = w_glue
+                            oov = 0
+                            syms = glue_syms
+                        t0 = cb_off[c, 0] + i1 if ar >= 1 else -1
+                        t1 = cb_off[c, 1] + i2 if ar >= 2 else -1
+                        inside = sc
+                        if ar >= 1:
+                            inside += it_score[t0]
+                        if ar >= 2:
+                            inside += it_score[t1]
+                        lmv = 0.0
+                        raw = 0.0
+                        est = 0.0
+                        left = np.uint64(0)
+                        ctx = np.uint64(0)
+                        pos = 0
+                        if use_lm:
+                            # combine_ids: score the words that gain their full history
+                            for s in syms:
+                                if s >= 0:
+                                    lp = _logp(
+                                        ctx, s, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n
+                                    )
+                                    if pos >= h:
+                                        lmv += lp
+                                    else:
+                                        raw += lp
+                                    ctx = _push_word(ctx, s, mask)
+                                    pos += 1
+                                    if pos <= h:
+                                        left = ctx
+                                else:
+                                    t = t0 if ((-s - 1) % 2) == 0 else t1
+                                    ll = it_leftlen[t]
+                                    hidden = it_len[t] - ll
+                                    if pos == 0:
+                                        raw = it_rawest[t]
+                                        ctx = it_left[t]
+                                        left = ctx
+                                        pos = ll
+                                        if hidden > 0:
+                                            ctx = it_right[t]
+                                            pos += hidden
+                                        continue
+                                    lw = it_left[t]
+                                    for r in range(ll - 1, -1, -1):
+                                        d = np.int64((lw >> (_B * np.uint64(r))) & _FIELD) - 1
+                                        lp = _logp(
+                                            ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v,
+                                            memo_n,
+                                        )  # fmt: skip
+                                        if pos >= h:
+                                            lmv += lp
+                                        else:
+                                            raw += lp
+                                        ctx = _push_word(ctx, d, mask)
+                                        pos += 1
+                                        if pos <= h:
+                                            left = ctx
+                                    if hidden > 0:
+                                        ctx = it_right[t]
+                                        pos += hidden
+                            inside += w_lm * lmv + w_oov * oov
+                            est = w_lm * raw
+                        c_cube[ncand] = c
+                        c_idx[ncand, 0] = i0
+                        c_idx[ncand, 1] = i1
+                        c_idx[ncand, 2] = i2
+                        c_inside[ncand] = inside
+                        c_est[ncand] = est
+                        c_left[ncand] = left
+                        c_right[ncand] = ctx
+                        c_len[ncand] = pos
+                        c_lm[ncand] = lmv
+                        c_rawest[ncand] = raw
+                        c_rule[ncand] = rule
+                        c_oov[ncand] = oov
+                        nheap = _heap_push(hp, hs, hv, nheap, -(inside + est), seq, ncand)
+                        seq += 1
+                        ncand += 1
+                    if nheap == 0 or pops >= pop_limit:
+                        break
+                    # --- pop the best candidate: an edge into its +LM node ----------------
+                    v, nheap = _heap_pop(hp, hs, hv, nheap)
+                    pops += 1
+                    left = c_left[v]
+                    right = c_right[v]
+                    length_v = c_len[v]
+                    inside = c_inside[v]
+                    hk = (
+                        left * np.uint64(0x9E3779B97F4A7C15)
+                        ^ right * np.uint64(0xC2B2AE3D27D4EB4F)
+                        ^ np.uint64(length_v)
+                    )
+                    slot = np.int64((hk ^ (hk >> np.uint64(31))) & np.uint64(isize - 1))
+                    found = -1
+                    while im_v[slot] >= 0:
+                        if im_l[slot] == left and im_r[slot] == right and im_n[slot] == length_v:
+                            found = im_v[slot]
+                            break
+                        slot = (slot + 1) & (isize - 1)
+                    if found < 0:
+                        found = it
+                        im_l[slot] = left
+                        im_r[slot] = right
+                        im_n[slot] = length_v
+                        im_v[slot] = it
+                        nd_label[nd] = label
+                        nd_i[nd] = ci
+                        nd_j[nd] = cj
+                        nd_left[nd] = left
+                        nd_right[nd] = right
+                        nd_len[nd] = length_v
+                        it_node[it] = nd
+                        it_score[it] = inside
+                        it_est[it] = c_est[v]
+                        it_left[it] = left
+                        it_leftlen[it] = min(h, length_v)
+                        it_right[it] = right
+                        it_len[it] = length_v
+                        it_rawest[it] = c_rawest[v]
+                        nd += 1
+                        it += 1
+                    elif inside > it_score[found]:
+                        it_score[found] = inside
+                    c = c_cube[v]
+                    ar = cb_ar[c]
+                    e_head[ne] = it_node[found]
+                    e_t0[ne] = it_node[cb_off[c, 0] + c_idx[v, 1]] if ar >= 1 else -1
+                    e_t1[ne] = it_node[cb_off[c, 1] + c_idx[v, 2]] if ar >= 2 else -1
+                    e_rule[ne] = c_rule[v]
+                    e_lm[ne] = c_lm[v]
+                    e_oov[ne] = c_oov[v]
+                    e_i[ne] = ci
+                    e_j[ne] = cj
+                    ne += 1
+                    # its neighbours, one rank further along each dimension in turn
+                    npend = ar + 1
+                    for dim in range(npend):
+                        pend[dim, 0] = c
+                        pend[dim, 1] = c_idx[v, 0] + (1 if dim == 0 else 0)
+                        pend[dim, 2] = c_idx[v, 1] + (1 if dim == 1 else 0)
+                        pend[dim, 3] = c_idx[v, 2] + (1 if dim == 2 else 0)
+                total_pops += pops
+                # reset the cell's hash sets
+                for q in range(nseen):
+                    seen[seen_used[q]] = 0
+                im_v[:] = -1
+                # the cell's items, by decreasing priority (stable: creation order on ties)
+                cnt = it - it_base
+                if cnt > 1:
+                    pri = np.empty(cnt)
+                    for q in range(cnt):
+                        pri[q] = -(it_score[it_base + q] + it_est[it_base + q])
+                    order = np.argsort(pri, kind="mergesort")
+                    for arr in (it_score, it_est, it_rawest):
+                        tmp = arr[it_base:it].copy()
+                        for q in range(cnt):
+                            arr[it_base + q] = tmp[order[q]]
+                    for arr in (it_node, it_leftlen, it_len):
+                        tmpi = arr[it_base:it].copy()
+                        for q in range(cnt):
+                            arr[it_base + q] = tmpi[order[q]]
+                    for arr in (it_left, it_right):
+                        tmpu = arr[it_base:it].copy()
+                        for q in range(cnt):
+                            arr[it_base + q] = tmpu[order[q]]
+                if phase == 0:
+                    x_off[ci * W + cj] = it_base
+                    x_cnt[ci * W + cj] = cnt
+                else:
+                    s_off[cj] = it_base
+                    s_cnt[cj] = cnt
+    # --- the goal: <s> S[0, n] </s> -----------------------------------------------------------
+    goal = nd
+    nd_label[nd] = LABEL_TOP
+    nd_i[nd] = 0
+    nd_j[nd] = n
+    nd_left[nd] = 0
+    nd_right[nd] = 0
+    nd_len[nd] = 0
+    nd += 1
+    best = -np.inf
+    for q in range(s_off[n], s_off[n] + s_cnt[n]):
+        score = it_score[q]
+        lmv = 0.0
+        if use_lm:
+            ctx = _push_word(np.uint64(0), bos, mask)
+            lw = it_left[q]
+            ll = it_leftlen[q]
+            for r in range(ll - 1, -1, -1):
+                d = np.int64((lw >> (_B * np.uint64(r))) & _FIELD) - 1
+                lmv += _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n)
+                ctx = _push_word(ctx, d, mask)
+            if it_len[q] > ll:
+                ctx = it_right[q]
+            lmv += _logp(ctx, eos, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n)
+            score += w_lm * lmv
+        e_head[ne] = goal
+        e_t0[ne] = it_node[q]
+        e_t1[ne] = -1
+        e_rule[ne] = GOAL
+        e_lm[ne] = lmv
+        e_oov[ne] = 0
+        e_i[ne] = 0
+        e_j[ne] = n
+        ne += 1
+        best = max(best, score)
+    return (
+        nd_label[:nd].copy(),
+        nd_i[:nd].copy(),
+        nd_j[:nd].copy(),
+        nd_left[:nd].copy(),
+        nd_right[:nd].copy(),
+        nd_len[:nd].copy(),
+        e_head[:ne].copy(),
+        e_t0[:ne].copy(),
+        e_t1[:ne].copy(),
+        e_rule[:ne].copy(),
+        e_lm[:ne].copy(),
+        e_oov[:ne].copy(),
+        e_i[:ne].copy(),
+        e_j[:ne].copy(),
+        best,
+        total_pops,
+        minus_lm_nodes,
+    )
+
+
+@njit(cache=True, nogil=True)
+def sort_options(m_rlo, m_rhi, scores, rule_oov):  # type: ignore[no-untyped-def]
+    """Per match: its rules by decreasing score (stable), with scores and LM OOV counts.
+
+    ``scores`` holds w·φ of the rules of every match in match order (``m_rhi - m_rlo`` each);
+    ``rule_oov`` holds their OOV counts in the same layout.
+    """
+    total = 0
+    for m in range(m_rlo.shape[0]):
+        total += m_rhi[m] - m_rlo[m]
+    opt_rule = np.empty(total, np.int64)
+    opt_score = np.empty(total)
+    opt_oov = np.empty(total, np.int64)
+    m_optlo = np.empty(m_rlo.shape[0], np.int64)
+    m_nopt = np.empty(m_rlo.shape[0], np.int64)
+    k = 0
+    for m in range(m_rlo.shape[0]):
+        lo = m_rlo[m]
+        cnt = m_rhi[m] - lo
+        order = np.argsort(-scores[k : k + cnt], kind="mergesort")
+        m_optlo[m] = k
+        m_nopt[m] = cnt
+        for q in range(cnt):
+            opt_rule[k + q] = lo + order[q]
+            opt_score[k + q] = scores[k + order[q]]
+            opt_oov[k + q] = rule_oov[k + order[q]]
+        k += int(cnt)
+    return m_optlo, m_nopt, opt_rule, opt_score, opt_oov

@@ -1,0 +1,550 @@
+"""Tests of the LM as hash-table arrays (service.mt.lm_table): hand-computed backoffs on toy ARPA
+files (one with SRILM-style pruned suffixes that KenLM fills with blanks), equality with KenLM
+bit for bit (toy and demo LM), correct float32 rounding of ARPA numbers, key collisions and
+duplicates, malformed files, and the on-disk cache (memory-mapped, rebuilt when stale,
+corrupt or unwritable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import replace
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.errors import DataFormatError, MissingResourceError
+from service.mt import lm_table
+from service.mt.lm import LN10, ArpaLM, KenLM
+from service.mt.lm_table import (
+    SEED,
+    LmTable,
+    build_lm_table,
+    cache_path,
+    load_lm_table,
+    logp10,
+    mix,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_LM = ROOT / "models" / "demo-de-en" / "lm.arpa"
+
+TOY_ARPA = """\\data\\
+ngram 1=5
+ngram 2=3
+ngram 3=1
+
+\\1-grams:
+-1.0\t<unk>
+-99\t<s>\t-0.5
+-0.7\t</s>
+-0.6\ta\t-0.3
+-0.8\tb\t-0.2
+
+\\2-grams:
+-0.4\t<s> a\t-0.1
+-0.5\ta b\t-0.25
+-0.3\tb </s>
+
+\\3-grams:
+-0.2\t<s> a b
+
+\\end\\
+"""
+
+# A 4-gram model pruned as SRILM prunes: "y x a </s>" is listed, its suffixes "x a </s>" and
+# "a </s>" are not. KenLM inserts them as blanks holding the backed-off probabilities (its
+# probing tables need room for them: hence the extra trigrams).
+PRUNED_ARPA = """\\data\\
+ngram 1=7
+ngram 2=5
+ngram 3=4
+ngram 4=1
+
+\\1-grams:
+-1.0\t<unk>
+-99\t<s>\t-0.5
+-0.7\t</s>
+-0.6\ta\t-0.3
+-0.8\tb\t-0.2
+-0.9\tx\t-0.4
+-1.1\ty\t-0.35
+
+\\2-grams:
+-0.4\t<s> a\t-0.1
+-0.5\ta b\t-0.25
+-0.3\tb </s>
+-0.35\tx a\t-0.15
+-0.45\ty x\t-0.05
+
+\\3-grams:
+-0.2\t<s> a b
+-0.25\ty x a\t-0.12
+-0.11\ta b </s>
+-0.33\tx a b
+
+\\4-grams:
+-0.05\ty x a </s>
+
+\\end\\
+"""
+
+
+def f32sum(*terms: float) -> float:
+    """Left-to-right float32 sum: KenLM's arithmetic."""
+    total = np.float32(terms[0])
+    for t in terms[1:]:
+        total = np.float32(total + np.float32(t))
+    return float(total)
+
+
+# (context, word, log10 p in float32, the same by hand in decimal)
+TOY_CASES = [
+    ((), "a", f32sum(-0.6), -0.6),
+    (("<s>",), "a", f32sum(-0.4), -0.4),
+    (("<s>", "a"), "b", f32sum(-0.2), -0.2),
+    (("a", "b"), "</s>", f32sum(-0.3, -0.25), -0.55),  # bo(a b) + p(</s> | b)
+    (("<s>",), "b", f32sum(-0.8, -0.5), -1.3),  # bo(<s>) + p(b)
+    (("<s>", "b"), "a", f32sum(-0.6, -0.2), -0.8),  # bo(<s> b) = 0: bo(b) + p(a)
+    (("b", "a"), "b", f32sum(-0.5), -0.5),
+    (("<s>", "a"), "zzz", f32sum(-1.0, -0.3, -0.1), -1.4),  # zzz is <unk>
+    (("a", "zzz"), "</s>", f32sum(-0.7), -0.7),  # bo(<unk>) = 0
+    (("zzz", "a"), "b", f32sum(-0.5), -0.5),
+    (("<s>", "a", "b", "a"), "b", f32sum(-0.5), -0.5),  # only the last two words count
+]
+
+PRUNED_CASES = [
+    (("y", "x", "a"), "</s>", f32sum(-0.05), -0.05),  # listed, reached through two blanks
+    (("x", "a"), "</s>", f32sum(-0.7, -0.3, -0.15), -1.15),  # the blank "x a </s>"
+    (("a",), "</s>", f32sum(-0.7, -0.3), -1.0),  # the blank "a </s>"
+    (("<s>", "a"), "</s>", f32sum(-0.7, -0.3, -0.1), -1.1),
+    (("b", "x", "a"), "</s>", f32sum(-0.7, -0.3, -0.15), -1.15),
+    (("y", "x", "a"), "b", f32sum(-0.33, -0.12), -0.45),  # p(b | x a) + bo(y x a)
+    (("b", "x", "a"), "b", f32sum(-0.33), -0.33),
+    (("a", "b"), "</s>", f32sum(-0.11), -0.11),
+    (("y", "a"), "b", f32sum(-0.5), -0.5),
+    (("y", "x"), "a", f32sum(-0.25), -0.25),
+    (("y", "x"), "b", f32sum(-0.8, -0.4, -0.05), -1.25),  # p(b) + bo(x) + bo(y x)
+]
+
+
+def key_of(ids: list[int]) -> np.uint64:
+    """The table key of the n-gram ``ids`` (oldest first), computed with the public ``mix``."""
+    h = SEED
+    for w in reversed(ids):
+        h = np.uint64(mix(h, np.uint64(w)))  # numba returns a Python int
+    return h if h else np.uint64(1)
+
+
+def write(tmp_path: Path, text: str, name: str = "lm.arpa") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    return write(tmp_path, TOY_ARPA)
+
+
+@pytest.fixture
+def pruned(tmp_path: Path) -> Path:
+    return write(tmp_path, PRUNED_ARPA)
+
+
+# --- scores ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("context", "word", "expected", "decimal"), TOY_CASES)
+def test_toy_scores_by_hand_and_against_kenlm_and_arpalm(
+    toy: Path, context: tuple[str, ...], word: str, expected: float, decimal: float
+) -> None:
+    table = build_lm_table(toy, verify=True)
+    assert table.logp10(context, word) == expected
+    assert expected == pytest.approx(decimal, abs=1e-6)
+    assert table.logp(context, word) == expected * LN10
+    assert table.logp(context, word) == KenLM(toy).logp(context, word)
+    # ArpaLM adds in float64, so it agrees to float32 precision only
+    assert table.logp(context, word) == pytest.approx(ArpaLM(toy).logp(context, word), abs=1e-6)
+
+
+@pytest.mark.parametrize(("context", "word", "expected", "decimal"), PRUNED_CASES)
+def test_pruned_suffixes_are_filled_in_as_kenlm_does(
+    pruned: Path, context: tuple[str, ...], word: str, expected: float, decimal: float
+) -> None:
+    table = build_lm_table(pruned, verify=True)
+    assert table.logp10(context, word) == expected
+    assert expected == pytest.approx(decimal, abs=1e-6)
+    assert table.logp(context, word) == KenLM(pruned).logp(context, word)
+    assert table.logp(context, word) == pytest.approx(ArpaLM(pruned).logp(context, word), abs=1e-6)
+
+
+def test_the_kernel_and_the_keys(toy: Path) -> None:
+    table = build_lm_table(toy, verify=False)
+    assert (table.order, len(table.vocab)) == (3, 5)
+    assert [table.unk, table.bos, table.eos] == [0, 1, 2]
+    size = len(table.keys)
+    assert size & (size - 1) == 0 and 4 / size <= lm_table.MAX_LOAD
+    # the key of "<s> a b" hashes from the last word backwards
+    slot = int(np.flatnonzero(table.keys == key_of([table.vocab[w] for w in ("<s>", "a", "b")]))[0])
+    assert table.probs[slot] == np.float32(-0.2)
+    assert table.backoffs[slot] == 0 and np.signbit(table.backoffs[slot])
+    ctx = np.array([table.bos, table.vocab["a"]], dtype=np.int64)
+    assert logp10(*table.arrays(), ctx, 2, table.vocab["b"]) == np.float32(-0.2)
+    assert logp10(*table.arrays(), ctx, 0, table.vocab["b"]) == np.float32(-0.8)
+    assert table.nbytes == size * 16 + 5 * 8
+    for arr in table.arrays():
+        assert not arr.flags.writeable
+
+
+def test_zero_backoffs_carry_kenlms_extension_sign(tmp_path: Path) -> None:
+    # "<s> a" without a backoff is the context of "<s> a b": +0.0, kept in KenLM's state;
+    # "b </s>" and the unigram </s> extend nothing: -0.0
+    arpa = write(tmp_path, TOY_ARPA.replace("-0.4\t<s> a\t-0.1", "-0.4\t<s> a"))
+    table = build_lm_table(arpa, verify=True)
+    ids = table.vocab
+
+    def backoff(*ngram: str) -> np.float32:
+        slot = np.flatnonzero(table.keys == key_of([ids[w] for w in ngram]))
+        return np.float32(table.backoffs[int(slot[0])])
+
+    assert backoff("<s>", "a") == 0 and not np.signbit(backoff("<s>", "a"))
+    assert backoff("b", "</s>") == 0 and np.signbit(backoff("b", "</s>"))
+    assert np.signbit(table.uni_backoffs[table.eos]) and np.signbit(table.uni_probs[ids["a"]])
+    assert table.logp10(("<s>", "a"), "</s>") == f32sum(-0.7, -0.3)
+
+
+def test_word_ids_and_oov_like_kenlm(toy: Path) -> None:
+    table = build_lm_table(toy, verify=False)
+    kenlm = KenLM(toy)
+    for word in ("a", "b", "</s>", "<s>", "<unk>", "zzz", "A", ""):
+        assert table.is_oov(word) == kenlm.is_oov(word), word
+    assert table.word_id("zzz") == table.unk
+    assert table.word_id("b") == 4
+
+
+def test_float32_rounding_is_correct_where_float64_rounds_twice(tmp_path: Path) -> None:
+    # a decimal just beside a float32 rounding boundary: through float64 it lands on the
+    # boundary and rounds to even, KenLM's StringToFloat rounds it the right way
+    text = None
+    for start in np.arange(-0.61, -0.60, 1e-4, dtype=np.float32):
+        lo = np.float32(start)
+        hi = np.nextafter(lo, np.float32(-1))
+        mid = (float(lo) + float(hi)) / 2
+        with localcontext() as ctx:
+            ctx.prec = 80
+            for offset in (Decimal("1e-30"), Decimal("-1e-30")):
+                candidate = format(Decimal(mid) + offset, "f")
+                exact = Fraction(Decimal(candidate))
+                right = min((lo, hi), key=lambda c: abs(Fraction(float(c)) - exact))
+                if np.float32(float(candidate)) != right:
+                    text, want = candidate, right
+                    break
+        if text is not None:
+            break
+    assert text is not None
+    arpa = write(tmp_path, TOY_ARPA.replace("-0.6\ta\t-0.3", f"{text}\ta\t-0.3"))
+    table = build_lm_table(arpa, verify=True)  # KenLM agrees
+    assert table.uni_probs[table.vocab["a"]] == want
+    assert float(table.uni_probs[table.vocab["a"]]) != float(np.float32(float(text)))
+
+
+def test_the_fast_number_parser_agrees_with_the_exact_one() -> None:
+    rng = random.Random(7)
+    texts = ["0", "-0", "-99", "1e-3", "-1.5E+2", "+0.25", "-0.30102999566398114", ".5", "5."]
+    for _ in range(3000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 22)))
+        point = rng.randint(0, len(digits))
+        text = f"-{digits[:point]}.{digits[point:]}" if point else f"-{digits}"
+        if rng.random() < 0.3:
+            text += f"e{rng.randint(-30, 5)}"
+        texts.append(text)
+    fast_paths = 0
+    for text in texts:
+        buf = np.frombuffer(text.encode(), dtype=np.uint8)
+        value, sure = lm_table._parse_float32(buf, 0, len(buf))
+        if sure:
+            fast_paths += 1
+            exact = lm_table._exact_float32(text)
+            assert np.float32(value).view(np.int32) == exact.view(np.int32), text
+    assert fast_paths > 2000
+    for bad in ("", "-", "1.2.3", "e5", "--1", "0x10", "1e"):
+        buf = np.frombuffer(bad.encode(), dtype=np.uint8)
+        assert not lm_table._parse_float32(buf, 0, len(buf))[1], bad
+
+
+# --- the demo LM -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_demo_lm_equals_kenlm_on_every_ngram_and_random_queries(tmp_path: Path) -> None:
+    logs: list[str] = []
+    table = load_lm_table(DEMO_LM, cache_dir=tmp_path, verify=True, log=logs.append)
+    manifest = json.loads((cache_path(DEMO_LM, tmp_path) / "manifest.json").read_text())
+    # the build compared every listed n-gram (all but <s>) and 20,000 random queries
+    assert manifest["verification"]["ngrams"] == sum(manifest["counts"]) - 1
+    assert manifest["verification"]["random_queries"] == lm_table.RANDOM_QUERIES
+    assert table.verified and table.order == 3
+    # and, independently, through service.mt.lm.KenLM: listed n-grams and random queries
+    kenlm = KenLM(DEMO_LM)
+    lines = [
+        ln.split("\t")[1].split(" ")
+        for ln in DEMO_LM.read_text(encoding="utf-8").splitlines()
+        if ln.count("\t") >= 1 and not ln.startswith("\\")
+    ]
+    rng = random.Random(3)
+    ngrams = rng.sample(lines, 3000)
+    vocab = list(table.vocab)
+    queries: list[tuple[list[str], str]] = []
+    for ngram in ngrams:
+        if ngram[-1] != "<s>":
+            queries.append((ngram[:-1], ngram[-1]))
+    for q in range(5000):
+        base = rng.choice(lines)
+        words = [rng.choice(vocab) for _ in range(3)] + base
+        n = rng.randint(1, 3)
+        words = words[-n:]
+        words = [w if rng.random() > 0.1 else f"oov{q}" for w in words]
+        if n > 1 and rng.random() < 0.25:
+            words[0] = "<s>"
+        if words[-1] == "<s>":
+            words[-1] = "</s>"
+        queries.append((words[:-1], words[-1]))
+    assert len(queries) >= 7000
+    for context, word in queries:
+        assert table.logp(context, word) == kenlm.logp(context, word), (context, word)
+
+
+@pytest.mark.slow
+def test_the_verification_catches_a_wrong_score(tmp_path: Path) -> None:
+    arpa = lm_table._read_arpa(DEMO_LM)
+    built = lm_table._assemble(arpa)
+    lm_table._verify(built, arpa, random_queries=100)
+    table = built.table
+    probs = table.probs.copy()
+    slot = int(np.flatnonzero(table.keys)[1234])
+    probs[slot] = np.nextafter(probs[slot], np.float32(0))  # one ulp
+    wrong = replace(built, table=replace(table, probs=probs))
+    with pytest.raises(DataFormatError, match="differs from KenLM"):
+        lm_table._verify(wrong, arpa, random_queries=100)
+
+
+# --- build errors ------------------------------------------------------------------------
+
+
+def test_two_ngrams_with_one_key_are_an_error(toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # narrow the keys to two bits: four n-grams of order >= 2 must share a key
+    mask = np.uint64(0b11)
+    monkeypatch.setattr(lm_table, "_KEY_MASK", mask)
+    ids = {"<unk>": 0, "<s>": 1, "</s>": 2, "a": 3, "b": 4}
+
+    def key(ngram: tuple[str, ...]) -> int:
+        return int(key_of([ids[w] for w in ngram]) & mask) or 1
+
+    seen: dict[int, tuple[str, ...]] = {}
+    for ngram in [("<s>", "a"), ("a", "b"), ("b", "</s>"), ("<s>", "a", "b")]:
+        if key(ngram) in seen:
+            first, second = seen[key(ngram)], ngram
+            break
+        seen[key(ngram)] = ngram
+    with pytest.raises(DataFormatError, match="same 64-bit key") as err:
+        build_lm_table(toy, verify=False)
+    assert f"{' '.join(first)!r} (of line" in str(err.value)
+    assert f"{' '.join(second)!r} (of line" in str(err.value)
+
+
+def test_an_ngram_listed_twice_is_an_error(tmp_path: Path) -> None:
+    text = TOY_ARPA.replace("ngram 2=3", "ngram 2=4").replace(
+        "-0.3\tb </s>\n", "-0.3\tb </s>\n-0.35\ta b\n"
+    )
+    with pytest.raises(DataFormatError, match="'a b' is listed twice \\(also on line 15\\)") as e:
+        build_lm_table(write(tmp_path, text), verify=False)
+    assert e.value.line_no == 17
+
+
+def test_an_ngram_without_its_context_is_refused_like_kenlm(tmp_path: Path) -> None:
+    text = TOY_ARPA.replace("-0.2\t<s> a b", "-0.2\tb a b")
+    arpa = write(tmp_path, text)
+    with pytest.raises(DataFormatError, match="context 'b a' of this 3-gram") as e:
+        build_lm_table(arpa, verify=False)
+    assert e.value.line_no == 19
+    with pytest.raises(DataFormatError):
+        KenLM(arpa)
+
+
+MALFORMED = [
+    (TOY_ARPA, "", None, "no \\\\data\\\\ header"),
+    ("\\data\\\n", "", 1, "text before the \\\\data"),
+    ("\\data\\", "hello\n\\data\\", 1, "text before the"),
+    ("ngram 2=3", "ngram 2=x", 3, "expected 'ngram N=count'"),
+    ("ngram 2=3", "ngram 3=3", 3, "expected the count of the 2-grams"),
+    ("-0.6\ta\t-0.3", "-0.6\ta\t-0.3\t7", 10, "needs 2 or 3 fields, got 4"),
+    ("-0.6\ta\t-0.3", "-0.6x\ta\t-0.3", 10, "bad number"),
+    ("-0.5\ta b\t-0.25", "-0.5\ta b\tnan", 15, "finite"),
+    ("-0.6\ta\t-0.3", "0.6\ta\t-0.3", 10, "positive log10 probability"),
+    ("-0.2\t<s> a b", "-0.2\t<s> a b\t-0.1", 19, "highest order \\(3\\) has no backoff"),
+    ("-0.3\tb </s>", "-0.3\tb c", 16, "'c' of this 2-gram is not listed"),
+    ("-0.8\tb\t-0.2", "-0.8\ta\t-0.2", 11, "unigram 'a' is listed twice"),
+    ("ngram 2=3", "ngram 2=2", 16, "more than the 2 lines"),
+    ("ngram 2=3", "ngram 2=4", 18, "section has 3 lines, its header declares 4"),
+    ("\\2-grams:", "\\4-grams:", 13, "expected the \\\\2-grams: header"),
+    ("\\end\\\n", "", None, "expected \\\\end\\\\"),
+    ("\\end\\\n", "\\end\\\nmore\n", 22, "text after"),
+    ("-1.0\t<unk>", "-1.0\tunk", None, "no <unk> unigram"),
+    ("-99\t<s>\t-0.5", "-99\tS\t-0.5", None, "no <s> unigram"),
+    ("-0.7\t</s>", "-0.7\tS", None, "no </s> unigram"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), MALFORMED)
+def test_malformed_arpa_files_name_file_and_line(
+    tmp_path: Path, old: str, new: str, line: int | None, message: str
+) -> None:
+    assert old in TOY_ARPA
+    arpa = write(tmp_path, TOY_ARPA.replace(old, new, 1))
+    with pytest.raises(DataFormatError, match=message) as err:
+        build_lm_table(arpa, verify=False)
+    assert err.value.path == str(arpa)
+    assert err.value.line_no == line
+
+
+def test_separators_like_arpalm_and_gzip(tmp_path: Path) -> None:
+    import gzip
+
+    spaced = TOY_ARPA.replace("\t", "  ").replace("\n", " \r\n").replace("\\data\\", "\n\\data\\")
+    arpa = write(tmp_path, spaced, "spaced.arpa")
+    table = build_lm_table(arpa, verify=False)
+    packed = tmp_path / "lm.arpa.gz"
+    packed.write_bytes(gzip.compress(TOY_ARPA.encode()))
+    for other in (table, build_lm_table(packed, verify=False)):
+        for context, word, expected, _ in TOY_CASES:
+            assert other.logp10(context, word) == expected
+    assert ArpaLM(arpa).logp(("<s>", "a"), "b") == pytest.approx(table.logp(("<s>", "a"), "b"))
+    with pytest.raises(MissingResourceError):
+        build_lm_table(tmp_path / "none.arpa")
+
+
+# --- the cache ---------------------------------------------------------------------------
+
+
+def _arrays_equal(a: LmTable, b: LmTable) -> bool:
+    names = ("keys", "probs", "backoffs", "uni_probs", "uni_backoffs")
+    return all(
+        np.array_equal(getattr(a, n).view(np.uint8), getattr(b, n).view(np.uint8)) for n in names
+    ) and dict(a.vocab) == dict(b.vocab)
+
+
+def test_cache_is_written_then_memory_mapped(toy: Path) -> None:
+    logs: list[str] = []
+    first = load_lm_table(toy, log=logs.append)
+    cache = toy.parent / "lm.table"
+    assert cache == cache_path(toy)
+    assert any("building" in m for m in logs) and first.verified
+    manifest = json.loads((cache / "manifest.json").read_text())
+    assert manifest["arpa"]["size"] == toy.stat().st_size
+    assert manifest["arpa"]["mtime_ns"] == toy.stat().st_mtime_ns
+    assert manifest["counts"] == [5, 3, 1] and manifest["verified"] is True
+    assert manifest["table_size"] == len(first.keys)
+    logs.clear()
+    second = load_lm_table(toy, log=logs.append)
+    assert logs == []
+    assert all(isinstance(a, np.memmap) for a in second.arrays())
+    assert _arrays_equal(first, second) and _arrays_equal(second, build_lm_table(toy))
+    assert [p.name for p in toy.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_changed_arpa_file_is_rebuilt(toy: Path) -> None:
+    load_lm_table(toy)
+    logs: list[str] = []
+    toy.write_text(TOY_ARPA.replace("-0.2\t<s> a b", "-0.9\t<s> a b"), encoding="utf-8")
+    stat = toy.stat()
+    os.utime(toy, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    table = load_lm_table(toy, log=logs.append)
+    assert any("changed" in m for m in logs)
+    assert table.logp10(("<s>", "a"), "b") == f32sum(-0.9)
+    # touching it is a change too (the cache does not hash the file on every load)
+    logs.clear()
+    os.utime(toy, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+    load_lm_table(toy, log=logs.append)
+    assert any("changed" in m for m in logs)
+    logs.clear()
+    load_lm_table(toy, log=logs.append)
+    assert logs == []
+
+
+@pytest.mark.parametrize("damage", ["manifest", "truncate", "missing", "shape", "vocab"])
+def test_a_damaged_cache_is_rebuilt(toy: Path, damage: str) -> None:
+    load_lm_table(toy)
+    good = build_lm_table(toy)  # in memory: rewriting a memory-mapped file would change it
+    cache = cache_path(toy)
+    if damage == "manifest":
+        (cache / "manifest.json").write_text("{not json")
+    elif damage == "truncate":
+        keys = cache / "keys.npy"
+        keys.write_bytes(keys.read_bytes()[:-8])
+    elif damage == "missing":
+        (cache / "backoffs.npy").unlink()
+    elif damage == "shape":  # a consistent-looking file of the wrong length
+        np.save(cache / "probs.npy", np.zeros(3, np.float32))
+        manifest = json.loads((cache / "manifest.json").read_text())
+        manifest["files"]["probs.npy"] = (cache / "probs.npy").stat().st_size
+        (cache / "manifest.json").write_text(json.dumps(manifest))
+    else:
+        (cache / "vocab.txt").write_text("<unk>\n<s>\n</s>\na\n")
+    logs: list[str] = []
+    table = load_lm_table(toy, log=logs.append)
+    assert any("building" in m for m in logs), logs
+    assert _arrays_equal(table, good)
+    assert isinstance(table.keys, np.memmap)
+    logs.clear()
+    assert _arrays_equal(load_lm_table(toy, log=logs.append), good) and logs == []
+
+
+def test_an_unverified_cache_is_not_taken_when_verification_is_asked(toy: Path) -> None:
+    assert not load_lm_table(toy, verify=False).verified
+    logs: list[str] = []
+    assert load_lm_table(toy, verify=False, log=logs.append).verified is False and logs == []
+    assert load_lm_table(toy, verify=True, log=logs.append).verified
+    assert any("not verified" in m for m in logs)
+
+
+def test_a_half_written_cache_is_never_loaded(toy: Path) -> None:
+    # what a crash leaves: a temporary directory without a manifest, no final directory
+    tmp = toy.parent / ".lm.table.tmp-crashed"
+    tmp.mkdir()
+    (tmp / "keys.npy").write_bytes(b"\x93NUMPY garbage")
+    old = toy.stat().st_mtime - 2 * lm_table._STALE_TEMP_SECONDS
+    os.utime(tmp, (old, old))
+    logs: list[str] = []
+    table = load_lm_table(toy, log=logs.append)
+    assert any("building" in m for m in logs)
+    assert table.logp10(("<s>", "a"), "b") == f32sum(-0.2)
+    assert not tmp.exists()  # a stale leftover is removed
+
+
+def test_an_unwritable_directory_builds_in_memory(
+    toy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(toy.parent))
+
+    # (the tests may run as root, whom chmod cannot stop)
+    monkeypatch.setattr(os, "mkdir", refuse)
+    logs: list[str] = []
+    table = load_lm_table(toy, log=logs.append)
+    assert any("cannot write" in m and "in memory" in m for m in logs)
+    assert not isinstance(table.keys, np.memmap) and table.verified
+    assert not cache_path(toy).exists()
+    assert table.logp10(("<s>", "a"), "b") == f32sum(-0.2)
+
+
+def test_cache_dir(toy: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "cache"
+    table = load_lm_table(toy, cache_dir=elsewhere)
+    assert (elsewhere / "lm.table" / "manifest.json").is_file()
+    assert not (toy.parent / "lm.table").exists()
+    assert isinstance(table.keys, np.memmap)
