@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     kbest_tune: int = Field(20, ge=1, description="k-best size for tuning (000 §4).")
     nbest_psq: int = Field(1000, ge=1, description="n-best size for PSQ (001 §5).")
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
+    kbest_time_budget_s: float = Field(
+        0.5,
+        gt=0,
+        description="Seconds per sentence that a unique n-best list (translate, suggest) may "
+        "spend looking for distinct strings among derivations that repeat one string.",
+    )
     rule_table_limit: int = Field(30, ge=1, description="Target sides kept per source side.")
     decoder_engine: Literal["compiled", "reference"] = Field(
         "compiled",

@@ -91,15 +91,22 @@ class Decoded:
         }
 
 
-# Memory held by a decoded query, per hyperedge of its forests (nodes, target tuples, feature
-# dicts and the flat arrays included): 713–806 bytes per edge, measured with tracemalloc on five
-# lohelp-de dev queries of 3–60 words (1.4k–122k edges, 1–94 MB) with the demo bundle.
+# Memory held by a decoded query, per hyperedge of its forests, measured with tracemalloc on
+# five lohelp-de dev queries of 5–74 words with the demo bundle, after a BOW-FD ranking:
+# forests of Python objects (the reference decoder; nodes, target tuples, feature dicts and the
+# flat arrays): 713–806 bytes per edge; array-backed forests of the compiled decoder (edge
+# objects made on demand): 202–256 bytes per edge.
 BYTES_PER_EDGE = 800
+BYTES_PER_ARRAY_EDGE = 260
 
 
 def query_bytes(query: DecodedQuery) -> int:
     """Approximate memory held by ``query``'s forests (see :data:`BYTES_PER_EDGE`)."""
-    return BYTES_PER_EDGE * sum(f.hypergraph.num_edges for f in query.forests)
+    return sum(
+        (BYTES_PER_ARRAY_EDGE if f.hypergraph.array_backed else BYTES_PER_EDGE)
+        * f.hypergraph.num_edges
+        for f in query.forests
+    )
 
 
 class QueryCache:

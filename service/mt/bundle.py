@@ -17,6 +17,7 @@ naming the broken file; a half-written bundle is never loaded.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -129,10 +130,26 @@ class ModelBundle:
         """The LM as arrays for compiled code, memory-mapped from its cache beside the ARPA."""
         from service.mt.lm_table import load_lm_table  # numba is imported only when needed
 
-        return load_lm_table(self.path / self.manifest["files"].get("lm", LM_FILE))
+        path = getattr(self.lm, "path", None)  # the file the LM itself was loaded from
+        if path is None:
+            path = self.path / self.manifest.get("files", {}).get("lm", LM_FILE)
+        return load_lm_table(path)
 
     def active_weights(self) -> WeightsVersion:
         return self.weights_store.active()
+
+    def make_decoder(
+        self, weights: Mapping[str, float], config: DecoderConfig | None = None
+    ) -> Decoder:
+        """A new decoder for any weight vector (tuning's changing weights); ``config.engine``
+        chooses the compiled kernel or the Python reference (same forests)."""
+        config = config or DecoderConfig()
+        if config.engine == "compiled":
+            from service.mt.compiled_decoder import CompiledDecoder
+
+            table = self.lm_table if config.use_lm else None
+            return CompiledDecoder(self.grammar, self.lm, weights, config, table)
+        return Decoder(self.grammar, self.lm, weights, config)
 
     def decoder(
         self, config: DecoderConfig | None = None, weights: WeightsVersion | None = None
@@ -143,13 +160,7 @@ class ModelBundle:
         key = (weights.version, config)
         dec = self._decoders.get(key)
         if dec is None:
-            if config.engine == "compiled":
-                from service.mt.compiled_decoder import CompiledDecoder
-
-                table = self.lm_table if config.use_lm else None
-                dec = CompiledDecoder(self.grammar, self.lm, weights.weights, config, table)
-            else:
-                dec = Decoder(self.grammar, self.lm, weights.weights, config)
+            dec = self.make_decoder(weights.weights, config)
             if len(self._decoders) > 16:
                 self._decoders.clear()
             self._decoders[key] = dec

@@ -115,6 +115,7 @@ class CompiledDecoder(Decoder):
         self._tsym = np.asarray(grammar.target_symbols)
         self._toff = np.asarray(grammar.target_offsets)
         self._rtarget = np.asarray(grammar.rule_target)
+        self._features = np.asarray(grammar.features)
         self._lm_arrays = (
             lm_table.arrays()
             if lm_table is not None and self._use_lm
@@ -307,56 +308,21 @@ class _ArrayForest:
         dec = self.dec
         num_nodes = len(self.nodes[0])
         num_edges = len(head)
-        heads = head.astype(np.int64)
-        # tails
-        pair = np.stack([t0, t1], axis=1).astype(np.int64)
-        has = pair >= 0
-        tail_ptr = _ptr(has.sum(axis=1))
-        tail_nodes = pair[has]
-        # incoming edges of each node, in edge order
-        in_edges = np.argsort(heads, kind="stable")
-        in_ptr = _ptr(np.bincount(heads, minlength=num_nodes))
-        # target terminals: rule edges read the grammar's target, pass-through edges one word
-        is_rule = rule >= 0
-        rid = np.where(is_rule, rule, 0)
-        tt = dec._rtarget[rid]
-        starts = np.where(is_rule, dec._toff[tt], 0).astype(np.int64)
-        lens = np.where(is_rule, dec._toff[tt + 1] - dec._toff[tt], 0).astype(np.int64)
-        is_pass = rule == K.PASS
-        lens[is_pass] = 1
-        sym_ptr = _ptr(lens)
-        pos = np.repeat(starts - sym_ptr[:-1], lens) + np.arange(int(sym_ptr[-1]))
-        syms = dec._tsym[pos].astype(np.int64)
-        syms[sym_ptr[:-1][is_pass]] = self.words.pass_sym[ei[is_pass]]
-        owner = np.repeat(np.arange(num_edges), lens)
-        terminal = syms >= 0
-        word_ids = syms[terminal]
-        term_ptr = _ptr(np.bincount(owner[terminal], minlength=num_edges))
-        uniq, first, inverse = np.unique(word_ids, return_index=True, return_inverse=True)
+        (tail_ptr, tail_nodes, in_ptr, in_edges, term_ptr, term_words, feat_ptr, feat_cols,
+         feat_vals) = K.edge_arrays(
+            num_nodes, head, t0, t1, rule, lm, oov, ei, dec._tsym, dec._toff, dec._rtarget,
+            dec._features, dec._nterm, self.words.pass_sym, dec._use_lm,
+        )  # fmt: skip
+        # the forest's vocabulary in first-seen order
+        uniq, first, inverse = np.unique(term_words, return_index=True, return_inverse=True)
         seen_order = np.argsort(first, kind="stable")
         rank = np.empty(len(uniq), dtype=np.int64)
         rank[seen_order] = np.arange(len(uniq))
         term_ids = rank[inverse.reshape(-1)]
         vocabulary = tuple(dec.word(int(d), self.words) for d in uniq[seen_order])
-        # features: the rule's, then the decoder's, in the reference's dict order
+        # feature columns -> ids of the names present, sorted
         names = tuple(dec.grammar.feature_names) + _EXTRA
-        nf = len(dec.grammar.feature_names)
-        dense = np.zeros((num_edges, len(names)), dtype=np.float64)
-        dense[is_rule, :nf] = dec.grammar.features[rule[is_rule]]
-        col = {n: nf + k for k, n in enumerate(_EXTRA)}
-        dense[is_rule, col[RULE_PENALTY]] = 1.0
-        dense[is_rule, col[WORD_PENALTY]] = dec._nterm[rule[is_rule]]
-        dense[is_pass, col[PASS_THROUGH]] = 1.0
-        dense[is_pass, col[WORD_PENALTY]] = 1.0
-        dense[rule == K.GLUE, col[GLUE]] = 1.0
-        present = dense != 0.0
-        if dec._use_lm:
-            dense[:, col[LANGUAGE_MODEL]] = lm
-            dense[:, col[LM_OOV]] = oov
-            present = dense != 0.0
-            present[:, col[LANGUAGE_MODEL]] = True
-        rows, cols = np.nonzero(present)
-        used = np.flatnonzero(present.any(axis=0))
+        used = np.flatnonzero(np.bincount(feat_cols, minlength=len(names)))
         feature_names = tuple(sorted(names[c] for c in used))
         name_id = {n: i for i, n in enumerate(feature_names)}
         col_id = np.array([name_id.get(n, -1) for n in names], dtype=np.int64)
@@ -364,7 +330,7 @@ class _ArrayForest:
             num_nodes=num_nodes,
             num_edges=num_edges,
             goal=num_nodes - 1,
-            edge_head=heads,
+            edge_head=head.astype(np.int64),
             tail_ptr=tail_ptr,
             tail_nodes=tail_nodes,
             in_ptr=in_ptr,
@@ -372,9 +338,9 @@ class _ArrayForest:
             term_ptr=term_ptr,
             term_ids=term_ids,
             vocabulary=vocabulary,
-            feat_ptr=_ptr(np.bincount(rows, minlength=num_edges)),
-            feat_ids=col_id[cols],
-            feat_vals=dense[rows, cols],
+            feat_ptr=feat_ptr,
+            feat_ids=col_id[feat_cols],
+            feat_vals=feat_vals,
             feature_names=feature_names,
         )
         for name in arrays.__dataclass_fields__:

@@ -657,3 +657,125 @@ def sort_options(m_rlo, m_rhi, scores, rule_oov):  # type: ignore[no-untyped-def
             opt_oov[k + q] = rule_oov[k + order[q]]
         k += int(cnt)
     return m_optlo, m_nopt, opt_rule, opt_score, opt_oov
+
+
+@njit(cache=True, nogil=True)
+def edge_arrays(  # type: ignore[no-untyped-def]
+    num_nodes,
+    e_head,
+    e_t0,
+    e_t1,
+    e_rule,
+    e_lm,
+    e_oov,
+    e_i,
+    tsym,
+    toff,
+    rtarget,
+    features,
+    nterm,
+    pass_sym,
+    use_lm,
+):
+    """The forest's CSR arrays from the kernel's edges, in the reference's layouts.
+
+    Returns tails (``tail_ptr``, ``tail_nodes``), incoming edges in edge order (``in_ptr``,
+    ``in_edges``), target words as decoder ids (``term_ptr``, ``term_words``) and features
+    (``feat_ptr``, ``feat_cols``, ``feat_vals``): the column of a feature is its position in
+    the grammar's feature names followed by RulePenalty, PassThrough, WordPenalty, Glue,
+    LanguageModel, LanguageModel_OOV — the order in which the reference writes an edge's
+    feature dict; rule features of value 0 are left out, the LM feature never is (with LM).
+    """
+    ne = e_head.shape[0]
+    nf = features.shape[1]
+    c_rp, c_pass, c_wp, c_glue, c_lm, c_oov = nf, nf + 1, nf + 2, nf + 3, nf + 4, nf + 5
+    tail_ptr = np.zeros(ne + 1, np.int64)
+    in_ptr = np.zeros(num_nodes + 1, np.int64)
+    term_ptr = np.zeros(ne + 1, np.int64)
+    feat_ptr = np.zeros(ne + 1, np.int64)
+    nt = 0
+    nw = 0
+    nfe = 0
+    for e in range(ne):
+        nt += (e_t0[e] >= 0) + (e_t1[e] >= 0)
+        tail_ptr[e + 1] = nt
+        in_ptr[e_head[e] + 1] += 1
+        r = e_rule[e]
+        if r >= 0:
+            t = rtarget[r]
+            for q in range(toff[t], toff[t + 1]):
+                if tsym[q] >= 0:
+                    nw += 1
+            for k in range(nf):
+                if features[r, k] != 0.0:
+                    nfe += 1
+            nfe += 1 + (nterm[r] != 0)
+        elif r == PASS:
+            nw += 1
+            nfe += 2
+        elif r == GLUE:
+            nfe += 1
+        if use_lm:
+            nfe += 1 + (e_oov[e] != 0)
+        term_ptr[e + 1] = nw
+        feat_ptr[e + 1] = nfe
+    for v in range(num_nodes):
+        in_ptr[v + 1] += in_ptr[v]
+    tail_nodes = np.empty(nt, np.int64)
+    in_edges = np.empty(ne, np.int64)
+    fill = in_ptr[:-1].copy()
+    term_words = np.empty(nw, np.int64)
+    feat_cols = np.empty(nfe, np.int64)
+    feat_vals = np.empty(nfe)
+    for e in range(ne):
+        p = tail_ptr[e]
+        if e_t0[e] >= 0:
+            tail_nodes[p] = e_t0[e]
+            p += 1
+        if e_t1[e] >= 0:
+            tail_nodes[p] = e_t1[e]
+        in_edges[fill[e_head[e]]] = e
+        fill[e_head[e]] += 1
+        w = term_ptr[e]
+        f = feat_ptr[e]
+        r = e_rule[e]
+        if r >= 0:
+            t = rtarget[r]
+            for q in range(toff[t], toff[t + 1]):
+                if tsym[q] >= 0:
+                    term_words[w] = tsym[q]
+                    w += 1
+            for k in range(nf):
+                x = features[r, k]
+                if x != 0.0:
+                    feat_cols[f] = k
+                    feat_vals[f] = x
+                    f += 1
+            feat_cols[f] = c_rp
+            feat_vals[f] = 1.0
+            f += 1
+            if nterm[r] != 0:
+                feat_cols[f] = c_wp
+                feat_vals[f] = nterm[r]
+                f += 1
+        elif r == PASS:
+            term_words[w] = pass_sym[e_i[e]]
+            feat_cols[f] = c_pass
+            feat_vals[f] = 1.0
+            feat_cols[f + 1] = c_wp
+            feat_vals[f + 1] = 1.0
+            f += 2
+        elif r == GLUE:
+            feat_cols[f] = c_glue
+            feat_vals[f] = 1.0
+            f += 1
+        if use_lm:
+            feat_cols[f] = c_lm
+            feat_vals[f] = e_lm[e]
+            f += 1
+            if e_oov[e] != 0:
+                feat_cols[f] = c_oov
+                feat_vals[f] = e_oov[e]
+    return (
+        tail_ptr, tail_nodes, in_ptr, in_edges, term_ptr, term_words, feat_ptr, feat_cols, feat_vals
+    )  # fmt: skip

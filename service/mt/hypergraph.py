@@ -367,6 +367,11 @@ class Hypergraph:
         return hg
 
     @property
+    def array_backed(self) -> bool:
+        """True for a forest made by :meth:`from_arrays` (objects made on demand)."""
+        return isinstance(self.edges, LazySequence)
+
+    @property
     def num_nodes(self) -> int:
         return len(self.nodes)
 

@@ -3,27 +3,67 @@
 Lazy k-best extraction: a derivation of node ``v`` is written ``⟨e, j⟩`` — an incoming
 hyperedge ``e`` and, per tail ``T_i(e)``, the rank ``j_i`` of the tail's derivation used. Each
 node keeps the list ``D̂(v)`` of its derivations found so far, in score order (memoised), and
-a heap ``cand[v]`` of candidates. The best is the Viterbi derivation; after ``⟨e, j⟩`` is
-popped, its successors ``⟨e, j + b^i⟩`` (one rank further in one tail) are pushed, computing
-the tails' further derivations only when asked for ("LazyNext"). Extracting the k best of the
-goal costs ``O(|E| + |D| k log k)``.
+a priority queue ``cand[v]`` of candidates. The best is the Viterbi derivation; after
+``⟨e, j⟩`` is popped, its successors ``⟨e, j + b^i⟩`` (one rank further in one tail) are
+pushed, computing the tails' further derivations only when asked for ("LazyNext"). Extracting
+the k best of the goal costs ``O(|E| + |D| k log k)``.
+
+The extractor reads the forest's arrays (:meth:`Hypergraph.arrays`: tails, incoming edges,
+target words), not its node and edge objects, which an array-backed forest only makes when
+asked for. The initial candidates ``⟨e, 0⟩`` of every node are scored and sorted once with
+numpy (score, then edge id, the order the heap of Algorithm 3 pops them in); ``cand[v]`` is
+that sorted run merged with a heap of the successors pushed so far, so a node's incoming edges
+cost no Python work until they are popped. Algorithm 3 keeps the set of candidates pushed so
+far, since ``⟨e, j⟩`` has a predecessor in every tail with ``j_i > 0``; here ``⟨e, j⟩`` is pushed
+only from the one that differs in its last non-zero rank (from ``⟨e, j⟩`` only the successors
+``j + b^i`` with ``j_k = 0`` for all ``k > i``), which reaches every ``⟨e, j⟩`` exactly once
+without the set. The order is unchanged, ties included: a successor's key ``(−score, e, j)`` is
+above its predecessor's (a score only falls as a rank rises, and float addition is monotone), so
+either way the pops follow that key. Target strings are built from the edges' word ids;
+only an edge whose gap order the arrays do not give (a gap among words, or two gaps) is asked
+for its :attr:`Hyperedge.target`, once, and only when it lies on an extracted derivation.
 
 The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (001 §3). :func:`unique_kbest` keeps the
 first (best) derivation of each distinct target string, as n-best lists for tuning, PSQ and
-translation retrieval need.
+translation retrieval need; since spurious ambiguity can put thousands of derivations of one
+string ahead of the next string, it is bounded by time (:data:`UNIQUE_KBEST_TIME_BUDGET_S`)
+rather than by a number of derivations.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
 
 from service.mt.hypergraph import Derivation, DerivationNode, Hypergraph
-from service.mt.inference import Weights, resolve_edge_weights, viterbi_backpointers
-from service.mt.semiring import TROPICAL
+from service.mt.inference import Weights, resolve_edge_weights, viterbi_scores
 
 # A derivation of a node: (score, edge, ranks of the tails' derivations).
 _Entry = tuple[float, int, tuple[int, ...]]
+
+# Default time budget (seconds) of :func:`unique_kbest` when no ``max_derivations`` is given:
+# the search for distinct strings stops after about this long (and keeps what it found).
+UNIQUE_KBEST_TIME_BUDGET_S = 0.5
+# :func:`unique_kbest` reads the clock once per this many derivations.
+_CLOCK_EVERY = 256
+
+
+_GAP = (~0,)  # the target of a unary edge without words: the tail's yield
+_TWO_GAPS = (~0, ~1)  # a binary edge without words, gaps in order (glue rules)
+
+
+def _fill(pattern: tuple[int, ...], subs: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """``pattern`` with each gap ``~i`` replaced by ``subs[i]``."""
+    out: list[int] = []
+    for s in pattern:
+        if s >= 0:
+            out.append(s)
+        else:
+            out.extend(subs[~s])
+    return tuple(out)
 
 
 class LazyKBest:
@@ -36,15 +76,61 @@ class LazyKBest:
 
     def __init__(self, hg: Hypergraph, weights: Weights) -> None:
         self.hg = hg
-        self._w = resolve_edge_weights(hg, weights)
+        a = hg.arrays()
+        self._num_nodes = a.num_nodes
+        w = resolve_edge_weights(hg, weights)
         # One Viterbi pass gives every node's 1-best derivation D̂_1(v) = ⟨back[v], 0⟩.
-        self._viterbi, self._back = viterbi_backpointers(hg, self._w, TROPICAL)
+        best, back = viterbi_scores(hg, w)
+        self._w: list[float] = w.tolist()
+        self._viterbi: list[float] = best.tolist()
+        self._back: list[int] = back.tolist()
+        self._tail_ptr: list[int] = a.tail_ptr.tolist()
+        self._tail_nodes: list[int] = a.tail_nodes.tolist()
+        arity = np.diff(a.tail_ptr)
+        max_arity = int(arity.max()) if a.num_edges else 0
+        self._zeros = [(0,) * n for n in range(max_arity + 1)]
+
+        # The initial candidates ⟨e, 0⟩ of every node (GetCandidates): the incoming edges other
+        # than the 1-best whose tails all have a derivation, scored W(e) + Σ_i viterbi(T_i(e))
+        # (summed in tail order, as a derivation's score is) and sorted per node by
+        # (-score, edge id): the order in which a heap of (-score, e, 0) pops them.
+        score = np.array(w, dtype=np.float64)
+        usable = np.ones(a.num_edges, dtype=bool)
+        first = a.tail_ptr[:-1]
+        for i in range(max_arity):
+            has = arity > i
+            tail = a.tail_nodes[first[has] + i]
+            score[has] += best[tail]
+            usable[has] &= back[tail] >= 0
+        usable &= back[a.edge_head] != np.arange(a.num_edges)
+        ids = np.flatnonzero(usable)
+        heads = a.edge_head[ids]
+        order = np.lexsort((ids, -score[ids], heads))
+        run = ids[order]
+        ptr = np.zeros(a.num_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(heads, minlength=a.num_nodes), out=ptr[1:])
+        self._run_edges: list[int] = run.tolist()
+        self._run_neg: list[float] = (-score[run]).tolist()
+        self._run_next: list[int] = ptr[:-1].tolist()  # cursor into the run of each node
+        self._run_end: list[int] = ptr[1:].tolist()
+
+        # Target words as ids; equal strings get equal ids (the first id of the string).
+        first_id: dict[str, int] = {}
+        canon = [first_id.setdefault(s, i) for i, s in enumerate(a.vocabulary)]
+        self._vocabulary = a.vocabulary
+        self._term_ptr: list[int] = a.term_ptr.tolist()
+        self._term_ids: list[int] = [canon[i] for i in a.term_ids.tolist()]
+
         self._found: dict[int, list[_Entry]] = {}  # D̂(v), in score order
-        self._cand: dict[int, list[_Entry]] = {}  # heaps of (-score, edge, ranks)
-        self._pushed: dict[int, set[tuple[int, tuple[int, ...]]]] = {}
+        self._cand: dict[int, list[_Entry]] = {}  # heaps of pushed successors (-score, e, j)
         self._exhausted: set[int] = set()
         self._trees: dict[tuple[int, int], DerivationNode] = {}
-        self._yields: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._patterns: dict[int, tuple[int, ...]] = {}
+        self._yields: dict[int, tuple[int, ...]] = {}  # key j·|V| + v
+
+    def _tails(self, e: int) -> list[int]:
+        tp = self._tail_ptr
+        return self._tail_nodes[tp[e] : tp[e + 1]]
 
     # --- Algorithm 3 -----------------------------------------------------------------------
     def _derivations(self, v: int) -> list[_Entry]:
@@ -52,59 +138,160 @@ class LazyKBest:
         found = self._found.get(v)
         if found is None:
             e = self._back[v]
-            found = [] if e < 0 else [(self._viterbi[v], e, (0,) * self.hg.edges[e].arity)]
+            if e < 0:
+                found = []
+            else:
+                found = [
+                    (self._viterbi[v], e, self._zeros[self._tail_ptr[e + 1] - self._tail_ptr[e]])
+                ]
             self._found[v] = found
         return found
 
-    def _get_candidates(self, v: int) -> list[_Entry]:
-        """cand[v] ← {⟨e, 0⟩ : e ∈ in(v)} minus the 1-best, scored with the tails' 1-best."""
-        heap: list[_Entry] = []
-        for e in self.hg.incoming(v):
-            tails = self.hg.edges[e].tails
-            if e == self._back[v] or any(self._back[u] < 0 for u in tails):
-                continue
-            score = float(self._w[e])
-            for u in tails:
-                score += self._viterbi[u]
-            heap.append((-score, e, (0,) * len(tails)))
-        heapq.heapify(heap)
-        self._pushed[v] = {(e, j) for _, e, j in heap}
-        if self._back[v] >= 0:
-            self._pushed[v].add((self._back[v], (0,) * self.hg.edges[self._back[v]].arity))
-        self._cand[v] = heap
-        return heap
-
     def _lazy_kth_best(self, v: int, k: int) -> None:
         """Extend D̂(v) until it holds ``k`` derivations or ``v`` has no more."""
-        found = self._derivations(v)
-        if len(found) >= k or v in self._exhausted or not found:
+        found = self._found.get(v)
+        if found is None:
+            found = self._derivations(v)
+        if len(found) >= k or not found or v in self._exhausted:
             return
-        cand = self._cand.get(v)
-        if cand is None:
-            cand = self._get_candidates(v)
+        heap = self._cand.get(v)
+        if heap is None:
+            heap = self._cand[v] = []
+        run_edges, run_neg, run_next = self._run_edges, self._run_neg, self._run_next
+        end = self._run_end[v]
         while len(found) < k:
             _, e, j = found[-1]
             self._lazy_next(v, e, j)
-            if not cand:
+            # Pop the best of cand[v]: the head of the sorted run or the top of the heap.
+            c = run_next[v]
+            if c < end:
+                neg, e = run_neg[c], run_edges[c]
+                if heap:
+                    top = heap[0]
+                    # edges differ (⟨e, 0⟩ precedes every successor of e), so no rank tie-break
+                    if top[0] < neg or (top[0] == neg and top[1] < e):
+                        heapq.heappop(heap)
+                        found.append((-top[0], top[1], top[2]))
+                        continue
+                run_next[v] = c + 1
+                tp = self._tail_ptr
+                found.append((-neg, e, self._zeros[tp[e + 1] - tp[e]]))
+            elif heap:
+                neg, e, j = heapq.heappop(heap)
+                found.append((-neg, e, j))
+            else:
                 self._exhausted.add(v)
                 return
-            neg, e, j = heapq.heappop(cand)
-            found.append((-neg, e, j))
 
     def _lazy_next(self, v: int, e: int, j: tuple[int, ...]) -> None:
-        """Push the successors ⟨e, j + b^i⟩ of ⟨e, j⟩ whose tail derivations exist."""
-        tails = self.hg.edges[e].tails
+        """Push the successors ⟨e, j + b^i⟩ of ⟨e, j⟩ whose tail derivations exist.
+
+        Only those with ``j_k = 0`` for every ``k > i`` (see the module docstring), so each is
+        pushed once; each derivation comes here once, for the next one of its node. A score is
+        ``W(e)`` plus the tails' scores, summed in tail order.
+        """
+        tp = self._tail_ptr
+        lo = tp[e]
+        arity = tp[e + 1] - lo
+        if arity == 0:
+            return
+        found = self._found
+        tn = self._tail_nodes
+        if arity == 1:
+            u, r = tn[lo], j[0] + 1
+            fu = found.get(u)
+            if fu is None or len(fu) <= r:
+                self._lazy_kth_best(u, r + 1)
+                fu = found[u]
+            if r < len(fu):
+                heapq.heappush(self._cand[v], (-(self._w[e] + fu[r][0]), e, (r,)))
+            return
+        if arity == 2:
+            u0, u1 = tn[lo], tn[lo + 1]
+            a, b = j
+            if b == 0:
+                f0 = found.get(u0)
+                if f0 is None or len(f0) <= a + 1:
+                    self._lazy_kth_best(u0, a + 2)
+                    f0 = found[u0]
+                if a + 1 < len(f0):
+                    f1 = found.get(u1) or self._derivations(u1)
+                    score = self._w[e] + f0[a + 1][0] + f1[0][0]
+                    heapq.heappush(self._cand[v], (-score, e, (a + 1, 0)))
+            g1 = found.get(u1)
+            if g1 is None or len(g1) <= b + 1:
+                self._lazy_kth_best(u1, b + 2)
+                g1 = found[u1]
+            if b + 1 < len(g1):
+                g0 = found.get(u0) or self._derivations(u0)
+                score = self._w[e] + g0[a][0] + g1[b + 1][0]
+                heapq.heappush(self._cand[v], (-score, e, (a, b + 1)))
+            return
+        tails = tn[lo : lo + arity]
         for i, u in enumerate(tails):
-            jj = (*j[:i], j[i] + 1, *j[i + 1 :])
-            if (e, jj) in self._pushed[v]:
+            if any(j[i + 1 :]):
                 continue
-            self._lazy_kth_best(u, jj[i] + 1)
-            if jj[i] < len(self._found[u]):
-                score = float(self._w[e])
-                for t, r in zip(tails, jj, strict=True):
+            nj = (*j[:i], j[i] + 1, *j[i + 1 :])
+            self._lazy_kth_best(u, nj[i] + 1)
+            if nj[i] < len(found[u]):
+                score = self._w[e]
+                for t, r in zip(tails, nj, strict=True):
                     score += self._derivations(t)[r][0]
-                heapq.heappush(self._cand[v], (-score, e, jj))
-                self._pushed[v].add((e, jj))
+                heapq.heappush(self._cand[v], (-score, e, nj))
+
+    # --- target strings ---------------------------------------------------------------------
+    def _pattern(self, e: int) -> tuple[int, ...]:
+        """The target of edge ``e`` as word ids (>= 0) and gaps ``~i`` (the yield of tail ``i``).
+
+        The arrays give the words in order; where the gaps go among them is read from the
+        edge's target only when the arrays leave it open (a gap next to words, or two gaps).
+        """
+        out = self._patterns.get(e)
+        if out is None:
+            words = self._term_ids[self._term_ptr[e] : self._term_ptr[e + 1]]
+            arity = self._tail_ptr[e + 1] - self._tail_ptr[e]
+            if arity == 0:
+                out = tuple(words)
+            elif arity == 1 and not words:
+                out = _GAP
+            else:
+                it = iter(words)
+                target = self.hg.edges[e].target
+                out = tuple(next(it) if isinstance(s, str) else ~s for s in target)
+            self._patterns[e] = out
+        return out
+
+    def _yield_ids(self, v: int, j: int) -> tuple[int, ...]:
+        """The target string of the ``j``-th derivation of ``v`` as word ids (memoised)."""
+        yields = self._yields
+        n = self._num_nodes
+        key = j * n + v
+        out = yields.get(key)
+        if out is not None:
+            return out
+        _, e, ranks = self._derivations(v)[j]
+        pattern = self._patterns.get(e)
+        if pattern is None:
+            pattern = self._pattern(e)
+        if not ranks:
+            out = pattern
+        else:
+            lo = self._tail_ptr[e]
+            tn = self._tail_nodes
+            if len(ranks) == 1:
+                u, r = tn[lo], ranks[0]
+                sub = yields.get(r * n + u)
+                if sub is None:
+                    sub = self._yield_ids(u, r)
+                out = sub if pattern is _GAP else _fill(pattern, (sub,))
+            else:
+                subs = []
+                for u, r in zip(tn[lo : lo + len(ranks)], ranks, strict=True):
+                    sub = yields.get(r * n + u)
+                    subs.append(self._yield_ids(u, r) if sub is None else sub)
+                out = subs[0] + subs[1] if pattern == _TWO_GAPS else _fill(pattern, subs)
+        yields[key] = out
+        return out
 
     # --- public -----------------------------------------------------------------------------
     def entry(self, j: int, node: int | None = None) -> _Entry | None:
@@ -123,7 +310,7 @@ class LazyKBest:
         tree = self._trees.get(key)
         if tree is None:
             _, e, ranks = self._derivations(v)[j]
-            tails = self.hg.edges[e].tails
+            tails = self._tails(e)
             tree = DerivationNode(
                 e, tuple(self.tree(u, r) for u, r in zip(tails, ranks, strict=True))
             )
@@ -131,21 +318,9 @@ class LazyKBest:
         return tree
 
     def tokens(self, v: int, j: int) -> tuple[str, ...]:
-        """The target string of the ``j``-th derivation of node ``v`` (memoised per node)."""
-        key = (v, j)
-        out = self._yields.get(key)
-        if out is None:
-            _, e, ranks = self._derivations(v)[j]
-            edge = self.hg.edges[e]
-            parts: list[str] = []
-            for s in edge.target:
-                if isinstance(s, str):
-                    parts.append(s)
-                else:
-                    parts.extend(self.tokens(edge.tails[s], ranks[s]))
-            out = tuple(parts)
-            self._yields[key] = out
-        return out
+        """The target string of the ``j``-th derivation of node ``v`` (which must exist)."""
+        vocabulary = self._vocabulary
+        return tuple(vocabulary[i] for i in self._yield_ids(v, j))
 
     def derivation(self, j: int) -> Derivation | None:
         """The ``j``-th best derivation of the goal (0-based), or ``None`` if there are fewer."""
@@ -173,29 +348,55 @@ def kbest(hg: Hypergraph, weights: Weights, k: int) -> list[Derivation]:
     return out
 
 
+def default_time_budget() -> float:
+    """The setting ``CLIR_KBEST_TIME_BUDGET_S`` (default :data:`UNIQUE_KBEST_TIME_BUDGET_S`)."""
+    from service.settings import get_settings
+
+    return get_settings().kbest_time_budget_s
+
+
 def unique_kbest(
-    hg: Hypergraph, weights: Weights, k: int, max_derivations: int | None = None
+    hg: Hypergraph,
+    weights: Weights,
+    k: int,
+    max_derivations: int | None = None,
+    time_budget: float | None = None,
 ) -> list[Derivation]:
     """The best derivation of each of the ``k`` best distinct target strings, in score order.
 
     Derivations are examined in score order and one whose string was already produced is
-    skipped. At most ``max_derivations`` (default ``100 * k``) derivations are examined, so
-    the list can hold fewer than ``k`` strings when many derivations share a string.
+    skipped, until ``k`` strings are found or the goal has no more derivations, or:
+
+    - ``max_derivations`` given: at most that many derivations are examined (and, if
+      ``time_budget`` is also given, for at most that long);
+    - otherwise for at most ``time_budget`` seconds (default :func:`default_time_budget`;
+      ``math.inf`` for no bound), counted once the
+      extractor is set up (the Viterbi pass, whose first call in a process loads the compiled
+      kernel, and the sorting of the candidates come before).
+
+    The clock is read every few hundred derivations, so the first of them are always examined
+    and the list is never empty when the goal has a derivation. When the budget runs out the
+    list holds the strings found so far: always a prefix of the unbounded list, but how long a
+    prefix depends on the machine's speed, so pass ``max_derivations`` where results must be
+    reproducible (tests, tuning comparisons).
     """
-    limit = 100 * k if max_derivations is None else max_derivations
     extractor = LazyKBest(hg, weights)
-    seen: set[tuple[str, ...]] = set()
-    out: list[Derivation] = []
+    if max_derivations is None and time_budget is None:
+        time_budget = default_time_budget()
+    deadline = None if time_budget is None else time.perf_counter() + time_budget
     goal = hg.goal
-    for j in range(limit):
-        if len(out) >= k:
+    seen: set[tuple[int, ...]] = set()
+    picked: list[tuple[int, float]] = []
+    j = 0
+    while len(picked) < k and (max_derivations is None or j < max_derivations):
+        if deadline is not None and j and j % _CLOCK_EVERY == 0 and time.perf_counter() >= deadline:
             break
         entry = extractor.entry(j)
         if entry is None:
             break
-        tokens = extractor.tokens(goal, j)
-        if tokens in seen:
-            continue
-        seen.add(tokens)
-        out.append(hg.derivation(extractor.tree(goal, j), entry[0]))
-    return out
+        ids = extractor._yield_ids(goal, j)
+        if ids not in seen:
+            seen.add(ids)
+            picked.append((j, entry[0]))
+        j += 1
+    return [hg.derivation(extractor.tree(goal, r), score) for r, score in picked]

@@ -11,7 +11,9 @@ Keys. The key of ``w1 .. wn`` (oldest first) is ``h = SEED; h = mix(h, w_j)`` fo
 :func:`logp10` extend a match one context word to the left at a time, and the keys of a
 context's suffixes come out of one pass the same way. Distinct n-grams with equal keys are an
 error at build time, never a silent merge; a query for an unlisted n-gram could still meet a
-listed one's key, with probability about ``n-grams / 2**64`` per probe.
+listed one's key, with probability about ``n-grams / 2**64`` per probe (the build's own
+lookups of suffixes and contexts trust keys in the same way; the verification would see the
+consequences).
 
 Scores. :func:`logp10` is the ARPA backoff computation (Chen & Goodman 1998, §2) exactly as
 KenLM performs it in float32: the probability of the longest listed n-gram that ends in the
@@ -126,10 +128,9 @@ _OK = 0
 _TOO_MANY = 1  # more lines in a section than its header declares
 _FIELDS = 2  # wrong number of fields on a line
 _UNKNOWN_WORD = 3  # an n-gram word that is not a unigram
-_DUPLICATE = 4  # an n-gram listed twice
-_COLLISION = 5  # two distinct n-grams with one key
-_NO_CONTEXT = 6  # an n-gram whose context is not listed
-_FULL = 7  # blanks filled the table past its load limit
+_CLASH = 4  # a key that is in the table already: an n-gram listed twice, or a collision
+_NO_CONTEXT = 5  # an n-gram whose context is not listed
+_FULL = 6  # blanks filled the table past its load limit
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -229,11 +230,16 @@ def _is_blank(c: int) -> bool:
     return c == 32 or c == 9  # space, tab: the field separators
 
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
 @numba.njit(cache=True, nogil=True)
 def _bytes_hash(buf: Any, start: int, end: int) -> np.uint64:
-    h = np.uint64(0xCBF29CE484222325)  # FNV-1a, then mixed
+    """The hash of a word's bytes: FNV-1a, then mixed with the length (as the scanner does)."""
+    h = _FNV_OFFSET
     for i in range(start, end):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
+        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
     return mix(h, np.uint64(end - start))
 
 
@@ -248,32 +254,46 @@ def _same_bytes(buf: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _vocab_table(buf: Any, spans: Any) -> tuple[Any, int, int]:
-    """Open addressing from the bytes of each unigram to its id; a repeated word -> (i, j)."""
+def _vocab_table(buf: Any, spans: Any) -> tuple[Any, bool, Any, Any]:
+    """Open addressing from the hash of each unigram's bytes to its id.
+
+    ``table[2*i]`` is a slot's hash, ``table[2*i+1]`` its id + 1 (0: empty). Returns the
+    table; whether two distinct words share a hash (then lookups compare bytes, otherwise
+    the 64-bit hash decides); and the ids of a word listed twice, else ``(-1, -1)``.
+    """
     size = 16
     while size < 2 * spans.shape[0]:
         size *= 2
-    slots = np.full(size, -1, np.int64)
+    table = np.zeros(2 * size, np.uint64)
     mask = np.uint64(size - 1)
+    shared = False
     for w in range(spans.shape[0]):
-        i = _bytes_hash(buf, spans[w, 0], spans[w, 1]) & mask
-        while slots[i] >= 0:
-            o = slots[i]
-            if _same_bytes(buf, spans[o, 0], spans[o, 1], spans[w, 0], spans[w, 1]):
-                return slots, o, w
+        h = _bytes_hash(buf, spans[w, 0], spans[w, 1])
+        i = h & mask
+        while table[2 * i + 1] != _U0:
+            if table[2 * i] == h:
+                o = np.int64(table[2 * i + 1]) - 1
+                if _same_bytes(buf, spans[o, 0], spans[o, 1], spans[w, 0], spans[w, 1]):
+                    return table, shared, o, w
+                shared = True
             i = (i + _U1) & mask
-        slots[i] = w
-    return slots, -1, -1
+        table[2 * i] = h
+        table[2 * i + 1] = np.uint64(w + 1)
+    return table, shared, -1, -1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _vocab_find(buf: Any, start: int, end: int, slots: Any, spans: Any) -> int:
-    mask = np.uint64(slots.shape[0] - 1)
-    i = _bytes_hash(buf, start, end) & mask
-    while slots[i] >= 0:
-        o = slots[i]
-        if _same_bytes(buf, spans[o, 0], spans[o, 1], start, end):
-            return o  # type: ignore[no-any-return]
+def _vocab_find(
+    buf: Any, start: int, end: int, h: np.uint64, table: Any, exact: bool, spans: Any
+) -> Any:
+    """The id of the word ``buf[start:end]`` (whose hash is ``h``), or -1."""
+    mask = np.uint64(table.shape[0] // 2 - 1)
+    i = h & mask
+    while table[2 * i + 1] != _U0:
+        if table[2 * i] == h:
+            o = np.int64(table[2 * i + 1]) - 1
+            if not exact or _same_bytes(buf, spans[o, 0], spans[o, 1], start, end):
+                return o
         i = (i + _U1) & mask
     return -1
 
@@ -359,7 +379,8 @@ def _scan_section(
     buf: Any,
     pos: int,
     n: int,
-    vocab_slots: Any,
+    vocab: Any,
+    vocab_exact: bool,
     vocab_spans: Any,
     words_out: Any,
     probs_out: Any,
@@ -368,52 +389,66 @@ def _scan_section(
     lines_out: Any,
     uni_spans_out: Any,
 ) -> tuple[int, int, int, int]:
-    """Read the lines of an ``\\n-grams:`` section from byte ``pos``.
+    """Read the lines of an ``\\n-grams:`` section from byte ``pos``, in one pass.
 
     Stops before the first line that starts with a backslash (the next header) or at the
-    end. Lines are stripped of spaces, tabs and carriage returns and split at runs of spaces
-    and tabs (as ``service.mt.lm.ArpaLM`` does); blank lines are skipped. Writes per line
-    the word ids (right-aligned in ``words_out``; for unigrams the word's byte span into
-    ``uni_spans_out``), probability, backoff (``-0.0`` if none), which numbers need the exact
-    parser (bit 1: probability, bit 2: backoff) and the line's byte offset. Returns
-    ``(status, position, rows, detail)``.
+    end. A line's fields are the runs of bytes other than spaces and tabs, without carriage
+    returns at the line's ends (as ``service.mt.lm.ArpaLM`` splits); blank lines are skipped.
+    Writes per line the word ids (right-aligned in ``words_out``; for unigrams the word's
+    byte span into ``uni_spans_out``), probability, backoff (``-0.0`` if none), which numbers
+    need the exact parser (bit 1: probability, bit 2: backoff) and the line's byte offset.
+    Returns ``(status, position, rows, detail)``.
     """
     size = buf.shape[0]
     capacity = probs_out.shape[0]
     order = words_out.shape[1]
-    tok_s = np.empty(n + 3, np.int64)
-    tok_e = np.empty(n + 3, np.int64)
+    keep = n + 4  # fields kept: enough to tell n + 1 or n + 2 from any other count
+    tok_s = np.empty(keep, np.int64)
+    tok_e = np.empty(keep, np.int64)
+    tok_h = np.empty(keep, np.uint64)
     rows = 0
     while pos < size:
         line = pos
-        eol = pos
-        while eol < size and buf[eol] != 10:
-            eol += 1
-        a = pos
-        b = eol
-        while a < b and (_is_blank(buf[a]) or buf[a] == 13):
-            a += 1
-        while b > a and (_is_blank(buf[b - 1]) or buf[b - 1] == 13):
-            b -= 1
-        pos = eol + 1
-        if a == b:
+        k = 0
+        i = pos
+        while i < size and buf[i] != 10:
+            if _is_blank(buf[i]):
+                i += 1
+                continue
+            start = i
+            h = _FNV_OFFSET
+            while i < size and buf[i] != 10 and not _is_blank(buf[i]):
+                h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+                i += 1
+            if k < keep:
+                tok_s[k] = start
+                tok_e[k] = i
+                tok_h[k] = mix(h, np.uint64(i - start))
+            k += 1
+        pos = i + 1
+        if 0 < k <= keep:  # carriage returns at the ends of the line are not part of it
+            last = k - 1
+            if buf[tok_e[last] - 1] == 13:
+                while tok_e[last] > tok_s[last] and buf[tok_e[last] - 1] == 13:
+                    tok_e[last] -= 1
+                if tok_e[last] == tok_s[last]:
+                    k -= 1
+                else:
+                    tok_h[last] = _bytes_hash(buf, tok_s[last], tok_e[last])
+            while k > 0 and buf[tok_s[0]] == 13:
+                tok_s[0] += 1
+                if tok_s[0] == tok_e[0]:  # a field of carriage returns only
+                    for j in range(1, k):
+                        tok_s[j - 1] = tok_s[j]
+                        tok_e[j - 1] = tok_e[j]
+                        tok_h[j - 1] = tok_h[j]
+                    k -= 1
+        if k == 0:
             continue
-        if buf[a] == 92:  # a backslash: the next section header or \end\
+        if buf[tok_s[0]] == 92:  # a backslash: the next section header or \end\
             return _OK, line, rows, 0
         if rows == capacity:
             return _TOO_MANY, line, rows, 0
-        k = 0
-        i = a
-        while i < b:
-            while i < b and _is_blank(buf[i]):
-                i += 1
-            s = i
-            while i < b and not _is_blank(buf[i]):
-                i += 1
-            if k < n + 3:
-                tok_s[k] = s
-                tok_e[k] = i
-            k += 1
         if k != n + 1 and k != n + 2:
             return _FIELDS, line, rows, k
         flags = 0
@@ -435,15 +470,25 @@ def _scan_section(
             uni_spans_out[rows, 1] = tok_e[1]
         else:
             for j in range(n):
-                w = _vocab_find(buf, tok_s[j + 1], tok_e[j + 1], vocab_slots, vocab_spans)
+                w = _vocab_find(
+                    buf,
+                    tok_s[j + 1],
+                    tok_e[j + 1],
+                    tok_h[j + 1],
+                    vocab,
+                    vocab_exact,
+                    vocab_spans,
+                )
                 if w < 0:
                     return _UNKNOWN_WORD, line, rows, j
                 words_out[rows, order - n + j] = w
         rows += 1
-    return _OK, pos if pos < size else size, rows, 0
+    return _OK, size, rows, 0
 
 
 # ---- the hash table --------------------------------------------------------------------
+
+_BATCH = 64  # rows whose slots are loaded ahead, so that their cache misses overlap
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -456,71 +501,23 @@ def _key(words: Any, row: int, start: int, end: int, mask: np.uint64) -> np.uint
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _locate(
-    keys: Any,
-    owner: Any,
-    owner_len: Any,
-    words: Any,
-    key: np.uint64,
-    row: int,
-    start: int,
-    length: int,
-) -> tuple[np.int64, int]:
-    """Probe for the n-gram ``words[row, start:start+length]`` with key ``key``.
-
-    Returns ``(slot, 0)`` at the empty slot where it belongs, ``(slot, 1)`` where it is, or
-    ``(slot, 2)`` where a different n-gram has the same key. A slot's n-gram is the suffix
-    of length ``owner_len`` of row ``owner`` (rows are right-aligned).
-    """
-    order = words.shape[1]
+def _empty_slot(keys: Any, key: np.uint64) -> tuple[np.int64, bool]:
+    """The empty slot where ``key`` goes, or the slot that has it already (and True)."""
     mask = np.uint64(keys.shape[0] - 1)
     i = key & mask
-    while True:
-        k = keys[i]
-        if k == _U0:
-            return np.int64(i), 0
-        if k == key:
-            o = owner[i]
-            ol = np.int64(owner_len[i])
-            if ol != length:
-                return np.int64(i), 2
-            o0 = order - ol
-            for j in range(length):
-                if words[o, o0 + j] != words[row, start + j]:
-                    return np.int64(i), 2
-            return np.int64(i), 1
+    while keys[i] != _U0:
+        if keys[i] == key:
+            return np.int64(i), True
         i = (i + _U1) & mask
+    return np.int64(i), False
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lookup(
-    keys: Any, owner: Any, owner_len: Any, words: Any, row: int, start: int, end: int, mask: Any
-) -> tuple[np.int64, int]:
-    """:func:`_locate` for ``words[row, start:end]``."""
-    key = _key(words, row, start, end, mask)
-    return _locate(keys, owner, owner_len, words, key, row, start, end - start)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _extend(backoffs: Any, i: Any) -> None:
-    """KenLM's ``SetExtension``: a zero backoff of an n-gram that is a context becomes +0.0."""
+def _extend(backoffs: Any, i: Any) -> Any:
+    """KenLM's ``SetExtension``: a zero backoff of a context becomes +0.0. The backoff."""
     if backoffs[i] == _POS_ZERO:
         backoffs[i] = _POS_ZERO
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _fail(
-    status: Any, code: int, owner: Any, owner_len: Any, slot: Any, row: int, start: int, end: int
-) -> None:
-    """Record an error: the n-gram in ``slot`` (if any) and ``words[row, start:end]``."""
-    status[0] = code
-    if slot >= 0 and owner[slot] >= 0:
-        status[1] = owner[slot]
-        status[3] = owner_len[slot]
-        status[2] = -status[3]  # a suffix: its start is order - length
-    status[4] = row
-    status[5] = start
-    status[6] = end - start
+    return backoffs[i]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -532,99 +529,104 @@ def _fill_table(
     uni_probs: Any,
     uni_backoffs: Any,
     size: int,
-    mask: Any,
-) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    mask: np.uint64,
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """Insert every n-gram of order >= 2 in file order, as KenLM's probing build does.
 
     ``words[r]`` holds row ``r`` right-aligned (-1 before it); rows of order ``n`` are
-    ``starts[n]:starts[n+1]``. Per row, as KenLM's ``ReadNGrams``: insert it; insert blanks
-    for its missing suffixes (``FindLower``/``AdjustLower``: the backed-off probability; the
-    contexts that used are extended); extend its context or fail if that is not listed
-    (``ActivateLowerMiddle``). ``uni_backoffs`` is updated in place. Returns the keys,
-    probabilities, backoffs, each slot's n-gram (the suffix of length ``owner_len`` of row
-    ``owner``), which rows are a listed n-gram's context, and a status ``[code, row_a,
-    start_a, len_a, row_b, start_b, len_b, blanks]`` (a negative start counts from the end).
+    ``starts[n]:starts[n+1]``. Per row, as KenLM's ``ReadNGrams``: insert it (a key that is
+    there already is an error: a duplicate or a collision, told apart by the caller); insert
+    blanks for its missing suffixes (``FindLower``/``AdjustLower``: the backed-off
+    probability; the contexts this uses are extended); extend its context, or fail if that is
+    not listed (``ActivateLowerMiddle``). Lookups of suffixes and contexts trust the 64-bit
+    key. ``uni_backoffs`` is updated in place. Returns keys, probabilities, backoffs, each
+    row's slot, which slots are a listed n-gram's context, and a status ``[code, row, slot,
+    blanks]``.
     """
     order = words.shape[1]
     keys = np.zeros(size, np.uint64)
     tprobs = np.zeros(size, np.float32)
     tbacks = np.zeros(size, np.float32)
-    owner = np.full(size, -1, np.int32)
-    owner_len = np.zeros(size, np.int8)
-    is_context = np.zeros(words.shape[0], np.bool_)
-    status = np.zeros(8, np.int64)
-    out = (keys, tprobs, tbacks, owner, owner_len, is_context, status)
+    row_slot = np.empty(words.shape[0], np.int64)
+    is_context = np.zeros(size, np.bool_)
+    status = np.zeros(4, np.int64)
+    out = (keys, tprobs, tbacks, row_slot, is_context, status)
+    batch = np.empty((_BATCH, 3), np.uint64)  # per row: its key, its suffix's, its context's
+    smask = np.uint64(size - 1)
     limit = (size * 4) // 5
     count = 0
+    warm = _U0
     for n in range(2, order + 1):
         first = order - n
-        for r in range(starts[n], starts[n + 1]):
-            slot, found = _lookup(keys, owner, owner_len, words, r, first, order, mask)
-            if found != 0:
-                code = _DUPLICATE if found == 1 else _COLLISION
-                _fail(status, code, owner, owner_len, slot, r, first, order)
-                return out
-            if count >= limit:
-                status[0] = _FULL
-                return out
-            keys[slot] = _key(words, r, first, order, mask)
-            tprobs[slot] = probs[r]
-            tbacks[slot] = backoffs[r]
-            owner[slot] = r
-            owner_len[slot] = n
-            count += 1
-            # FindLower: the longest proper suffix already present (1: the unigram)
-            basis = 1
-            p = uni_probs[words[r, order - 1]]
-            for k in range(n - 1, 1, -1):
-                s, found = _lookup(keys, owner, owner_len, words, r, order - k, order, mask)
-                if found == 2:
-                    _fail(status, _COLLISION, owner, owner_len, s, r, order - k, order)
+        for b0 in range(starts[n], starts[n + 1], _BATCH):
+            b1 = min(b0 + _BATCH, starts[n + 1])
+            for r in range(b0, b1):  # the keys, and a load of each home slot
+                h = SEED
+                for j in range(order - 1, first - 1, -1):
+                    h = mix(h, np.uint64(words[r, j]))
+                    if j == first + 1:
+                        batch[r - b0, 1] = _nonzero(h & mask)
+                batch[r - b0, 0] = _nonzero(h & mask)
+                batch[r - b0, 2] = _key(words, r, first, order - 1, mask)
+                for t in range(3):
+                    warm ^= keys[batch[r - b0, t] & smask]
+            for r in range(b0, b1):
+                slot, there = _empty_slot(keys, batch[r - b0, 0])
+                if there or count >= limit:
+                    status[0] = _CLASH if there else _FULL
+                    status[1] = r
+                    status[2] = slot
                     return out
-                if found == 1:
-                    basis = k
-                    p = tprobs[s]
-                    break
-            # AdjustLower: a blank for each suffix between the basis and the row
-            for k in range(basis + 1, n):
-                ctx = order - k  # the blank is words[r, ctx:], its context words[r, ctx:-1]
-                if k == 2:
-                    _extend(uni_backoffs, words[r, order - 2])
-                    p += uni_backoffs[words[r, order - 2]]
-                else:
-                    s, found = _lookup(keys, owner, owner_len, words, r, ctx, order - 1, mask)
-                    if found == 2:
-                        _fail(status, _COLLISION, owner, owner_len, s, r, ctx, order - 1)
-                        return out
-                    if found == 1:
-                        _extend(tbacks, s)
-                        p += tbacks[s]
-                if count >= limit:
-                    status[0] = _FULL
-                    return out
-                s, found = _lookup(keys, owner, owner_len, words, r, ctx, order, mask)
-                keys[s] = _key(words, r, ctx, order, mask)
-                tprobs[s] = p
-                tbacks[s] = _NEG_ZERO
-                owner[s] = r
-                owner_len[s] = k
+                keys[slot] = batch[r - b0, 0]
+                tprobs[slot] = probs[r]
+                tbacks[slot] = backoffs[r]
+                row_slot[r] = slot
                 count += 1
-                status[7] += 1
-            # ActivateUnigram / ActivateLowerMiddle: the context is extended
-            if n == 2:
-                _extend(uni_backoffs, words[r, first])
-                continue
-            s, found = _lookup(keys, owner, owner_len, words, r, first, order - 1, mask)
-            if found == 0:
-                _fail(status, _NO_CONTEXT, owner, owner_len, -1, r, first, order - 1)
-                return out
-            if found == 2:
-                _fail(status, _COLLISION, owner, owner_len, s, r, first, order - 1)
-                return out
-            _extend(tbacks, s)
-            o = owner[s]
-            if owner_len[s] == order or words[o, order - owner_len[s] - 1] < 0:
-                is_context[o] = True  # a listed n-gram, not a blank
+                if n == 2:  # ActivateUnigram
+                    _extend(uni_backoffs, words[r, first])
+                    continue
+                # FindLower: the longest proper suffix present (1: the unigram)
+                basis = 1
+                p = uni_probs[words[r, order - 1]]
+                s = _find(keys, batch[r - b0, 1])
+                if s >= 0:
+                    basis = n - 1
+                    p = tprobs[s]
+                else:
+                    for k in range(n - 2, 1, -1):
+                        s = _find(keys, _key(words, r, order - k, order, mask))
+                        if s >= 0:
+                            basis = k
+                            p = tprobs[s]
+                            break
+                # AdjustLower: a blank for each suffix between the basis and the row
+                for k in range(basis + 1, n):
+                    ctx = order - k  # the blank is words[r, ctx:], its context words[r, ctx:-1]
+                    if k == 2:
+                        p += _extend(uni_backoffs, words[r, order - 2])
+                    else:
+                        s = _find(keys, _key(words, r, ctx, order - 1, mask))
+                        if s >= 0:
+                            p += _extend(tbacks, s)
+                    if count >= limit:
+                        status[0] = _FULL
+                        return out
+                    bkey = _key(words, r, ctx, order, mask)
+                    s, _ = _empty_slot(keys, bkey)
+                    keys[s] = bkey
+                    tprobs[s] = p
+                    tbacks[s] = _NEG_ZERO
+                    count += 1
+                    status[3] += 1
+                # ActivateLowerMiddle: the context must be there, and it is extended
+                s = _find(keys, batch[r - b0, 2])
+                if s < 0:
+                    status[0] = _NO_CONTEXT
+                    status[1] = r
+                    return out
+                _extend(tbacks, s)
+                is_context[s] = True
+    status[2] = np.int64(warm & _U1)  # keeps the warming loads
     return out
 
 
@@ -642,16 +644,14 @@ def _prefix_scores(
     rows: Any,
     n: int,
     skip_first: bool,
-    owner: Any,
-    owner_len: Any,
     mask: np.uint64,
-    checked: Any,
+    scored: Any,
 ) -> Any:
     """``logp10`` of every word of each n-gram row given the words before it.
 
     In the order of KenLM's ``full_scores`` over the same rows (without the leading ``<s>``
-    when ``skip_first``: KenLM's begin-sentence state stands for it). Marks in ``checked``
-    the listed n-gram that each score belongs to (the row's prefix ending in the word).
+    when ``skip_first``: KenLM's begin-sentence state stands for it). Marks in ``scored`` the
+    slot of the n-gram each score belongs to (the row's prefix that ends in the word).
     """
     order = words.shape[1]
     first = order - n
@@ -669,11 +669,23 @@ def _prefix_scores(
             q += 1
             if k >= 1:
                 s = _find(keys, _key(words, r, first, first + k + 1, mask))
-                if s >= 0 and owner_len[s] == k + 1:
-                    o = owner[s]
-                    if k + 1 == order or words[o, order - k - 2] < 0:
-                        checked[o] = True
+                if s >= 0:
+                    scored[s] = True
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _suffix_with_key(
+    words: Any, starts: Any, upto: int, key: np.uint64, mask: np.uint64
+) -> tuple[int, int]:
+    """A row before ``upto`` with a proper suffix of key ``key``: ``(row, start)``, or -1s."""
+    order = words.shape[1]
+    for n in range(3, order + 1):
+        for r in range(starts[n], min(starts[n + 1], upto)):
+            for k in range(2, n):
+                if _key(words, r, order - k, order, mask) == key:
+                    return r, order - k
+    return -1, -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -885,6 +897,10 @@ def _read_arpa(path: Path) -> _Arpa:
     highest order has none), every n-gram word a unigram, no word or n-gram listed twice,
     ``<unk>``, ``<s>`` and ``</s>`` present, ``\\end\\`` and nothing after it. The sections
     are read by :func:`_scan_section` in compiled code; only the header is read line by line.
+    The words of n-grams are matched to unigrams by a 64-bit hash of their bytes (the bytes
+    are compared only if two unigrams share a hash), so a word that is not a unigram could
+    pass for one with probability about ``unigrams / 2**64``; KenLM, in the verification,
+    would then refuse the file.
     """
     if not path.is_file():
         raise MissingResourceError(f"{path}: language model file not found")
@@ -917,7 +933,7 @@ def _read_arpa(path: Path) -> _Arpa:
     uni_backoffs = np.empty(counts[0], np.float32)
     uni_lines = np.empty(counts[0], np.int64)
     uni_inexact = np.empty(counts[0], np.int8)
-    vocab_slots = np.full(2, -1, np.int64)
+    vocab, vocab_exact = np.zeros(4, np.uint64), True
     words: list[str] = []
     for n in range(1, order + 1):
         offset, line = next(((o, ln) for o, ln in _lines(data, pos) if ln), (len(data), b""))
@@ -944,7 +960,7 @@ def _read_arpa(path: Path) -> _Arpa:
                 ngram_lines[lo:hi],
                 np.empty((0, 2), np.int64),
             )
-        status, pos, read, detail = _scan_section(buf, pos, n, vocab_slots, uni_spans, *outs)
+        status, pos, read, detail = _scan_section(buf, pos, n, vocab, vocab_exact, uni_spans, *outs)
         count = counts[n - 1]
         if status == _TOO_MANY:
             raise fail(pos, f"the \\{n}-grams: section has more than the {count} lines declared")
@@ -960,7 +976,7 @@ def _read_arpa(path: Path) -> _Arpa:
             )
         if n == 1:
             words = _decode_words(path, data, uni_spans, uni_lines)
-            vocab_slots = _vocab_slots(path, data, buf, words, uni_spans, uni_lines)
+            vocab, vocab_exact = _vocab(path, data, buf, words, uni_spans, uni_lines)
     tail = list(islice((item for item in _lines(data, pos) if item[1]), 2))
     if not tail or tail[0][1] != b"\\end\\":
         got = f"got {_show(tail[0][1])}" if tail else "the file ends"
@@ -1030,16 +1046,16 @@ def _read_counts(
     raise fail(None, "the \\data\\ header declares no n-gram sections")
 
 
-def _vocab_slots(
+def _vocab(
     path: Path,
     data: bytes,
     buf: NDArray[np.uint8],
     words: list[str],
     spans: NDArray[np.int64],
     lines: NDArray[np.int64],
-) -> NDArray[np.int64]:
+) -> tuple[NDArray[np.uint64], bool]:
     """The compiled word -> id table of the unigrams; every word once, the specials there."""
-    slots, first, again = _vocab_table(buf, spans)
+    table, shared, first, again = _vocab_table(buf, spans)
     if first >= 0:
         raise DataFormatError(
             path,
@@ -1050,7 +1066,7 @@ def _vocab_slots(
     for name in (UNK, BOS, EOS):
         if name not in words:
             raise DataFormatError(path, None, f"the ARPA file has no {name} unigram")
-    return slots  # type: ignore[no-any-return]
+    return table, bool(shared)
 
 
 def _next_line(data: bytes, offset: int) -> int:
@@ -1135,9 +1151,8 @@ class _Built:
     table: LmTable
     listed: int  # n-grams of order >= 2
     blanks: int  # suffixes inserted because the ARPA file lacks them
-    owner: NDArray[np.int32]  # per slot: the row whose suffix it holds
-    owner_len: NDArray[np.int8]  # per slot: that suffix's length
-    is_context: NDArray[np.bool_]  # per row: the context of a listed n-gram
+    row_slot: NDArray[np.int64]  # per row: its slot
+    is_context: NDArray[np.bool_]  # per row: it is the context of a listed n-gram
 
 
 def _table_size(entries: int) -> int:
@@ -1155,7 +1170,7 @@ def _assemble(arpa: _Arpa) -> _Built:
     mask = np.uint64(_KEY_MASK)
     while True:
         uni_backoffs = arpa.uni_backoffs.copy()
-        keys, probs, backoffs, owner, owner_len, is_context, status = _fill_table(
+        keys, probs, backoffs, row_slot, is_context, status = _fill_table(
             arpa.ngram_words,
             arpa.starts,
             arpa.ngram_probs,
@@ -1168,31 +1183,8 @@ def _assemble(arpa: _Arpa) -> _Built:
         if status[0] != _FULL:  # blanks may need room beyond the listed n-grams
             break
         size *= 2
-    code = int(status[0])
-    if code != _OK:
-        a_row, a_start, a_len, b_row, b_start, b_len = (int(x) for x in status[1:7])
-        a_start %= arpa.order
-        b_text = arpa.ngram_text(b_row, b_start, b_len)
-        b_line = arpa.line_no(int(arpa.ngram_lines[b_row]))
-        if code == _NO_CONTEXT:
-            raise DataFormatError(
-                arpa.path,
-                b_line,
-                f"the context {b_text!r} of this {b_len + 1}-gram is not listed as a "
-                f"{b_len}-gram (KenLM refuses such files)",
-            )
-        a_text = arpa.ngram_text(a_row, a_start, a_len)
-        a_line = arpa.line_no(int(arpa.ngram_lines[a_row]))
-        if code == _DUPLICATE:
-            raise DataFormatError(
-                arpa.path, b_line, f"the n-gram {b_text!r} is listed twice (also on line {a_line})"
-            )
-        raise DataFormatError(
-            arpa.path,
-            b_line,
-            f"the n-grams {a_text!r} (of line {a_line}) and {b_text!r} (of line {b_line}) have "
-            "the same 64-bit key; change service.mt.lm_table.SEED and TABLE_FORMAT",
-        )
+    if status[0] != _OK:
+        _raise_build_error(arpa, int(status[0]), int(status[1]), keys, row_slot, int(status[2]))
     table = LmTable(
         order=arpa.order,
         vocab=MappingProxyType({w: i for i, w in enumerate(arpa.words)}),
@@ -1202,7 +1194,53 @@ def _assemble(arpa: _Arpa) -> _Built:
         uni_probs=arpa.uni_probs,
         uni_backoffs=uni_backoffs,
     )
-    return _Built(table, listed, int(status[7]), owner, owner_len, is_context)
+    return _Built(table, listed, int(status[3]), row_slot, is_context[row_slot])
+
+
+def _raise_build_error(
+    arpa: _Arpa,
+    code: int,
+    row: int,
+    keys: NDArray[np.uint64],
+    row_slot: NDArray[np.int64],
+    slot: int,
+) -> None:
+    """The DataFormatError for a failed :func:`_fill_table` (the slow part: only on error)."""
+    n = arpa.order - int(np.count_nonzero(arpa.ngram_words[row] < 0))
+    text = arpa.ngram_text(row, arpa.order - n, n)
+    line = arpa.line_no(int(arpa.ngram_lines[row]))
+    if code == _NO_CONTEXT:
+        raise DataFormatError(
+            arpa.path,
+            line,
+            f"the context {' '.join(text.split(' ')[:-1])!r} of this {n}-gram is not listed as "
+            f"a {n - 1}-gram (KenLM refuses such files)",
+        )
+    # _CLASH: the slot holds a listed n-gram (a duplicate or a collision) or a blank
+    earlier = np.flatnonzero(row_slot[:row] == slot)
+    if earlier.size:
+        other = int(earlier[0])
+        m = arpa.order - int(np.count_nonzero(arpa.ngram_words[other] < 0))
+        other_text = arpa.ngram_text(other, arpa.order - m, m)
+        other_line = arpa.line_no(int(arpa.ngram_lines[other]))
+        if other_text == text:
+            raise DataFormatError(
+                arpa.path, line, f"the n-gram {text!r} is listed twice (also on line {other_line})"
+            )
+        what = f"{other_text!r} (of line {other_line})"
+    else:
+        owner, start = _suffix_with_key(
+            arpa.ngram_words, arpa.starts, row, keys[slot], np.uint64(_KEY_MASK)
+        )
+        suffix = arpa.ngram_text(owner, start, arpa.order - start)
+        owner_line = arpa.line_no(int(arpa.ngram_lines[owner]))
+        what = f"{suffix!r} (not listed, so inserted for line {owner_line})"
+    raise DataFormatError(
+        arpa.path,
+        line,
+        f"the n-grams {what} and {text!r} (of line {line}) have the same 64-bit key; change "
+        "service.mt.lm_table.SEED and TABLE_FORMAT",
+    )
 
 
 # --------------------------------------------------------------------------- verification
@@ -1361,13 +1399,15 @@ def _verify(
     theirs_uni = np.array(
         [model.BaseScore(null, w, sink) if w != BOS else 0.0 for w in words], np.float64
     ).astype(np.float32)
-    ours_uni = table.uni_probs.copy()
+    ids = np.arange(len(words), dtype=np.int64)
+    no_context = np.zeros((len(words), 1), np.int64)
+    ours_uni = _logp10_batch(*arrays, no_context, np.zeros(len(words), np.int64), ids)
     ours_uni[table.bos] = theirs_uni[table.bos]
     for i in np.flatnonzero(~same(ours_uni, theirs_uni)).tolist():
         mismatch(f"p({words[i]})", float(ours_uni[i]), float(theirs_uni[i]))
     total += len(words) - 1
     # orders >= 2: every prefix of the rows that are no other row's context
-    checked = np.zeros(arpa.ngram_words.shape[0], np.bool_)
+    scored = np.zeros(table.keys.shape[0], np.bool_)
     for n in range(2, order + 1):
         lo, hi = int(arpa.starts[n]), int(arpa.starts[n + 1])
         rows = np.flatnonzero(~built.is_context[lo:hi]) + lo
@@ -1383,20 +1423,19 @@ def _verify(
                     part,
                     n,
                     skip_first,
-                    built.owner,
-                    built.owner_len,
                     np.uint64(_KEY_MASK),
-                    checked,
+                    scored,
                 )
                 theirs = _kenlm_prefix_scores(model, arpa, part, n, skip_first)
-                scored = arpa.ngram_words[part][:, order - per_row :].ravel()
-                bad = np.flatnonzero(~same(ours, theirs) & (scored != table.bos))
+                targets = arpa.ngram_words[part][:, order - per_row :].ravel()
+                bad = np.flatnonzero(~same(ours, theirs) & (targets != table.bos))
                 for q in bad[:5].tolist():
                     row, k = int(part[q // per_row]), q % per_row + n - per_row
                     ngram = arpa.ngram_text(row, order - n, k + 1)
                     mismatch(f"{ngram!r}", float(ours[q]), float(theirs[q]))
-                total += int(np.count_nonzero(scored != table.bos))
-    listed_bos = arpa.ngram_words[np.arange(arpa.ngram_words.shape[0]), order - 1] == table.bos
+                total += int(np.count_nonzero(targets != table.bos))
+    listed_bos = arpa.ngram_words[:, order - 1] == table.bos
+    checked = scored[built.row_slot]
     unchecked = np.flatnonzero(~checked & ~listed_bos)
     if unchecked.size:  # every listed n-gram is a prefix of a row that is nobody's context
         raise AssertionError(f"{unchecked.size} n-grams were not verified")
@@ -1415,7 +1454,7 @@ def _verify(
             "the LM table differs from KenLM (a bug in service.mt.lm_table; the table is not "
             "used): " + "; ".join(mismatches),
         )
-    checked_count = int(np.count_nonzero(checked)) + len(words) - 1
+    checked_count = int(np.count_nonzero(checked & ~listed_bos)) + len(words) - 1
     return _VerifyReport(checked_count, total, len(texts), load_seconds)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from service.api.serving import (
+    BYTES_PER_ARRAY_EDGE,
     BYTES_PER_EDGE,
     QueryCache,
     decode_sentences,
@@ -87,7 +88,10 @@ def test_cache_is_bounded_by_memory(toy_bundle: ModelBundle) -> None:
     large = decode_query(decoder, "das Haus ist groß . das Auto ist groß", "de")
     edges = [sum(f.hypergraph.num_edges for f in q.forests) for q in (small, large)]
     assert edges[0] < edges[1]
-    assert [query_bytes(small), query_bytes(large)] == [BYTES_PER_EDGE * e for e in edges]
+    assert [query_bytes(small), query_bytes(large)] == [BYTES_PER_ARRAY_EDGE * e for e in edges]
+    reference = toy_bundle.decoder(DecoderConfig(engine="reference"))
+    objects = decode_query(reference, "das Haus", "de")
+    assert query_bytes(objects) == BYTES_PER_EDGE * edges[0]  # same forest, as objects
     # room for the large query alone, or for the small one twice, never for both kinds
     cache = QueryCache(100, max_bytes=query_bytes(large) + query_bytes(small) - 1)
     cache.put("s1", small)

@@ -159,28 +159,56 @@ def pruned(tmp_path: Path) -> Path:
 # --- scores ------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def toy_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[LmTable, KenLM, ArpaLM]:
+    arpa = write(tmp_path_factory.mktemp("toy"), TOY_ARPA)
+    return build_lm_table(arpa, verify=True), KenLM(arpa), ArpaLM(arpa)
+
+
+@pytest.fixture(scope="module")
+def pruned_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[LmTable, KenLM, ArpaLM]:
+    arpa = write(tmp_path_factory.mktemp("pruned"), PRUNED_ARPA)
+    return build_lm_table(arpa, verify=True), KenLM(arpa), ArpaLM(arpa)
+
+
 @pytest.mark.parametrize(("context", "word", "expected", "decimal"), TOY_CASES)
 def test_toy_scores_by_hand_and_against_kenlm_and_arpalm(
-    toy: Path, context: tuple[str, ...], word: str, expected: float, decimal: float
+    toy_models: tuple[LmTable, KenLM, ArpaLM],
+    context: tuple[str, ...],
+    word: str,
+    expected: float,
+    decimal: float,
 ) -> None:
-    table = build_lm_table(toy, verify=True)
+    table, kenlm, arpalm = toy_models
     assert table.logp10(context, word) == expected
     assert expected == pytest.approx(decimal, abs=1e-6)
     assert table.logp(context, word) == expected * LN10
-    assert table.logp(context, word) == KenLM(toy).logp(context, word)
+    assert table.logp(context, word) == kenlm.logp(context, word)
     # ArpaLM adds in float64, so it agrees to float32 precision only
-    assert table.logp(context, word) == pytest.approx(ArpaLM(toy).logp(context, word), abs=1e-6)
+    assert table.logp(context, word) == pytest.approx(arpalm.logp(context, word), abs=1e-6)
 
 
 @pytest.mark.parametrize(("context", "word", "expected", "decimal"), PRUNED_CASES)
 def test_pruned_suffixes_are_filled_in_as_kenlm_does(
-    pruned: Path, context: tuple[str, ...], word: str, expected: float, decimal: float
+    pruned_models: tuple[LmTable, KenLM, ArpaLM],
+    context: tuple[str, ...],
+    word: str,
+    expected: float,
+    decimal: float,
 ) -> None:
-    table = build_lm_table(pruned, verify=True)
+    table, kenlm, arpalm = pruned_models
     assert table.logp10(context, word) == expected
     assert expected == pytest.approx(decimal, abs=1e-6)
-    assert table.logp(context, word) == KenLM(pruned).logp(context, word)
-    assert table.logp(context, word) == pytest.approx(ArpaLM(pruned).logp(context, word), abs=1e-6)
+    assert table.logp(context, word) == kenlm.logp(context, word)
+    assert table.logp(context, word) == pytest.approx(arpalm.logp(context, word), abs=1e-6)
+
+
+def test_blanks_are_counted(pruned: Path, tmp_path: Path) -> None:
+    table = load_lm_table(pruned, cache_dir=tmp_path / "cache")
+    manifest = json.loads((cache_path(pruned, tmp_path / "cache") / "manifest.json").read_text())
+    assert manifest["blanks"] == 2  # "a </s>" and "x a </s>"
+    assert manifest["counts"] == [7, 5, 4, 1] and manifest["verified"]
+    assert np.count_nonzero(table.keys) == 5 + 4 + 1 + 2
 
 
 def test_the_kernel_and_the_keys(toy: Path) -> None:

@@ -15,9 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from service.errors import InvalidInputError
 from service.mt.bundle import ModelBundle
-from service.mt.decoder import Decoder, DecoderConfig
+from service.mt.decoder import DecoderConfig
 from service.mt.kbest import unique_kbest
 from service.records import Translation
+
+# derivations examined per wanted string of a tuning k-best list
+TUNING_DERIVATIONS = 100
 
 
 def bundle_kbest_decoder(
@@ -37,11 +40,14 @@ def bundle_kbest_decoder(
 
     def decode_kbest(weights: Mapping[str, float]) -> list[list[Translation]]:
         w = dict(weights)
-        decoder = Decoder(bundle.grammar, bundle.lm, w, config)
+        decoder = bundle.make_decoder(w, config)
         out: list[list[Translation]] = []
         for i, toks in enumerate(sentences):
             forest = decoder.forest(toks)
-            out.append([d.translation() for d in unique_kbest(forest.hypergraph, w, k)])
+            # a fixed number of derivations (not a time budget): the lists, and so the tuned
+            # weights, must not depend on the machine's speed
+            lists = unique_kbest(forest.hypergraph, w, k, max_derivations=TUNING_DERIVATIONS * k)
+            out.append([d.translation() for d in lists])
             if progress is not None:
                 progress(i + 1, len(sentences))
         return out

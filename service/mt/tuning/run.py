@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from service.mt.bundle import ModelBundle
-from service.mt.decoder import Decoder, DecoderConfig
+from service.mt.decoder import DecoderConfig
 from service.mt.inference import fast_viterbi
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.data import DevPair
@@ -34,7 +34,7 @@ def translate_1best(
     config: DecoderConfig | None = None,
 ) -> list[tuple[str, ...]]:
     """The Viterbi translation of every source sentence under ``weights``."""
-    dec = Decoder(bundle.grammar, bundle.lm, weights, config)
+    dec = bundle.make_decoder(weights, config)
     out = []
     for s in sources:
         forest = dec.forest(s)
