@@ -18,6 +18,10 @@ in an open-addressing table. Word ids are the grammar's target vocabulary, then 
 
 The kernel takes and returns only arrays and scalars; it allocates its scratch space per call
 and releases the GIL (``nogil``), so several sentences decode in parallel threads.
+
+Numba's on-disk cache keys a compiled function on its own source file only: after changing
+:func:`service.mt.lm_table.logp10` without touching this file, delete this module's cache
+(``service/mt/__pycache__/cube_kernel*.nb*``) or the kernel keeps the old lookup inlined.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from service.index.inverted import InvertedIndex
-from service.mt.inference import viterbi
+from service.mt.inference import fast_viterbi
 from service.retrieval.base import DecodedQuery, Hit, Scorer, register
 
 
 def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
     """The Viterbi translation of each sentence of ``query``."""
-    return [viterbi(f.hypergraph, query.weights).tokens for f in query.forests]
+    return [fast_viterbi(f.hypergraph, query.weights).tokens for f in query.forests]
 
 
 def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[str]:
