@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
@@ -57,7 +58,9 @@ def best_window(keys: Sequence[str | None], width: int) -> int:
     return best
 
 
+@lru_cache(maxsize=1 << 16)
 def _fold(word: str) -> str:
+    # memoised: the words of the documents repeat, and folding is most of a snippet's cost
     return unicodedata.normalize("NFKC", word).lower()
 
 
