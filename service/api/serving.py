@@ -184,14 +184,18 @@ def decode_sentences(
             plan = plan_sentence(elapsed, budget, elapsed / max(words_done, 1), len(tokens))
         if plan == "skip":
             break
-        limit = DEGRADED_POP_LIMIT if plan == "reduced" else None
-        if limit is not None and limit >= decoder.config.pop_limit:
-            limit = None
         if plan == "reduced":
             reduced.append(i + 1)
-        forests.append(decoder.forest(tokens, pop_limit=limit))
+        forests.append(decoder.forest(tokens, pop_limit=_pop_limit(plan, decoder)))
         words_done += len(tokens)
     return forests, _degraded_reason(budget, len(sentences), len(forests), reduced)
+
+
+def _pop_limit(plan: Plan, decoder: Decoder) -> int | None:
+    """The pop limit of a planned decode (None: the decoder's own)."""
+    if plan == "reduced" and decoder.config.pop_limit > DEGRADED_POP_LIMIT:
+        return DEGRADED_POP_LIMIT
+    return None
 
 
 def _decode_parallel(
@@ -212,10 +216,7 @@ def _decode_parallel(
         plans[i] = plan
         if plan == "skip":
             return None
-        limit = DEGRADED_POP_LIMIT if plan == "reduced" else None
-        if limit is not None and limit >= decoder.config.pop_limit:
-            limit = None
-        return decoder.forest(tokens, pop_limit=limit)
+        return decoder.forest(tokens, pop_limit=_pop_limit(plan, decoder))
 
     rest = list(pool.map(one, range(1, len(sentences))))
     forests = [first]

@@ -28,7 +28,6 @@ from service.mt.decoder import (
     TOP,
     Decoder,
     DecoderConfig,
-    DecodeStats,
     Forest,
     weighted_rule_scores,
 )
@@ -135,13 +134,7 @@ class CompiledDecoder(Decoder):
     def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
         toks = self._check(tokens)
         limit = pop_limit or self.config.pop_limit
-        stats = DecodeStats(words=len(toks))
-        t0 = time.perf_counter()
-        sg = self.grammar.filter(toks, self.config.max_span)
-        stats.matches = len(sg)
-        stats.rules = sg.num_rules
-        t1 = time.perf_counter()
-        stats.timings["lookup"] = t1 - t0
+        sg, stats, t1 = self._lookup(toks)
         words = _SentenceWords(self, toks)
         m_rlo = np.asarray(sg.rule_start, dtype=np.int64)
         m_rhi = np.asarray(sg.rule_end, dtype=np.int64)

@@ -95,13 +95,19 @@ def _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n):  # type
     return value
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _before(pa, sa, pb, sb):  # type: ignore[no-untyped-def]
+    """Heap order: by priority key, then by push sequence."""
+    return pa < pb or (pa == pb and sa < sb)
+
+
 @njit(cache=True, nogil=True)
 def _heap_push(hp, hs, hv, n, p, s, v):  # type: ignore[no-untyped-def]
     """Push value ``v`` with key ``(p, s)`` onto the min-heap of size ``n``; the new size."""
     i = n
     while i > 0:
         par = (i - 1) >> 1
-        if p < hp[par] or (p == hp[par] and s < hs[par]):
+        if _before(p, s, hp[par], hs[par]):
             hp[i] = hp[par]
             hs[i] = hs[par]
             hv[i] = hv[par]
@@ -125,9 +131,9 @@ def _heap_pop(hp, hs, hv, n):  # type: ignore[no-untyped-def]
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and (hp[c + 1] < hp[c] or (hp[c + 1] == hp[c] and hs[c + 1] < hs[c])):
+        if c + 1 < n and _before(hp[c + 1], hs[c + 1], hp[c], hs[c]):
             c += 1
-        if hp[c] < p or (hp[c] == p and hs[c] < s):
+        if _before(hp[c], hs[c], p, s):
             hp[i] = hp[c]
             hs[i] = hs[c]
             hv[i] = hv[c]

@@ -245,10 +245,8 @@ class Decoder:
             )
         return toks
 
-    def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
-        """The +LM forest of ``tokens`` (already normalised and tokenised)."""
-        toks = self._check(tokens)
-        limit = pop_limit or self.config.pop_limit
+    def _lookup(self, toks: tuple[str, ...]) -> tuple[SentenceGrammar, DecodeStats, float]:
+        """The sentence grammar, the stats it starts, and the time it was done."""
         stats = DecodeStats(words=len(toks))
         t0 = time.perf_counter()
         sg = self.grammar.filter(toks, self.config.max_span)
@@ -256,6 +254,13 @@ class Decoder:
         stats.rules = sg.num_rules
         t1 = time.perf_counter()
         stats.timings["lookup"] = t1 - t0
+        return sg, stats, t1
+
+    def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
+        """The +LM forest of ``tokens`` (already normalised and tokenised)."""
+        toks = self._check(tokens)
+        limit = pop_limit or self.config.pop_limit
+        sg, stats, t1 = self._lookup(toks)
         search = _CubeSearch(self, toks, sg, limit, stats)
         if self.config.pause_gc:
             with _GC_PAUSE.paused():
