@@ -6,6 +6,10 @@ retrieved (001 §3: the terms of the derivation that earned BM25 weight). A word
 its lower-cased NFKC form is one of the terms — the index's English tokens are lower-cased
 words, so this is the index tokenizer without its sentence-level steps. Everything but the
 ``<mark>`` tags is HTML-escaped.
+
+:func:`match_key` is that one notion of a matching word; :func:`highlight_spans` applies it to
+a whole text for the document view (``GET /v1/documents/{id}?terms=…``), so the words marked
+there are exactly the words a snippet of the same text would mark.
 """
 
 from __future__ import annotations
@@ -59,9 +63,21 @@ def best_window(keys: Sequence[str | None], width: int) -> int:
 
 
 @lru_cache(maxsize=1 << 16)
-def _fold(word: str) -> str:
-    # memoised: the words of the documents repeat, and folding is most of a snippet's cost
+def fold(word: str) -> str:
+    """The form a word is compared in: NFKC, lower-cased (memoised: the words of the documents
+    repeat, and folding is most of a snippet's cost)."""
     return unicodedata.normalize("NFKC", word).lower()
+
+
+def match_key(word: str, terms: Collection[str]) -> str | None:
+    """The term that ``word`` matches (its folded form, when that is in ``terms``), else None."""
+    folded = fold(word)
+    return folded if folded in terms else None
+
+
+def highlight_spans(text: str, terms: Collection[str]) -> list[tuple[int, int]]:
+    """``[start, end)`` character offsets of the words of ``text`` that match ``terms``."""
+    return [m.span() for m in _WORD.finditer(text) if match_key(m.group(), terms) is not None]
 
 
 def make_snippet(text: str, terms: Collection[str], width: int = 30) -> str:
@@ -71,7 +87,7 @@ def make_snippet(text: str, terms: Collection[str], width: int = 30) -> str:
     words = list(_WORD.finditer(text))
     if not words:
         return html.escape(_SPACE.sub(" ", text.strip()))
-    keys = [f if (f := _fold(m.group())) in terms else None for m in words]
+    keys = [match_key(m.group(), terms) for m in words]
     start = best_window(keys, width)
     stop = min(len(words), start + width)
     out: list[str] = [ELLIPSIS + " "] if start > 0 else []

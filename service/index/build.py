@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
+from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.storage import (
     Manifest,
@@ -64,6 +65,8 @@ class BuildParams:
     b: float
     rsj: str
     keep_tokens: bool
+    analysis: str = "none"
+    analysis_signature: str = "none-v1"
     limit: int | None = None
     source_sha256: str | None = None
     source_name: str | None = None
@@ -97,10 +100,13 @@ class _Blob:
         )
 
 
-def index_tokens(tokenize: TokenizeFn, doc: Doc) -> list[str]:
-    """The tokens a document is indexed under: its title's, then its text's (line by line)."""
+def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = None) -> list[str]:
+    """The terms a document is indexed under: its title's, then its text's (line by line),
+    through the analysis chain when one is given."""
     tokens = tokenize_lines(tokenize, doc.title) if doc.title else []
     tokens += tokenize_lines(tokenize, doc.text)
+    if analyzer is not None and not analyzer.is_identity:
+        return analyzer.terms(tokens)
     return [t for t in tokens if t]
 
 
@@ -112,9 +118,12 @@ def build_arrays(
     b: float,
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     keep_tokens: bool = False,
+    analysis: str = "none",
     where: str = "<documents>",
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The index arrays of ``docs`` and the counts for the manifest (no I/O)."""
+    """The index arrays of ``docs`` and the counts for the manifest (no I/O); documents are
+    indexed under the terms of the analysis chain ``analysis``."""
+    analyzer = get_analyzer(analysis)
     policy = RsjPolicy(rsj_policy)
     term_of: dict[str, int] = {}  # first-seen ids, renumbered to sorted order at the end
     doc_ptr = array("q", [0])
@@ -132,7 +141,7 @@ def build_arrays(
         if doc.id in seen:
             raise DataFormatError(where, None, f"document id {doc.id!r} occurs more than once")
         seen.add(doc.id)
-        tokens = index_tokens(tokenize, doc)
+        tokens = index_tokens(tokenize, doc, analyzer)
         counts = Counter(tokens)
         term_col.extend([term_of.setdefault(t, len(term_of)) for t in counts])
         tf_col.extend(counts.values())
@@ -230,6 +239,7 @@ def write_index(
         b=params.b,
         rsj_policy=params.rsj,
         keep_tokens=params.keep_tokens,
+        analysis=params.analysis,
         where=params.source_name or "<documents>",
     )
     manifest: Manifest = {"build": asdict(params), "counts": counts}
@@ -264,6 +274,7 @@ def _build_from_file(
     b: float | None,
     rsj_policy: RsjPolicy | str,
     keep_tokens: bool,
+    analysis: str | None,
     limit: int | None,
     force: bool,
     progress: bool,
@@ -276,6 +287,9 @@ def _build_from_file(
     if tokenize is None and tokenizer not in TOKENIZERS:
         get_index_tokenizer(tokenizer)  # raises, listing the valid names
     settings = get_settings()
+    if analysis is None:
+        analysis = settings.docs_analysis if kind == "docs" else "none"
+    chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
     params = BuildParams(
         kind=kind,
         tokenizer=tokenizer,
@@ -284,6 +298,8 @@ def _build_from_file(
         b=settings.bm25_b if b is None else float(b),
         rsj=RsjPolicy(rsj_policy).value,
         keep_tokens=keep_tokens,
+        analysis=chain,
+        analysis_signature=analysis_signature(chain),
         limit=limit,
         source_sha256=file_sha256(source),
         source_name=Path(source).name,
@@ -306,6 +322,7 @@ def build_docs_index(
     b: float | None = None,
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     keep_tokens: bool = False,
+    analysis: str | None = None,
     limit: int | None = None,
     force: bool = False,
     progress: bool = False,
@@ -313,12 +330,14 @@ def build_docs_index(
     """Index ``docs.jsonl(.gz)`` (title + text) into ``out``.
 
     ``tokenizer`` names the tokenizer (recorded in the manifest and used for queries);
-    ``tokenize`` overrides the function itself (tests). k1 and b default to the settings.
+    ``tokenize`` overrides the function itself (tests). k1 and b default to the settings,
+    the analysis chain (:mod:`service.index.analysis`) to ``settings.docs_analysis``.
     """
     return _build_from_file(
         "docs", source, out, read_docs(source),
         tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
-        keep_tokens=keep_tokens, limit=limit, force=force, progress=progress,
+        keep_tokens=keep_tokens, analysis=analysis, limit=limit, force=force,
+        progress=progress,
     )  # fmt: skip
 
 
@@ -332,6 +351,7 @@ def build_pool_index(
     b: float | None = None,
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     keep_tokens: bool = True,
+    analysis: str | None = None,
     limit: int | None = None,
     force: bool = False,
     progress: bool = False,
@@ -339,11 +359,13 @@ def build_pool_index(
     """Index the translation-retrieval sentence pool ``id<TAB>english`` into ``out``.
 
     Each sentence is a document with an empty title; its token ids are kept by default
-    (translation retrieval compares token sequences).
+    (translation retrieval compares token sequences, so the analysis chain defaults to
+    ``"none"``: every token is a term).
     """
     records = (Doc(s.id, "", s.text, "") for s in read_pool(source))
     return _build_from_file(
         "pool", source, out, records,
         tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
-        keep_tokens=keep_tokens, limit=limit, force=force, progress=progress,
+        keep_tokens=keep_tokens, analysis=analysis, limit=limit, force=force,
+        progress=progress,
     )  # fmt: skip

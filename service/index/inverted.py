@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.errors import DataFormatError, InvalidInputError, NotFoundError
+from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm
 from service.index.kernels import accumulate_topk
 from service.index.storage import Manifest, load_arrays, read_manifest
@@ -60,6 +61,36 @@ class Hits(NamedTuple):
 
     docs: Int32Array
     scores: Float32Array
+
+
+def _analyzer_of(path: Path, build: Mapping[str, Any]) -> Analyzer:
+    """The analysis chain recorded in a manifest; a document index built without one, or with
+    another version of it, is refused with the command that rebuilds it."""
+    kind = str(build.get("kind", "docs"))
+    source = (
+        "--docs ../shared/data/clir/docs.jsonl.gz"
+        if kind == "docs"
+        else ("--pool ../shared/data/tr/pool.en.tsv.gz")
+    )
+    rebuild = f"rebuild it: clir build-index {source} --out {path} --force (or make index)"
+    chain, recorded = build.get("analysis"), build.get("analysis_signature")
+    if chain is None and recorded is None and kind == "pool":
+        # a sentence pool keeps every token, as pools built before analysis chains did
+        return get_analyzer("none")
+    if chain is None or recorded is None:
+        raise DataFormatError(
+            path / "manifest.json", None,
+            f"the index was built before analysis chains (no 'analysis' in its manifest); "
+            f"{rebuild}",
+        )  # fmt: skip
+    current = analysis_signature(str(chain))
+    if recorded != current:
+        raise DataFormatError(
+            path / "manifest.json", None,
+            f"the index was built with analysis chain {recorded}, this version applies "
+            f"{current}; {rebuild}",
+        )  # fmt: skip
+    return get_analyzer(str(chain))
 
 
 def top_k(scores: Float32Array, candidates: Int32Array, k: int) -> Hits:
@@ -101,6 +132,7 @@ class InvertedIndex:
             self.b = float(build["b"])
             self.rsj_policy = RsjPolicy(build["rsj"])
             self.tokenizer_name: str = str(build["tokenizer"])
+            self.analyzer = _analyzer_of(path, build)
             self.n_docs = int(counts["n_docs"])
             self.avdl = float(counts["avdl"])
             self.sources: list[str] = [str(x) for x in counts["sources"]]
@@ -171,17 +203,29 @@ class InvertedIndex:
         return len(self.vocab)
 
     def tokenize(self, text: str) -> list[str]:
-        """Tokenise query text with the tokenizer this index was built with."""
+        """Tokenise query text with the tokenizer this index was built with (tokens, before
+        the analysis chain: :meth:`term_id` applies it)."""
         if self._tokenize is None:
             self._tokenize = get_index_tokenizer(self.tokenizer_name)
         return self._tokenize(text)
 
-    def term_ids(self, tokens: Iterable[str]) -> list[int]:
-        """Ids of the tokens that are in the vocabulary, in order, repeats kept."""
-        return self.vocab.ids(tokens)
+    def analyze(self, text: str) -> list[str]:
+        """The index terms of query text: the tokenizer, then the analysis chain."""
+        return self.analyzer.terms(self.tokenize(text))
 
-    def term_id(self, term: str) -> int | None:
-        return self.vocab.id(term)
+    def term_ids(self, tokens: Iterable[str]) -> list[int]:
+        """Ids of the index terms of ``tokens`` that are in the vocabulary, in order, repeats
+        kept (each token goes through the analysis chain, as in :meth:`term_id`)."""
+        if self.analyzer.is_identity:
+            return self.vocab.ids(tokens)
+        return self.vocab.ids(self.analyzer.terms(tokens))
+
+    def term_id(self, token: str) -> int | None:
+        """The id of the index term of an English token — the analysis chain the index was
+        built with applied to it —, or ``None`` when the chain drops the token or no document
+        has the term. Every method's view of the query goes through here."""
+        term = self.analyzer.term(token)
+        return None if term is None else self.vocab.id(term)
 
     def term(self, term_id: int) -> str:
         return self.vocab.term(term_id)
@@ -286,10 +330,12 @@ class InvertedIndex:
 
     def bm25_weighted(self, term_weights: Mapping[str, float], k: int) -> Hits:
         """The top ``k`` documents by Σ_t w_t·bm25(t, d); unknown terms are ignored."""
-        pairs = sorted(
-            (i, float(w)) for t, w in term_weights.items() if (i := self.vocab.id(t)) is not None
-        )
-        return self.rank([i for i, _ in pairs], [w for _, w in pairs], k)
+        merged: dict[int, float] = {}  # tokens with one index term share its weight
+        for t, w in term_weights.items():
+            if (i := self.term_id(t)) is not None:
+                merged[i] = merged.get(i, 0.0) + float(w)
+        ids = sorted(merged)
+        return self.rank(ids, [merged[i] for i in ids], k)
 
     def bm25_weighted_ids(self, term_ids: Sequence[int], weights: Sequence[float], k: int) -> Hits:
         """:meth:`bm25_weighted` for term ids (each id at most once)."""
@@ -377,6 +423,7 @@ class InvertedIndex:
             "b": self.b,
             "rsj": self.rsj_policy.value,
             "tokenizer": self.tokenizer_name,
+            "analysis": self.analyzer.signature,
             "n_docs": self.n_docs,
             "source_sha256": str(build.get("source_sha256", ""))[:12],
             "limit": build.get("limit"),

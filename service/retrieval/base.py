@@ -89,7 +89,7 @@ class Scorer(ABC):
         parts: dict[str, Any] = {"method": self.name}
         parts.update(self.signature_parts())
         idx = self.index.signature()
-        parts.update({"k1": idx.get("k1"), "b": idx.get("b"), "rsj": idx.get("rsj")})
+        parts.update({k: idx.get(k) for k in ("k1", "b", "rsj", "analysis")})
         if query is not None:
             parts["weights"] = query.weights_version
             parts["lm"] = "yes" if all(f.use_lm for f in query.forests) else "no"

@@ -1,16 +1,21 @@
-"""The web page at ``/`` (issue 7 item 4).
+"""The web page at ``/`` (issue 7 item 4; issue 16 item 3).
 
 Fast checks with TestClient: the page and its static files carry the security headers, only
 the page's own files are served, the HTML has no inline script or style and labels every
-control, and the script never parses text as HTML.
+control, the query inputs have a maxlength, ``/readyz`` tells the page the server's maximum,
+and the script never parses text as HTML.
 
 The browser tests (marker ``browser``) start the real app with uvicorn on a free loopback port
 over the committed demo bundle and demo indexes, and drive Debian's headless Chromium through
 chromedriver (``make browser`` installs both): a German search with highlighted terms, an
 explanation, pagination, the translator tab reached with the keyboard, a suggestion with its
 diff marks, injected HTML shown as text, an API error in the alert region, a phone-width
-layout, and the script's diff and snippet helpers on hand-computed examples. Screenshots go
-to ``test-artifacts/``.
+layout, and the script's diff and snippet helpers on hand-computed examples. Issue 16 item 3
+adds: result titles link to a document view (``#doc=<id>``; full text with the server's
+highlights, the translation that found it, back without searching again, a direct link, a 404
+message), errors clear stale results, scores and the scorer signature behind "Details", the
+controls readable at 360, 768 and 1280 px, long queries cut short in the heading, the inputs
+limited to the server's ``max_query_chars``. Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import re
 import socket
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -36,7 +43,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from service.api.app import create_app
 from service.api.page import STATIC_FILES, WEB_DIR
@@ -58,6 +65,7 @@ CHROMIUM_FLAGS = [
     "--window-size=1200,1000",
 ]
 XSS = "<img src=x onerror=alert(1)>"
+MAX_QUERY_CHARS = 1500  # the live server's max_query_chars (the page's default is 2000)
 
 # --- fast checks (TestClient, no resources loaded) -----------------------------------------
 
@@ -200,6 +208,29 @@ def test_every_control_has_a_label_and_tabs_form_a_tablist() -> None:
         assert panels[tab["aria-controls"]]["aria-labelledby"] == tab["id"]
 
 
+def test_query_inputs_have_the_default_maxlength() -> None:
+    inputs = {a.get("id"): a for tag, a in parse_page().tags if tag == "input"}
+    for name in ("search-query", "suggest-sentence"):
+        assert inputs[name].get("maxlength") == "2000", name
+
+
+def test_readyz_tells_the_page_the_maximum_query_length(tmp_path: Path) -> None:
+    settings = Settings.model_validate(
+        {
+            "model_bundles": [],
+            "doc_indexes": [],
+            "pool_indexes": [],
+            "job_store": tmp_path / "jobs.sqlite3",
+            "embedded_worker": False,
+            "max_query_chars": 123,
+        }
+    )
+    with TestClient(create_app(settings)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        assert r.json()["max_query_chars"] == 123
+
+
 def test_script_never_parses_text_as_html() -> None:
     source = (WEB_DIR / "app.js").read_text(encoding="utf-8")
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
@@ -238,6 +269,11 @@ class LiveServer:
         self.thread.join(timeout=15)
         self.sock.close()
 
+    def get(self, path: str, **params: Any) -> Any:
+        query = urllib.parse.urlencode(params, doseq=True)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=60) as response:
+            return json.load(response)
+
     def post(self, path: str, body: dict[str, Any]) -> Any:
         request = urllib.request.Request(
             self.url + path,
@@ -257,6 +293,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
             "pool_indexes": [ROOT / "indexes" / "demo-pool"],
             "job_store": tmp_path_factory.mktemp("jobs") / "jobs.sqlite3",
             "embedded_worker": False,
+            "max_query_chars": MAX_QUERY_CHARS,
         }
     )
     with LiveServer(settings) as server:
@@ -334,6 +371,16 @@ def marks_of(snippet: str) -> list[str]:
     return re.findall(r"<mark>(.*?)</mark>", snippet)
 
 
+def search_meta(driver: WebDriver) -> dict[str, str]:
+    return dict(
+        zip(
+            [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#search-meta dt")],
+            [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#search-meta dd")],
+            strict=True,
+        )
+    )
+
+
 QUERY = "Wie füge ich eine Tabelle ein?"
 
 
@@ -358,14 +405,11 @@ def test_search_with_highlights_explanation_and_pages(
         marked = [m.text for m in hit.find_elements(By.CSS_SELECTOR, ".snippet mark")]
         assert marked == marks_of(expected["snippet"])
     assert any(marks_of(r["snippet"]) for r in api["results"])
-    meta = dict(
-        zip(
-            [e.text for e in page.find_elements(By.CSS_SELECTOR, "#search-meta dt")],
-            [e.text for e in page.find_elements(By.CSS_SELECTOR, "#search-meta dd")],
-            strict=True,
-        )
-    )
-    assert meta["Best translation of the query"] == api["translation"]
+    translation = page.find_element(By.CSS_SELECTOR, "#search-translation .translation")
+    assert translation.text == api["translation"]
+    page.find_element(By.CSS_SELECTOR, "#search-details > summary").click()
+    meta = search_meta(page)
+    assert meta["Scorer"] == api["signature"]
     assert meta["Weights version"] == api["weights_version"]
     assert meta["Timings"].startswith("decode ")
     # the explanation opens from the keyboard and shows the derivation's translation
@@ -379,8 +423,8 @@ def test_search_with_highlights_explanation_and_pages(
     translation = panel.find_element(By.CSS_SELECTOR, ".translation")
     assert translation.text == sentence["translation"]
     matched = {m["term"] for m in sentence["matched"]}
-    marked = {m.text for m in translation.find_elements(By.CSS_SELECTOR, "mark")}
-    assert marked == {w for w in sentence["translation"].split() if w in matched} != set()
+    marked_words = {m.text for m in translation.find_elements(By.CSS_SELECTOR, "mark")}
+    assert marked_words == {w for w in sentence["translation"].split() if w in matched} != set()
     screenshot(page, "web-search.png")
     # pagination by offset
     page.find_element(By.ID, "search-next").send_keys(Keys.ENTER)
@@ -560,3 +604,412 @@ def test_snippet_parsing_by_hand(page: WebDriver) -> None:
         ("b", True),
         (" <img src=x onerror=alert(1)> &lt; 'q' …", False),
     ]
+
+
+# --- issue 16 item 3: the page as a searcher expects -----------------------------------------
+
+
+def explanation_terms(explanation: dict[str, Any]) -> list[str]:
+    """The matched terms of an explanation, each once (what the page puts in a #doc= link)."""
+    if "matched" in explanation:
+        terms = [str(t) for t in explanation["matched"]]
+    elif "sentences" in explanation:
+        terms = [str(m["term"]) for s in explanation["sentences"] for m in s["matched"]]
+    else:
+        terms = [e for found in explanation["terms"].values() for e in found]
+    return list(dict.fromkeys(terms))
+
+
+def doc_target(link: WebElement) -> tuple[str, list[str]]:
+    """The document id and terms of a result link's ``#doc=…&term=…`` href."""
+    href = link.get_attribute("href") or ""
+    fragment = urllib.parse.urlsplit(href).fragment
+    params = urllib.parse.parse_qs(fragment, keep_blank_values=True)
+    return params["doc"][0], params.get("term", [])
+
+
+def open_first_document(driver: WebDriver) -> WebElement:
+    """Click the first result's title; wait for the document view. Returns the result."""
+    first = results(driver, "search-results")[0]
+    first.find_element(By.CSS_SELECTOR, ".result-title a").click()
+    wait(driver).until(lambda d: d.find_element(By.ID, "doc-article").is_displayed())
+    return first
+
+
+def shown_paragraphs(driver: WebDriver) -> list[str]:
+    return [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#doc-text > p")]
+
+
+def check_document_view(
+    driver: WebDriver, live_server: LiveServer, doc_id: str, terms: list[str]
+) -> dict[str, Any]:
+    """The view shows the document's title, id, source, paragraphs and the server's highlights."""
+    api: dict[str, Any] = live_server.get(
+        f"/v1/documents/{urllib.parse.quote(doc_id)}", terms=terms
+    )
+    assert driver.find_element(By.ID, "doc-title").text == api["title"]
+    meta = dict(
+        zip(
+            [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#doc-meta dt")],
+            [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#doc-meta dd")],
+            strict=True,
+        )
+    )
+    assert meta == {"Id": doc_id, "Source": api["source"]}
+    lines = [" ".join(line.split()) for line in api["text"].split("\n")]
+    assert shown_paragraphs(driver) == [line for line in lines if line]
+    marked = [m.text for m in driver.find_elements(By.CSS_SELECTOR, "#doc-text mark")]
+    assert marked == [api["text"][s:e] for s, e in api["highlights"]]
+    title_marks = [m.text for m in driver.find_elements(By.CSS_SELECTOR, "#doc-title mark")]
+    assert title_marks == [api["title"][s:e] for s, e in api["title_highlights"]]
+    return api
+
+
+@pytest.mark.browser
+def test_a_result_opens_its_document_and_back_returns_to_the_results(
+    page: WebDriver, live_server: LiveServer
+) -> None:
+    search(page, QUERY)
+    api = live_server.post(
+        "/v1/search", {"query": QUERY, "lang": "de", "method": "bowfd", "k": 10, "explain": True}
+    )
+    hits = results(page, "search-results")
+    # every title is a real link to the in-page document view, carrying the matched terms
+    links = [h.find_element(By.CSS_SELECTOR, ".result-title a") for h in hits]
+    assert [doc_target(a) for a in links] == [
+        (r["id"], explanation_terms(r["explanation"])) for r in api["results"]
+    ]
+    summary = page.find_element(By.ID, "search-summary").text
+    first = open_first_document(page)
+    hit = api["results"][0]
+    assert page.execute_script("return location.hash").startswith("#doc=")
+    assert not page.find_element(By.ID, "panel-search").is_displayed()
+    view = check_document_view(page, live_server, hit["id"], explanation_terms(hit["explanation"]))
+    assert view["highlights"]  # the matched terms are in the text
+    # the translation that found it: BOW-FD's best derivation, its matched words marked
+    [sentence] = hit["explanation"]["sentences"]
+    found = page.find_element(By.ID, "doc-found-by")
+    shown = found.find_element(By.CSS_SELECTOR, ".found-body .translation")
+    assert shown.text == sentence["translation"]
+    marked = {m.text for m in shown.find_elements(By.TAG_NAME, "mark")}
+    assert marked == {m["term"] for m in sentence["matched"]} & set(sentence["translation"].split())
+    assert page.title.startswith(view["title"])
+    screenshot(page, "web-document.png")
+    # the browser's back button shows the same results again: no new search replaced them
+    page.back()
+    wait(page).until(lambda d: d.find_element(By.ID, "panel-search").is_displayed())
+    assert first.is_displayed()  # the same element (a new search would have made it stale)
+    assert page.find_element(By.ID, "search-summary").text == summary
+    assert not page.find_element(By.ID, "doc-view").is_displayed()
+    # and so does the page's own back link
+    open_first_document(page)
+    page.find_element(By.ID, "doc-back").click()
+    wait(page).until(lambda d: d.find_element(By.ID, "panel-search").is_displayed())
+    assert first.is_displayed()
+    assert page.execute_script("return location.hash") == ""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("method", ["dt", "psq"])
+def test_the_document_view_shows_the_translation_of_dt_and_psq(
+    page: WebDriver, live_server: LiveServer, method: str
+) -> None:
+    Select(page.find_element(By.ID, "search-method")).select_by_value(method)
+    search(page, QUERY)
+    api = live_server.post(
+        "/v1/search", {"query": QUERY, "lang": "de", "method": method, "k": 10, "explain": True}
+    )
+    hit = api["results"][0]
+    open_first_document(page)
+    check_document_view(page, live_server, hit["id"], explanation_terms(hit["explanation"]))
+    found = page.find_element(By.ID, "doc-found-by")
+    explanation = hit["explanation"]
+    if method == "dt":  # the query's 1-best translation
+        assert (
+            found.find_element(By.CSS_SELECTOR, ".found-body .translation").text
+            == (explanation["translation"])
+        )
+    else:  # PSQ: each query word with its translations found in the document
+        items = [li.text for li in found.find_elements(By.CSS_SELECTOR, ".found-body li")]
+        assert items == [
+            f"{src} → {', '.join(found)}" for src, found in explanation["terms"].items()
+        ]
+        assert items
+
+
+@pytest.mark.browser
+def test_a_document_link_opens_on_its_own(page: WebDriver, live_server: LiveServer) -> None:
+    """A #doc= link opened in a new tab (or reloaded): the document with its terms marked."""
+    hit = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "k": 1})["results"][0]
+    fragment = urllib.parse.urlencode([("doc", hit["id"]), ("term", "table"), ("term", "the")])
+    page.get(f"{live_server.url}/#{fragment}")
+    wait(page).until(lambda d: d.find_element(By.ID, "doc-article").is_displayed())
+    check_document_view(page, live_server, hit["id"], ["table", "the"])
+    assert page.find_elements(By.CSS_SELECTOR, "#doc-text mark")
+    note = page.find_element(By.CSS_SELECTOR, "#doc-found-by .found-note").text
+    assert note.startswith("Open this document from a search result")
+    page.find_element(By.ID, "doc-back").click()  # no results to go back to: the search tab
+    wait(page).until(lambda d: d.find_element(By.ID, "panel-search").is_displayed())
+
+
+@pytest.mark.browser
+def test_an_unknown_document_shows_the_servers_404_message(
+    page: WebDriver, live_server: LiveServer
+) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        live_server.get("/v1/documents/no:such/doc", terms=["table"])
+    assert caught.value.code == 404
+    detail = json.load(caught.value)["detail"]
+    page.get(f"{live_server.url}/#doc=no%3Asuch%2Fdoc&term=table")
+    wait(page).until(lambda d: d.find_element(By.ID, "alert").is_displayed())
+    assert page.find_element(By.ID, "alert").text == f"Error 404: {detail}"
+    assert "no document 'no:such/doc'" in detail
+    assert not page.find_element(By.ID, "doc-article").is_displayed()
+
+
+def shown(driver: WebDriver, element_id: str) -> bool:
+    return any(e.is_displayed() for e in driver.find_elements(By.ID, element_id))
+
+
+def search_traces(driver: WebDriver) -> dict[str, object]:
+    """What a previous search leaves on the page."""
+    return {
+        "results": len(results(driver, "search-results")),
+        "summary": driver.find_element(By.ID, "search-summary").text,
+        "translation": shown(driver, "search-translation"),
+        "details": shown(driver, "search-details"),
+        "pager": shown(driver, "search-pager"),
+    }
+
+
+def suggest_traces(driver: WebDriver) -> dict[str, object]:
+    return {
+        "results": len(results(driver, "suggest-results")),
+        "summary": driver.find_element(By.ID, "suggest-summary").text,
+        "translations": shown(driver, "suggest-translations"),
+        "legend": shown(driver, "suggest-legend"),
+    }
+
+
+@pytest.mark.browser
+def test_a_search_error_clears_the_previous_results(page: WebDriver) -> None:
+    k = page.find_element(By.ID, "search-k")
+    k.clear()
+    k.send_keys("3")
+    search(page, QUERY)
+    before = search_traces(page)
+    assert before["results"] == 3 and before["pager"] is True
+    assert before["summary"] == f"Results 1–3 for “{QUERY}”"
+    k.clear()
+    k.send_keys("5000")
+    page.find_element(By.ID, "search-query").send_keys(Keys.ENTER)
+    wait(page).until(lambda d: d.find_element(By.ID, "alert").is_displayed())
+    empty = {"results": 0, "summary": "", "translation": False, "details": False, "pager": False}
+    assert search_traces(page) == empty
+
+
+@pytest.mark.browser
+def test_a_translator_error_clears_the_previous_suggestions(page: WebDriver) -> None:
+    page.find_element(By.ID, "tab-translate").click()
+    sentence = page.find_element(By.ID, "suggest-sentence")
+    sentence.send_keys("Wählen Sie eine Tabelle aus.", Keys.ENTER)
+    wait(page).until(lambda d: results(d, "suggest-results"))
+    assert suggest_traces(page)["translations"] is True
+    suggest_k = page.find_element(By.ID, "suggest-k")
+    suggest_k.clear()
+    suggest_k.send_keys("500")
+    sentence.send_keys(Keys.ENTER)
+    wait(page).until(lambda d: d.find_element(By.ID, "alert").is_displayed())
+    assert page.find_element(By.ID, "alert").text.startswith("Error 422: k:")
+    assert suggest_traces(page) == {
+        "results": 0,
+        "summary": "",
+        "translations": False,
+        "legend": False,
+    }
+
+
+@pytest.mark.browser
+def test_scores_and_signature_are_behind_details(page: WebDriver, live_server: LiveServer) -> None:
+    search(page, QUERY)
+    api = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "k": 10, "explain": True})
+    body = page.find_element(By.TAG_NAME, "body").text  # the text a reader sees
+    assert api["signature"] not in body
+    assert "method:" not in body and "score" not in body.lower()
+    assert f"{api['results'][0]['score']:.3f}" not in body
+    details = page.find_element(By.ID, "search-details")
+    assert details.tag_name == "details" and details.get_attribute("open") is None
+    summary = details.find_element(By.TAG_NAME, "summary")
+    assert summary.text == "Details"
+    summary.click()
+    assert search_meta(page)["Scorer"] == api["signature"]
+    # a result's score: behind its own "Details" button
+    first = results(page, "search-results")[0]
+    toggle = first.find_element(By.CSS_SELECTOR, ".explain-toggle")
+    assert toggle.get_attribute("textContent") == "Details of result 1"
+    assert toggle.get_attribute("aria-expanded") == "false"
+    toggle.click()
+    score = first.find_element(By.CSS_SELECTOR, ".score")
+    assert score.is_displayed() and score.text == f"Score {api['results'][0]['score']:.3f}"
+
+
+def set_viewport(driver: WebDriver, width: int, height: int = 900) -> None:
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+
+
+FITS = """
+const select = arguments[0];
+const style = getComputedStyle(select);
+const ctx = document.createElement("canvas").getContext("2d");
+ctx.font = style.font;
+const widest = Math.max(...Array.from(select.options).map(o => ctx.measureText(o.text).width));
+const arrow = 24;  // the drop-down arrow's room
+const room = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+return [widest, room - arrow];
+"""
+
+
+def overflow(driver: WebDriver) -> list[Any]:
+    """Page width against the viewport, and the elements sticking out of the viewport."""
+    found: list[Any] = driver.execute_script(
+        "const w = document.documentElement.clientWidth;"
+        "const out = Array.from(document.querySelectorAll('body *')).filter(e => {"
+        "  const r = e.getBoundingClientRect();"
+        "  return r.width > 0 && (r.right > w + 0.5 || r.left < -0.5) && !e.closest('.sr-only')"
+        "    && !e.classList.contains('skip-link'); }).map(e => e.tagName + '#' + e.id + '.'"
+        "    + e.className);"
+        "return [document.documentElement.scrollWidth, w, out];"
+    )
+    return found
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [360, 768, 1280])
+def test_controls_are_readable_at_common_widths(page: WebDriver, width: int) -> None:
+    set_viewport(page, width)
+    try:
+        page.get(page.current_url)
+        wait(page).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-lang option"))
+        assert page.execute_script("return window.innerWidth") == width
+        method = page.find_element(By.ID, "search-method")
+        for value in ("bowfd", "dt", "psq"):
+            Select(method).select_by_value(value)
+            widest, room = page.execute_script(FITS, method)
+            assert widest <= room, (value, widest, room)
+        # every control inside its form
+        form = page.find_element(By.ID, "search-form").rect
+        for control in page.find_elements(
+            By.CSS_SELECTOR, "#search-form input, #search-form select, #search-form button"
+        ):
+            r = control.rect
+            assert form["x"] <= r["x"] and r["x"] + r["width"] <= form["x"] + form["width"] + 0.5
+        search(page, QUERY)
+        page.find_element(By.CSS_SELECTOR, ".explain-toggle").click()
+        page.find_element(By.CSS_SELECTOR, "#search-details > summary").click()
+        scroll, client, out = overflow(page)
+        assert scroll <= client and out == []
+        screenshot(page, f"web-search-{width}.png")
+        open_first_document(page)
+        scroll, client, out = overflow(page)
+        assert scroll <= client and out == []
+        screenshot(page, f"web-document-{width}.png")
+    finally:
+        page.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.browser
+def test_a_long_query_is_cut_short_in_the_heading(page: WebDriver) -> None:
+    query = " ".join([QUERY] * 6)  # 185 characters
+    search(page, query)
+    summary = page.find_element(By.ID, "search-summary")
+    echo = summary.find_element(By.CSS_SELECTOR, ".query-echo")
+    short = query[:80].rstrip() + "…"
+    assert summary.text == f"Results 1–10 for “{short}”"
+    assert echo.get_attribute("title") == query
+    assert int(echo.value_of_css_property("font-weight")) < 600  # not in bold
+
+
+@pytest.mark.browser
+def test_query_inputs_are_limited_to_the_servers_maximum(page: WebDriver) -> None:
+    def limits(driver: WebDriver) -> list[str | None]:
+        ids = ("search-query", "suggest-sentence")
+        return [driver.find_element(By.ID, i).get_attribute("maxlength") for i in ids]
+
+    wait(page).until(lambda d: limits(d) == [str(MAX_QUERY_CHARS)] * 2)
+    box = page.find_element(By.ID, "search-query")
+    page.execute_script("arguments[0].focus()", box)
+    box.send_keys("x" * (MAX_QUERY_CHARS + 20))
+    assert len(box.get_attribute("value") or "") == MAX_QUERY_CHARS
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("short", 80, "short"),
+        ("a  b\n c", 80, "a b c"),
+        ("abcdef", 3, "abc…"),
+        ("ab cdef", 3, "ab…"),  # no space before the ellipsis
+        ("😀😀😀😀", 2, "😀😀…"),  # code points, not UTF-16 halves
+    ],
+)
+def test_truncate_by_hand(page: WebDriver, text: str, limit: int, expected: str) -> None:
+    assert (
+        page.execute_script("return ClirPage.truncate(arguments[0], arguments[1])", text, limit)
+        == expected
+    )
+
+
+@pytest.mark.browser
+def test_doc_links_by_hand(page: WebDriver) -> None:
+    doc_id = "lo:text/a b&c#d.html"
+    link = page.execute_script("return ClirPage.docHash(arguments[0], ['table', 'ü'])", doc_id)
+    assert link == "#doc=lo%3Atext%2Fa+b%26c%23d.html&term=table&term=%C3%BC"
+    target = page.execute_script("return ClirPage.parseDocHash(arguments[0])", link)
+    assert target == {"id": doc_id, "terms": ["table", "ü"]}
+    for other in ("", "#", "#main", "#doc="):
+        assert page.execute_script("return ClirPage.parseDocHash(arguments[0])", other) is None
+
+
+@pytest.mark.browser
+def test_highlight_splitting_by_hand(page: WebDriver) -> None:
+    def split(text: str, spans: list[list[int]]) -> list[list[tuple[str, bool]]]:
+        paragraphs = page.execute_script(
+            "return ClirPage.splitHighlights(arguments[0], arguments[1])", text, spans
+        )
+        return [[(p["text"], p["mark"]) for p in para] for para in paragraphs]
+
+    assert split("ab cd\n\n  \nef", [[0, 2], [10, 12]]) == [
+        [("ab", True), (" cd", False)],
+        [("ef", True)],
+    ]
+    # offsets count code points, as the server's do: the emoji is one
+    assert split("😀 table x", [[2, 7]]) == [[("😀 ", False), ("table", True), (" x", False)]]
+    assert split("", []) == []
+
+
+@pytest.mark.browser
+def test_explanation_terms_by_hand(page: WebDriver) -> None:
+    cases: list[tuple[dict[str, Any] | None, list[str]]] = [
+        ({"translation": "insert table", "matched": ["table", "insert"]}, ["table", "insert"]),
+        (
+            {
+                "sentences": [
+                    {"matched": [{"term": "table"}, {"term": "row"}]},
+                    {"matched": [{"term": "table"}]},
+                ]
+            },
+            ["table", "row"],
+        ),
+        # (chromedriver passes objects with their keys sorted)
+        ({"terms": {"ein": {}, "tabelle": {"chart": 0.1, "table": 0.8}}}, ["chart", "table"]),
+        (None, []),
+    ]
+    for explanation, expected in cases:
+        terms = page.execute_script("return ClirPage.explanationTerms(arguments[0])", explanation)
+        assert terms == expected
+        if explanation is not None:
+            assert explanation_terms(explanation) == expected

@@ -41,7 +41,7 @@ def _tokens(doc: Doc) -> list[str]:
 
 
 def _load(path: Path, out: Path, rsj: str = "floor") -> InvertedIndex:
-    build_docs_index(path, out, tokenizer="regex", rsj_policy=rsj, k1=K1, b=B)
+    build_docs_index(path, out, tokenizer="regex", rsj_policy=rsj, k1=K1, b=B, analysis="none")
     return InvertedIndex.load(out)
 
 

@@ -85,6 +85,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_the_english_tokenizer_is_used_by_name(tmp_path: Path) -> None:
     from service.data import write_docs
+    from service.index.analysis import LONG_STOPWORDS
     from service.records import Doc
     from service.text import get_tokenizer
 
@@ -99,5 +100,11 @@ def test_the_english_tokenizer_is_used_by_name(tmp_path: Path) -> None:
     assert index.tokenize("The cat's mat.") == moses("The cat's mat.")
     # normalised like the grammar's target side: markup and placeholders go, entities unescape
     assert index.tokenize("<b>Open</b> %s files &amp; folders") == ["open", "files", "&", "folders"]
-    expected = sorted(set(moses("Cats") + moses("The cat's mat-maker sat.") + moses("Dogs bark.")))
+    tokens = moses("Cats") + moses("The cat's mat-maker sat.") + moses("Dogs bark.")
+    # the default analysis chain: no punctuation-only or one-character terms
+    assert build["analysis"] == "word+min2+stop-long"
+    expected = sorted(
+        {t for t in tokens if len(t) > 1 and any(c.isalnum() for c in t)} - LONG_STOPWORDS
+    )
     assert index.vocab.terms() == expected
+    assert "." in tokens and "@-@" in tokens and "'s" in tokens and "the" in tokens

@@ -88,8 +88,8 @@ def test_toy_bundle_end_to_end(toy_bundle: ModelBundle, toy_index: InvertedIndex
     ranking = DirectTranslation(toy_index).rank(q, 8)
     text = "the book is old . the dog is small ."
     assert ranking.info["translation"] == text
-    tokens = text.split()
-    docs = [toy_index.tokenize(d.title) + toy_index.tokenize(d.text) for d in TOY_DOCS]
+    tokens = toy_index.analyzer.terms(text.split())  # the index's terms of the query
+    docs = [toy_index.analyze(d.title) + toy_index.analyze(d.text) for d in TOY_DOCS]
     expected = brute_force_bm25(tokens, docs)
     got = {h.doc_id: h.score for h in ranking.hits}
     for d, e in zip(TOY_DOCS, expected, strict=True):

@@ -9,7 +9,15 @@
  * (the snippet's <mark> tags around otherwise HTML-escaped text) is split by parseSnippet and
  * rebuilt as DOM nodes.
  *
- * The pure helpers (entity decoding, snippet parsing, tokenising, the word diff) are exposed as
+ * Each search result links to a document view inside the page (hash routing: #doc=<id> with
+ * the matched terms as term=…, so the link can be opened in a new tab and the back button
+ * returns to the results without searching again). The view shows the full text from
+ * GET /v1/documents/{id}?terms=…, its words marked where the server's matcher says they match
+ * (the same matcher as the snippets), and the translation that found the document (the hit's
+ * explanation, kept from the search). Raw scores and the scorer signature sit behind "Details".
+ *
+ * The pure helpers (entity decoding, snippet parsing, tokenising, the word diff, truncation,
+ * the explanation's terms, the #doc= links and the highlight splitting) are exposed as
  * window.ClirPage so that the browser test can check them on hand-computed examples.
  */
 "use strict";
@@ -144,6 +152,89 @@
     if (added > 0) parts.push(words(added) + " added");
     if (removed > 0) parts.push(words(removed) + " removed");
     return parts.join(", ") + " compared with the translation.";
+  }
+
+  /** `text` with its whitespace runs collapsed, cut at `max` characters (code points) with "…". */
+  function truncate(text, max) {
+    const chars = Array.from(String(text).replace(/\s+/g, " ").trim());
+    if (chars.length <= max) return chars.join("");
+    return chars.slice(0, max).join("").trimEnd() + "…";
+  }
+
+  /**
+   * The English terms a hit's explanation says matched the document, each once, in order
+   * (the page's copy of service/api/search.py explanation_terms): DT's "matched", BOW-FD's
+   * per-sentence "matched" terms, PSQ's translations found in the document.
+   */
+  function explanationTerms(explanation) {
+    const out = [];
+    if (!explanation || typeof explanation !== "object") return out;
+    if (Array.isArray(explanation.matched)) {
+      for (const t of explanation.matched) out.push(String(t));
+    } else if (Array.isArray(explanation.sentences)) {
+      for (const s of explanation.sentences) {
+        for (const m of (s && Array.isArray(s.matched) ? s.matched : [])) out.push(String(m.term));
+      }
+    } else if (explanation.terms && typeof explanation.terms === "object") {
+      for (const found of Object.values(explanation.terms)) {
+        for (const e of Object.keys(found || {})) out.push(e);
+      }
+    }
+    return Array.from(new Set(out));
+  }
+
+  const MAX_LINK_TERMS = 200;
+
+  /** The in-page link to a document: "#doc=<id>&term=<t>…" (URL-encoded). */
+  function docHash(id, terms) {
+    const params = new URLSearchParams();
+    params.append("doc", String(id));
+    for (const t of (terms || []).slice(0, MAX_LINK_TERMS)) params.append("term", String(t));
+    return "#" + params.toString();
+  }
+
+  /** {id, terms} of a "#doc=…" hash, or null for any other hash. */
+  function parseDocHash(hash) {
+    const raw = String(hash || "").replace(/^#/, "");
+    if (!raw.startsWith("doc=")) return null;
+    const params = new URLSearchParams(raw);
+    const id = params.get("doc");
+    return id ? { id: id, terms: params.getAll("term").slice(0, MAX_LINK_TERMS) } : null;
+  }
+
+  /**
+   * The paragraphs of `text` (one per "\n"; blank ones dropped), each a list of {text, mark}
+   * parts, marked where `spans` ([start, end) offsets in code points, as the API sends them)
+   * say.
+   */
+  function splitHighlights(text, spans) {
+    const chars = Array.from(String(text));
+    const marked = new Uint8Array(chars.length);
+    for (const span of Array.isArray(spans) ? spans : []) {
+      const start = Math.max(0, Number(span[0]));
+      const end = Math.min(chars.length, Number(span[1]));
+      for (let i = start; i < end; i++) marked[i] = 1;
+    }
+    const paragraphs = [];
+    let parts = [];
+    let at = 0;
+    const flush = function () {
+      if (parts.some(function (p) { return p.text.trim(); })) paragraphs.push(parts);
+      parts = [];
+    };
+    while (at < chars.length) {
+      if (chars[at] === "\n") {
+        flush();
+        at++;
+        continue;
+      }
+      let end = at;
+      while (end < chars.length && chars[end] !== "\n" && marked[end] === marked[at]) end++;
+      parts.push({ text: chars.slice(at, end).join(""), mark: marked[at] === 1 });
+      at = end;
+    }
+    flush();
+    return paragraphs;
   }
 
   // ------------------------------------------------------------------ DOM helpers
@@ -292,6 +383,12 @@
 
   const LANGUAGE_NAMES = { de: "German", zh: "Chinese", en: "English" };
 
+  /** The query inputs take at most the server's max_query_chars (index.html has a default). */
+  function setMaxQueryChars(limit) {
+    if (!Number.isInteger(limit) || limit < 1) return;
+    for (const id of ["search-query", "suggest-sentence"]) byId(id).maxLength = limit;
+  }
+
   async function loadLanguages(attempt) {
     const status = byId("service-status");
     let body = null;
@@ -306,6 +403,7 @@
       status.textContent = "The service gave an unreadable readiness answer.";
       return;
     }
+    setMaxQueryChars(body.max_query_chars);
     if (body.detail === "still loading" && attempt < 30) {
       status.textContent = "The service is still loading its models…";
       window.setTimeout(function () { loadLanguages(attempt + 1); }, 1000);
@@ -336,6 +434,7 @@
   // ------------------------------------------------------------------ search tab
 
   const searchState = { request: null, offset: 0, seq: 0 };
+  const QUERY_ECHO_CHARS = 80;
 
   function readSearchForm() {
     const k = parseInt(byId("search-k").value, 10);
@@ -347,7 +446,12 @@
     };
   }
 
-  /** The translation's words, the ones in `matched` in <mark>, then the list of matched words. */
+  /** The user's text for a heading: cut at QUERY_ECHO_CHARS, the whole of it in the title. */
+  function queryEcho(text) {
+    return el("span", { className: "query-echo", title: String(text), text: truncate(text, QUERY_ECHO_CHARS) });
+  }
+
+  /** The translation's words, the ones in `matched` in <mark>. */
   function markedTranslation(translation, matched) {
     const set = new Set(matched.map(function (t) { return String(t).toLowerCase(); }));
     const line = el("span", { className: "translation" });
@@ -358,6 +462,7 @@
     return line;
   }
 
+  /** How a hit was retrieved, with its numbers (BM25 weights, model and retrieval scores). */
   function renderExplanation(explanation) {
     const box = el("div", { className: "explanation-body" });
     if (!explanation || typeof explanation !== "object") {
@@ -404,7 +509,50 @@
     return box;
   }
 
+  /** The translation that found a document, for a searcher: the words only, no numbers. */
+  function renderFoundTranslation(explanation) {
+    const box = el("div", { className: "found-body" });
+    if (!explanation || typeof explanation !== "object") return box;
+    if (Array.isArray(explanation.sentences)) { // BOW-FD: per sentence, the best derivation
+      const several = explanation.sentences.length > 1;
+      for (const s of explanation.sentences) {
+        const terms = (Array.isArray(s.matched) ? s.matched : []).map(function (m) { return m.term; });
+        box.append(el("p", { className: "derivation" }, [
+          several ? el("span", { className: "label", text: "Sentence " + (Number(s.sentence) + 1) + ": " }) : null,
+          markedTranslation(s.translation || "", terms),
+        ]));
+      }
+    } else if (Array.isArray(explanation.matched)) { // DT: the query's 1-best translation
+      box.append(el("p", { className: "derivation" }, [
+        markedTranslation(explanation.translation || "", explanation.matched.map(String)),
+      ]));
+    } else if (explanation.terms && typeof explanation.terms === "object") { // PSQ
+      const list = el("ul", { className: "psq-terms" });
+      for (const [source, found] of Object.entries(explanation.terms)) {
+        list.append(el("li", {}, [
+          el("span", { className: "label", text: source + " → " }),
+          Object.keys(found || {}).join(", "),
+        ]));
+      }
+      box.append(list);
+    }
+    return box;
+  }
+
+  // What each listed hit was found by (id -> {explanation, score, query, method}), for the
+  // document view: kept from the search, so going to a document and back needs no new search.
+  const foundBy = new Map();
+
   function renderHit(hit, position, uid) {
+    const id = String(hit.id);
+    const link = el("a", {
+      className: "result-link",
+      href: docHash(id, explanationTerms(hit.explanation)),
+      text: hit.title || id,
+    });
+    link.addEventListener("click", function (event) {
+      if (event.button === 0 && !event.ctrlKey && !event.metaKey && !event.shiftKey) docState.fromResults = true;
+    });
     const snippet = el("p", { className: "snippet" });
     for (const part of parseSnippet(String(hit.snippet || ""))) {
       snippet.append(part.mark ? el("mark", { text: part.text }) : part.text);
@@ -415,22 +563,21 @@
       className: "explain-toggle",
       "aria-expanded": "false",
       "aria-controls": panelId,
-      text: "Explain",
+      text: "Details",
     });
-    toggle.append(srOnly(" result " + position));
-    const panel = el("div", { id: panelId, className: "explanation", hidden: true }, [renderExplanation(hit.explanation)]);
+    toggle.append(srOnly(" of result " + position));
+    const panel = el("div", { id: panelId, className: "explanation", hidden: true }, [
+      el("p", { className: "scores" }, [el("span", { className: "score", text: "Score " + fmt(hit.score, 3) })]),
+      renderExplanation(hit.explanation),
+    ]);
     toggle.addEventListener("click", function () {
       const open = toggle.getAttribute("aria-expanded") !== "true";
       toggle.setAttribute("aria-expanded", open ? "true" : "false");
       panel.hidden = !open;
     });
-    return el("li", { className: "result" }, [
-      el("h3", { className: "result-title", text: hit.title || hit.id }),
-      el("p", { className: "result-meta" }, [
-        el("span", { className: "score", text: "score " + fmt(hit.score, 3) }),
-        " · ",
-        el("span", { className: "doc-id", text: hit.id }),
-      ]),
+    return el("li", { className: "result", "data-doc-id": id }, [
+      el("h3", { className: "result-title" }, [link]),
+      el("p", { className: "result-meta" }, [el("span", { className: "doc-id", text: id })]),
       snippet,
       toggle,
       panel,
@@ -442,13 +589,33 @@
     for (const [term, value] of rows) {
       dl.append(el("dt", { text: term }), el("dd", { text: value }));
     }
-    dl.hidden = rows.length === 0;
   }
 
   function timingText(response) {
     const t = response.timings || {};
     return "decode " + fmt(t.decode_ms, 0) + " ms, rank " + fmt(t.rank_ms, 0) + " ms, total " +
       fmt(t.total_ms, 0) + " ms" + (response.cached ? " (translation from cache)" : "");
+  }
+
+  /** Remove every trace of the last search (results, summary, details, pager). */
+  function clearSearch() {
+    clear(byId("search-results"));
+    byId("search-results").removeAttribute("start");
+    byId("search-summary").textContent = "";
+    const translation = byId("search-translation");
+    translation.textContent = "";
+    translation.hidden = true;
+    clear(byId("search-meta"));
+    byId("search-details").open = false;
+    byId("search-details").hidden = true;
+    byId("search-pager").hidden = true;
+    showDegraded("search-degraded", null);
+    foundBy.clear();
+  }
+
+  function searchFailed(message) {
+    clearSearch();
+    showAlert(message);
   }
 
   async function runSearch(offset, focusResults) {
@@ -470,17 +637,28 @@
       showDegraded("search-degraded", response);
       const hits = Array.isArray(response.results) ? response.results : [];
       clear(results);
+      foundBy.clear();
       results.start = offset + 1;
-      hits.forEach(function (hit, at) { results.append(renderHit(hit, offset + at + 1, seq)); });
-      summary.textContent = hits.length
-        ? "Results " + (offset + 1) + "–" + (offset + hits.length) + " for “" + request.query + "”"
-        : (offset > 0 ? "No more results for “" + request.query + "”" : "No results for “" + request.query + "”");
+      hits.forEach(function (hit, at) {
+        foundBy.set(String(hit.id), { explanation: hit.explanation, score: hit.score, query: request.query, method: request.method });
+        results.append(renderHit(hit, offset + at + 1, seq));
+      });
+      const lead = hits.length
+        ? "Results " + (offset + 1) + "–" + (offset + hits.length) + " for “"
+        : (offset > 0 ? "No more results for “" : "No results for “");
+      summary.replaceChildren(lead, queryEcho(request.query), "”");
+      const translation = byId("search-translation");
+      translation.replaceChildren(
+        el("span", { className: "label", text: "Best translation of the query: " }),
+        el("span", { className: "translation", text: String(response.translation || "") }),
+      );
+      translation.hidden = false;
       renderMeta(byId("search-meta"), [
-        ["Best translation of the query", String(response.translation || "")],
+        ["Scorer", String(response.signature || "")],
         ["Weights version", String(response.weights_version || "")],
         ["Timings", timingText(response)],
-        ["Scorer", String(response.signature || "")],
       ]);
+      byId("search-details").hidden = false;
       const pager = byId("search-pager");
       byId("search-prev").disabled = offset === 0;
       byId("search-next").disabled = hits.length < request.k;
@@ -489,8 +667,7 @@
       if (focusResults) summary.focus();
     } catch (exc) {
       if (seq !== searchState.seq) return;
-      summary.textContent = "";
-      showAlert(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
+      searchFailed(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
     } finally {
       if (seq === searchState.seq) {
         form.removeAttribute("aria-busy");
@@ -505,7 +682,8 @@
       event.preventDefault();
       const request = readSearchForm();
       if (!request.query.trim()) {
-        showAlert("Type a query first.");
+        searchState.seq++; // a search still under way must not fill the list again
+        searchFailed("Type a query first.");
         byId("search-query").focus();
         return;
       }
@@ -520,6 +698,124 @@
       const r = searchState.request;
       if (r) runSearch(searchState.offset + r.k, true);
     });
+  }
+
+  // ------------------------------------------------------------------ document view (#doc=…)
+
+  const docState = { seq: 0, fromResults: false, lastId: null, pageTitle: document.title };
+
+  /** "/v1/documents/<id>?terms=…": the id's segments encoded one by one (ids hold "/"). */
+  function documentPath(id, terms) {
+    const path = "/v1/documents/" + String(id).split("/").map(encodeURIComponent).join("/");
+    const params = new URLSearchParams();
+    for (const t of terms) params.append("terms", t);
+    return path + "?" + params.toString();
+  }
+
+  function showMainView() {
+    const view = byId("doc-view");
+    if (view.hidden) return;
+    docState.seq++;
+    view.hidden = true;
+    hideAlert();
+    document.title = docState.pageTitle;
+    document.querySelector(".tabs").hidden = false;
+    for (const tab of document.querySelectorAll("[role=tab]")) {
+      byId(tab.getAttribute("aria-controls")).hidden = tab.getAttribute("aria-selected") !== "true";
+    }
+    docState.fromResults = false;
+    // back where the searcher left: the link of the document they opened
+    for (const link of document.querySelectorAll("#search-results .result-link")) {
+      if (link.closest(".result").getAttribute("data-doc-id") === docState.lastId) {
+        link.focus();
+        break;
+      }
+    }
+  }
+
+  function renderFoundBy(box, context) {
+    clear(box);
+    if (!context) {
+      box.append(el("p", { className: "found-note", text: "Open this document from a search result to see the translation that found it." }));
+      return;
+    }
+    box.append(
+      el("h3", { className: "small-heading", text: "The translation that found it" }),
+      el("p", { className: "found-query" }, ["Query “", queryEcho(context.query), "”"]),
+      renderFoundTranslation(context.explanation),
+      el("details", { className: "details doc-details" }, [
+        el("summary", { text: "Details" }),
+        el("p", { className: "scores" }, [el("span", { className: "score", text: "Score " + fmt(context.score, 3) + " (" + String(context.method) + ")" })]),
+        renderExplanation(context.explanation),
+      ]),
+    );
+  }
+
+  function renderDocText(box, text, spans) {
+    clear(box);
+    for (const parts of splitHighlights(text, spans)) {
+      const p = el("p");
+      for (const part of parts) p.append(part.mark ? el("mark", { text: part.text }) : part.text);
+      box.append(p);
+    }
+  }
+
+  async function showDocView(target) {
+    const seq = ++docState.seq;
+    docState.lastId = target.id;
+    hideAlert();
+    document.querySelector(".tabs").hidden = true;
+    for (const panel of document.querySelectorAll("[role=tabpanel]")) panel.hidden = true;
+    const view = byId("doc-view");
+    const article = byId("doc-article");
+    const status = byId("doc-status");
+    view.hidden = false;
+    article.hidden = true;
+    status.textContent = "Loading the document…";
+    window.scrollTo(0, 0);
+    try {
+      const doc = await callApi("GET", documentPath(target.id, target.terms));
+      if (seq !== docState.seq) return;
+      const title = byId("doc-title");
+      clear(title);
+      for (const parts of splitHighlights(String(doc.title || doc.id), doc.title_highlights)) {
+        for (const part of parts) title.append(part.mark ? el("mark", { text: part.text }) : part.text);
+      }
+      renderMeta(byId("doc-meta"), [["Id", String(doc.id)], ["Source", String(doc.source || "–")]]);
+      renderFoundBy(byId("doc-found-by"), foundBy.get(String(doc.id)));
+      renderDocText(byId("doc-text"), String(doc.text || ""), doc.highlights);
+      status.textContent = "";
+      article.hidden = false;
+      document.title = String(doc.title || doc.id) + " — " + docState.pageTitle;
+      title.focus();
+    } catch (exc) {
+      if (seq !== docState.seq) return;
+      status.textContent = "";
+      article.hidden = true;
+      for (const id of ["doc-title", "doc-meta", "doc-found-by", "doc-text"]) clear(byId(id));
+      showAlert(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
+    }
+  }
+
+  function route() {
+    const target = parseDocHash(window.location.hash);
+    if (target) showDocView(target);
+    else showMainView();
+  }
+
+  function setupDocView() {
+    // the skip link moves the focus without changing the hash (which says what is shown)
+    document.querySelector(".skip-link").addEventListener("click", function (event) {
+      event.preventDefault();
+      byId("main").focus();
+    });
+    byId("doc-back").addEventListener("click", function (event) {
+      if (docState.fromResults) { // the entry before this one is the results: go back to it
+        event.preventDefault();
+        window.history.back();
+      }
+    });
+    window.addEventListener("hashchange", route);
   }
 
   // ------------------------------------------------------------------ translator tab
@@ -544,8 +840,9 @@
 
   function renderSuggestion(item, best) {
     const foundBy = Array.isArray(item.found_by) ? item.found_by : [];
-    const details = el("details", { className: "found-by" }, [
-      el("summary", { text: "Found by " + foundBy.length + (foundBy.length === 1 ? " translation" : " translations") }),
+    const details = el("details", { className: "found-by details" }, [
+      el("summary", { text: "Details: found by " + foundBy.length + (foundBy.length === 1 ? " translation" : " translations") }),
+      el("p", { className: "scores" }, [el("span", { className: "score", text: "Score " + fmt(item.score, 4) })]),
       el("ul", {}, foundBy.map(function (f) {
         return el("li", {
           text: "#" + f.rank + " “" + f.translation + "”: Pr(t|s) " + fmt(f.pr_t, 3) + ", cosine " +
@@ -555,11 +852,7 @@
     ]);
     return el("li", { className: "result suggestion" }, [
       el("p", { className: "reference", text: String(item.text || "") }),
-      el("p", { className: "result-meta" }, [
-        el("span", { className: "score", text: "score " + fmt(item.score, 4) }),
-        " · ",
-        el("span", { className: "doc-id", text: String(item.id || "") }),
-      ]),
+      el("p", { className: "result-meta" }, [el("span", { className: "doc-id", text: String(item.id || "") })]),
       el("div", { className: "diff-box" }, [
         el("span", { className: "label", text: "Differences to the best translation:" }),
       ].concat(renderDiff(best, String(item.text || "")))),
@@ -567,10 +860,21 @@
     ]);
   }
 
+  /** Remove every trace of the last suggestion (translations, legend, sentences, summary). */
+  function clearSuggest() {
+    clear(byId("suggest-results"));
+    byId("suggest-summary").textContent = "";
+    clear(byId("suggest-translations"));
+    byId("suggest-translations").hidden = true;
+    byId("suggest-legend").hidden = true;
+    showDegraded("suggest-degraded", null);
+  }
+
   async function runSuggest() {
     const seq = ++suggestState.seq;
     const sentence = byId("suggest-sentence").value;
     if (!sentence.trim()) {
+      clearSuggest();
       showAlert("Type a sentence first.");
       byId("suggest-sentence").focus();
       return;
@@ -602,19 +906,24 @@
         el("ol", { className: "nbest" }, translations.map(function (t) {
           return el("li", {}, [el("span", { text: String(t.text) }), el("span", { className: "prob", text: " Pr " + fmt(t.pr_t, 3) })]);
         })),
-        el("p", { className: "timings", text: "Weights " + String(response.weights_version || "") + "; " + timingText(response) }),
+        el("details", { className: "details" }, [
+          el("summary", { text: "Details" }),
+          el("p", { className: "timings", text: "Weights " + String(response.weights_version || "") + "; " + timingText(response) }),
+          el("p", { className: "signature", text: "Scorer " + String(response.signature || "") }),
+        ]),
       );
       box.hidden = false;
       const items = Array.isArray(response.results) ? response.results : [];
       clear(results);
       for (const item of items) results.append(renderSuggestion(item, best));
       byId("suggest-legend").hidden = items.length === 0;
-      summary.textContent = items.length
-        ? items.length + (items.length === 1 ? " reference sentence" : " reference sentences") + " for “" + sentence + "”"
-        : "No reference sentences for “" + sentence + "”";
+      const lead = items.length
+        ? items.length + (items.length === 1 ? " reference sentence" : " reference sentences") + " for “"
+        : "No reference sentences for “";
+      summary.replaceChildren(lead, queryEcho(sentence), "”");
     } catch (exc) {
       if (seq !== suggestState.seq) return;
-      summary.textContent = "";
+      clearSuggest();
       showAlert(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
     } finally {
       if (seq === suggestState.seq) form.removeAttribute("aria-busy");
@@ -637,12 +946,19 @@
     wordDiff: wordDiff,
     diffRuns: diffRuns,
     diffSummary: diffSummary,
+    truncate: truncate,
+    explanationTerms: explanationTerms,
+    docHash: docHash,
+    parseDocHash: parseDocHash,
+    splitHighlights: splitHighlights,
   });
 
   function start() {
     setupTabs();
     setupSearch();
     setupSuggest();
+    setupDocView();
+    route(); // a #doc= link opened in a new tab or reloaded
     loadLanguages(0);
   }
 

@@ -1,0 +1,72 @@
+"""Query sets that look like what users type, derived from the paragraph-length CLIR sets.
+
+The LibreOffice query sets of ``../shared/data/clir`` are a page's title plus its first
+paragraph (about 50 German words, 95 Chinese characters). Searchers mostly type a few words.
+A **short** query keeps the beginning of the paragraph query — the first
+:data:`SHORT_TOKENS` whitespace tokens of a German query, the first :data:`SHORT_CHARS`
+characters of a Chinese one — which is mostly the page title; it keeps the qid and so the
+judgments of its paragraph query. Its **monolingual ceiling** is the same cut of the English
+page's own text (title, then text), ranked by the same index: what a perfect translation of
+the short query could at best retrieve (Hieber & Riezler 2015, §5, compare their systems with
+a monolingual upper bound in the same way).
+
+Natural **questions** ("Wie füge ich eine Tabelle ein?") cannot be derived; they were written
+by hand for a sample of dev pages (``bench/querysets/``, documented in its README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from service.errors import InvalidInputError
+from service.records import QrelsDict
+
+SHORT_TOKENS = 8  # German (and any whitespace-separated language): tokens kept
+SHORT_CHARS = 14  # Chinese: characters kept
+
+QUERY_SETS: tuple[str, ...] = ("paragraph", "short", "question")
+
+
+def short_text(text: str, lang: str) -> str:
+    """The beginning of ``text`` a searcher would type: its first :data:`SHORT_CHARS`
+    non-space characters for Chinese, its first :data:`SHORT_TOKENS` whitespace tokens
+    otherwise (English included)."""
+    if lang == "zh":
+        out: list[str] = []
+        n = 0
+        for ch in " ".join(text.split()):
+            if n == SHORT_CHARS:
+                break
+            out.append(ch)
+            n += not ch.isspace()
+        return "".join(out).strip()
+    return " ".join(text.split()[:SHORT_TOKENS])
+
+
+def short_queries(queries: Mapping[str, str], lang: str) -> dict[str, str]:
+    """The short form of every query (same qids, so the same judgments apply)."""
+    out = {qid: short_text(text, lang) for qid, text in queries.items()}
+    empty = [qid for qid, text in out.items() if not text]
+    if empty:
+        raise InvalidInputError(f"{len(empty)} queries have no text to shorten, e.g. {empty[0]}")
+    return out
+
+
+def mate(judgments: Mapping[str, int]) -> str:
+    """The document judged 3 (the page the query was made from); there must be one."""
+    best = [d for d, rel in judgments.items() if rel == 3]
+    if len(best) != 1:
+        raise InvalidInputError(f"expected exactly one document judged 3, got {len(best)}")
+    return best[0]
+
+
+def ceiling_queries(
+    qids: Iterable[str], qrels: QrelsDict, english: Mapping[str, tuple[str, str]]
+) -> dict[str, str]:
+    """For each qid, the first :data:`SHORT_TOKENS` tokens of its English mate's title and
+    text (``english`` maps a document id to ``(title, text)``)."""
+    out: dict[str, str] = {}
+    for qid in qids:
+        title, text = english[mate(qrels[qid])]
+        out[qid] = short_text(f"{title} {text}", "en")
+    return out
