@@ -107,6 +107,7 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         args.out,
         tokenizer=args.tokenizer,
         rsj_policy=args.rsj,
+        analysis=args.analysis,
         limit=args.limit,
         force=args.force,
         progress=not args.quiet,
@@ -125,6 +126,7 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         "negative_rsj_terms": counts["negative_rsj_terms"],
         "rsj": result.manifest["build"]["rsj"],
         "tokenizer": result.manifest["build"]["tokenizer"],
+        "analysis": result.manifest["build"]["analysis"],
     }
     print(json.dumps(payload, sort_keys=True))
     return 0
@@ -366,6 +368,77 @@ def _cmd_eval_tr(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import run_topics
+
+    payload = run_topics(
+        args.model,
+        args.index,
+        args.method,
+        args.topics,
+        args.output,
+        tag=args.tag,
+        hits=args.hits,
+        use_lm=not args.no_lm,
+        limit=args.limit,
+        progress=not args.quiet,
+        params=_params(args.param),
+    )
+    for qid, reason in payload["failed"].items():
+        print(f"note: topic {qid} has no run lines: {reason}", file=sys.stderr)
+    print(json.dumps(payload, sort_keys=True))
+    return 0
+
+
+def _cmd_weights(args: argparse.Namespace) -> int:
+    from service.mt.bundle import load_bundle
+    from service.retrieval.runner import load_index
+    from service.retrieval.versions import activate_version
+    from service.settings import get_settings
+
+    bundle = load_bundle(args.model)
+    store = bundle.weights_store
+    if args.activate is not None:
+        index_path = args.index or get_settings().first_existing(get_settings().doc_indexes)
+        if index_path is None:
+            print("note: no document index: the version is not probed", file=sys.stderr)
+        index = load_index(index_path) if index_path is not None else None
+        done = activate_version(bundle, args.activate, index)
+        payload: dict[str, Any] = {
+            "model": str(args.model),
+            "version": done.record.version,
+            "previous": done.previous,
+            "probed": index is not None,
+            "state": str(store.writable),
+        }
+        print(json.dumps(payload, sort_keys=True))
+        return 0
+    active = store.active_version()
+    rows = []
+    for version in store.versions():
+        row: dict[str, Any] = {
+            "version": version,
+            "origin": store.origin(version),
+            "active": version == active,
+        }
+        try:
+            record = store.load(version)
+            row.update(source=record.source, created=record.created, metrics=record.metrics)
+        except ClirError as exc:
+            row["error"] = str(exc)
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"model": str(args.model), "active": active,
+                          "state": str(store.writable), "versions": rows}))  # fmt: skip
+        return 0
+    print(f"# {args.model}: new versions and the active pointer in {store.writable}")
+    for row in rows:
+        mark = "*" if row["active"] else " "
+        what = row.get("error") or row.get("source", "")
+        print(f"{mark} {row['version']:<32} {row['origin']:<7} {what}")
+    return 0
+
+
 # --- parser --------------------------------------------------------------------------------
 
 
@@ -449,6 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, help="index only the first N records (demo subsets)")
     p.add_argument("--tokenizer", default="en", help="tokenizer name: en (default, Moses) or regex")
+    p.add_argument(
+        "--analysis",
+        help="analysis chain: steps word, min2, stop, stem joined by '+', or none (default: "
+        "the setting docs_analysis for --docs, none for --pool)",
+    )
     p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -501,6 +579,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
+
+    p = verb(
+        "run",
+        "Rank every topic of a query file and write a TREC run (no judgments needed).",
+        _cmd_run,
+    )
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument(
+        "--topics", "--queries", type=Path, required=True, help="topics, qid<TAB>text per line"
+    )
+    p.add_argument(
+        "--output", "--out", type=Path, required=True, help="the run: qid Q0 docid rank score tag"
+    )
+    p.add_argument("--tag", help="run tag, one word (default: the method)")
+    p.add_argument("--hits", type=int, default=1000, help="documents per topic (default 1000)")
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--limit", type=int, help="run only the first N topics")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_param_flag(p)
+
+    p = verb(
+        "weights",
+        "List a model's weights versions, or activate one (checked to serve first).",
+        _cmd_weights,
+    )
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--activate", metavar="VERSION", help="make this version the active one")
+    p.add_argument(
+        "--index",
+        type=Path,
+        help="document index to probe the version with (default: the first configured one)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = verb("eval-run", "Evaluate a TREC run file against TREC qrels.", _cmd_eval_run)
     p.add_argument("--qrels", type=Path, required=True)

@@ -33,6 +33,12 @@ class Settings(BaseSettings):
         description="Sentence-pool index candidates for translation retrieval.",
     )
     job_store: Path = Field(Path("var/jobs.sqlite3"), description="SQLite job store.")
+    weights_state_dir: Path = Field(
+        Path("var/weights"),
+        description="Where new weights versions and the active-version pointer of every model "
+        "bundle are stored (one subdirectory per bundle), so that bundles stay read-only; "
+        "beside the job store, which the API and the worker share.",
+    )
 
     # --- decoder -------------------------------------------------------------------------
     pop_limit: int = Field(200, ge=1, description="Cube-pruning pop limit per cell (001 §5).")
@@ -63,6 +69,12 @@ class Settings(BaseSettings):
     # --- retrieval -------------------------------------------------------------------------
     bm25_k1: float = Field(1.2, gt=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
+    docs_analysis: str = Field(
+        "word+min2+stop-long",
+        description="Analysis chain of new document indexes (service.index.analysis): steps "
+        "word, min2, stop, stop-long, stem joined by '+', or none. An index keeps the chain it was "
+        "built with.",
+    )
     ranking_depth: int = Field(1000, ge=1)
 
     # --- requests ----------------------------------------------------------------------
@@ -108,8 +120,14 @@ class Settings(BaseSettings):
     )
     metrics_dir: Path | None = Field(
         None,
-        description="Where the API processes publish their metrics for /metrics to sum; "
-        "`clir serve --workers N` (N > 1) sets it.",
+        description="prometheus_client's multiprocess directory (PROMETHEUS_MULTIPROC_DIR of "
+        "the API processes) for `clir serve --workers N`, N > 1: created if missing and emptied "
+        "of metric files at every start. Default: a new temporary directory, removed at exit.",
+    )
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="Logs of `clir serve` on stderr: one JSON object per line (json), plain "
+        "text (text), or text on a terminal and JSON otherwise (auto).",
     )
 
     # --- admin and training ------------------------------------------------------------

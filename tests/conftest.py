@@ -21,6 +21,22 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "data"
 
 
+def _weights_state(factory: pytest.TempPathFactory) -> str:
+    """One weights state directory per session, outside the checkout: bundles that tests load
+    (the committed demo included) are never written to, and neither is the checkout's var/."""
+    return str(factory.getbasetemp() / "weights-state")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_weights_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # session fixtures (toy_bundle) load bundles before the per-test settings below apply
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLIR_WEIGHTS_STATE_DIR", _weights_state(tmp_path_factory))
+        get_settings.cache_clear()
+        yield
+    get_settings.cache_clear()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -34,6 +50,7 @@ def _fresh_settings(
     # apps started by tests skip the warm-up (tests/api/test_warmup.py runs it)
     monkeypatch.setenv("CLIR_WARM_UP", "false")
     monkeypatch.setenv("CLIR_JOB_STORE", str(tmp_path_factory.getbasetemp() / "jobs.sqlite3"))
+    monkeypatch.setenv("CLIR_WEIGHTS_STATE_DIR", _weights_state(tmp_path_factory))
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()

@@ -16,7 +16,7 @@ from service.records import ScoredDoc
 
 VERBS = [
     "train-model", "tune", "build-index", "translate", "search", "eval", "eval-tr",
-    "eval-run", "compare-runs", "train-ltr", "serve",
+    "eval-run", "compare-runs", "train-ltr", "serve", "run", "weights",
 ]  # fmt: skip
 
 

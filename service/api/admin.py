@@ -6,11 +6,14 @@ Every route needs ``Authorization: Bearer <CLIR_ADMIN_TOKEN>``, compared in cons
 token configured → 503 (the admin API is disabled). The token is never logged or echoed.
 
 Jobs live in the SQLite job store (:mod:`service.jobs.store`, opened on first use and kept on
-``app.state``); the worker (embedded or ``clir worker``) runs them. Activation validates the
-version file (JSON, finite weights, known feature names) before it rewrites the bundle's
-``ACTIVE`` pointer atomically; the query service reads the active version on every request and
-keys its decoders and cached forests by version, so the swap needs no restart and requests in
-flight finish with the version they started with. A refused file leaves the old version serving.
+``app.state``); the worker (embedded or ``clir worker``) runs them. Activation
+(:func:`service.retrieval.versions.activate_version`) validates the version file (JSON, finite
+weights, known feature names: else 422) and that the service can score with it (a probe query
+decoded with it and ranked by every document method: else 409) before it rewrites the
+bundle's active pointer atomically, in the weights state directory (the bundle itself is
+read-only); the query service reads the active version on every request and keys its decoders
+and cached forests by version, so the swap needs no restart and requests in flight finish with
+the version they started with. A refused file leaves the old version serving.
 
 The request body of ``POST /train`` is :class:`service.ltr.task.LtrParams`; its paths are
 resolved with ``restrict_paths=True`` (data under ``settings.data_dir``, only configured models
@@ -23,27 +26,18 @@ import hmac
 import logging
 import threading
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ResourcesDep, SettingsDep
-from service.errors import (
-    ClirError,
-    DataFormatError,
-    InvalidInputError,
-    NotFoundError,
-    NotReadyError,
-)
+from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
-from service.mt.rules import ALL_FEATURES
-from service.mt.weights import WeightsVersion, check_version_name
-from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
-from service.retrieval.lex import is_lex_feature
+from service.retrieval.versions import activate_version, active_version_or_none
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +224,11 @@ class SelftestRequest(BaseModel):
 class VersionPublic(BaseModel):
     version: str
     active: bool
+    origin: Literal["bundle", "state"] = Field(
+        "state",
+        description="bundle: shipped with the (read-only) model bundle; state: written since, "
+        "in the weights state directory (CLIR_WEIGHTS_STATE_DIR).",
+    )
     source: str = ""
     created: str = ""
     parent: str | None = None
@@ -251,6 +250,7 @@ class ModelPublic(BaseModel):
                         {
                             "version": "v20250101-100000-000000",
                             "active": True,
+                            "origin": "state",
                             "source": "ltr hinge",
                             "created": "2025-01-01T10:00:00+00:00",
                             "parent": "default",
@@ -354,13 +354,17 @@ def cancel_job(job_id: str, store: JobStoreDep, response: Response) -> JobPublic
 
 
 def _version_public(bundle: ModelBundle, version: str, active: str | None) -> VersionPublic:
+    origin = bundle.weights_store.origin(version)
     try:
         record = bundle.weights_store.load(version)
     except ClirError as exc:
-        return VersionPublic(version=version, active=version == active, error=str(exc))
+        return VersionPublic(
+            version=version, active=version == active, origin=origin, error=str(exc)
+        )
     return VersionPublic(
         version=version,
         active=version == active,
+        origin=origin,
         source=record.source,
         created=record.created,
         parent=record.parent,
@@ -368,19 +372,12 @@ def _version_public(bundle: ModelBundle, version: str, active: str | None) -> Ve
     )
 
 
-def _active_version(bundle: ModelBundle) -> str | None:
-    try:
-        return bundle.weights_store.active_version()
-    except ClirError:
-        return None
-
-
 @router.get("/models", response_model=ModelsPublic)
 def list_models(resources: ResourcesDep) -> ModelsPublic:
     """The loaded model bundles with their weights versions and which one is active."""
     data = []
     for lang, bundle in sorted(resources.models.items()):
-        active = _active_version(bundle)
+        active = active_version_or_none(bundle)
         versions = [_version_public(bundle, v, active) for v in bundle.weights_store.versions()]
         data.append(
             ModelPublic(name=bundle.name, lang=lang, active_version=active, versions=versions)
@@ -409,28 +406,6 @@ def _pick_bundle(
     raise InvalidInputError(f"say which model with ?lang= or ?model=; loaded: {loaded}")
 
 
-def validate_version(bundle: ModelBundle, version: str) -> WeightsVersion:
-    """Read ``version`` back and check it can serve; refusals name the file."""
-    store = bundle.weights_store
-    check_version_name(version)
-    try:
-        record = store.load(version)
-    except DataFormatError as exc:
-        raise InvalidInputError(f"refused: {exc}; the active version keeps serving") from exc
-    known = set(ALL_FEATURES) | set(bundle.manifest.get("feature_names", ())) | {IR_FEATURE}
-    unknown = sorted(
-        n
-        for n in record.weights
-        if n not in known and not is_lex_feature(n) and not is_ir_term_feature(n)
-    )
-    if unknown:
-        raise InvalidInputError(
-            f"refused: {store.path(version)} names features this model does not have: "
-            f"{', '.join(unknown[:10])}; the active version keeps serving"
-        )
-    return record
-
-
 @router.post("/models/{version}/activate", response_model=ActivatedPublic)
 def activate(
     version: str,
@@ -440,19 +415,15 @@ def activate(
         str | None, Query(max_length=300, description="The model's name or path.")
     ] = None,
 ) -> ActivatedPublic:
-    """Make a weights version the one the service uses (no restart; validated first)."""
+    """Make a weights version the one the service uses (no restart; validated first: 422 for a
+    malformed file, 409 for one the service cannot score with)."""
     bundle = _pick_bundle(resources.models, lang, model)
-    record = validate_version(bundle, version)
-    previous = _active_version(bundle)
-    try:
-        bundle.weights_store.activate(version)  # reads the file back once more
-    except DataFormatError as exc:
-        raise InvalidInputError(f"refused: {exc}; the active version keeps serving") from exc
-    log.info("activated weights %s of %s (was %s)", version, bundle.name, previous)
+    done = activate_version(bundle, version, resources.doc_index)
+    log.info("activated weights %s of %s (was %s)", version, bundle.name, done.previous)
     return ActivatedPublic(
         model=bundle.name,
         lang=bundle.src,
         version=version,
-        previous=previous,
-        metrics=record.metrics,
+        previous=done.previous,
+        metrics=done.record.metrics,
     )

@@ -1,26 +1,29 @@
 """App factory. The lifespan loads every configured resource once and keeps it on
 ``app.state``; ``/readyz`` reports what is loaded and what is missing. The routers (one per
 resource, under ``/v1``) read it through :mod:`service.api.deps`; ``/metrics`` exposes the
-counters of :mod:`service.api.metrics`."""
+series of :mod:`service.api.metrics`; every request is logged by :mod:`service.api.logs` and
+carries an ``X-Request-ID``. The OpenAPI pages (``/docs``, ``/redoc``) load Swagger UI and ReDoc
+from files the app serves (``fastapi-offline``), not from a CDN, so they work offline."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi_offline import FastAPIOffline
 
 from service import __version__
 from service.api import admin, documents, search, suggest, translate
 from service.api import page as web_page
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
-from service.api.metrics import Gauges, Metrics, MetricsMiddleware, SharedMetrics
+from service.api.logs import install_request_logging
+from service.api.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from service.api.resources import Resources, load_resources
 from service.api.serving import QueryService
 from service.api.warmup import warm_up
@@ -40,12 +43,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.worker = worker
         if worker is not None:
             worker.start()
-        stop_publishing = threading.Event()
-        if shared is not None:
-            threading.Thread(
-                target=_publish_every, args=(stop_publishing, 1.0), daemon=True,
-                name="metrics-publisher",
-            ).start()  # fmt: skip
         try:
             resources = load_resources(settings)
             if settings.warm_up:
@@ -53,47 +50,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.resources = resources
             yield
         finally:
-            stop_publishing.set()
             if worker is not None:
                 await asyncio.to_thread(worker.stop)
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="CLIR service",
         version=__version__,
         description="Cross-lingual search of English documents for German and Chinese queries "
         "(bag-of-words forced decoding) and reference-sentence suggestions for translators.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from the validator
     )
     metrics = Metrics()
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.service = QueryService(settings, metrics)
-    shared = SharedMetrics(settings.metrics_dir) if settings.metrics_dir is not None else None
 
-    def gauges() -> Gauges:
+    def cache_gauges() -> None:
         cache = app.state.service.cache
-        return {
-            "clir_query_cache_entries": ("Decoded queries in the cache.", float(len(cache))),
-            "clir_query_cache_capacity": ("Capacity of the query cache.", float(cache.size)),
-            "clir_query_cache_bytes": (
-                "Approximate memory held by the query cache.",
-                float(cache.bytes),
-            ),
-        }
+        metrics.set_cache(len(cache), cache.size, cache.bytes)
 
-    def _publish_every(stop: threading.Event, seconds: float) -> None:
-        assert shared is not None
-        while True:
-            try:
-                shared.publish(metrics, gauges())
-            except OSError as exc:  # a full or vanished directory must not stop the service
-                log.warning("could not publish metrics to %s: %s", shared.directory, exc)
-            if stop.wait(seconds):
-                return
-
+    cache_gauges()
     install_error_handlers(app)
     install_limits(app, settings)  # before metrics, so that metrics counts their answers
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, after=cache_gauges)
+    install_request_logging(app)  # outermost: refusals are logged and carry a request id
     for module in (search, translate, suggest, documents):
         app.include_router(module.router)
     app.include_router(admin.router)
@@ -108,31 +89,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def readyz(request: Request) -> JSONResponse:
         """Readiness: 200 when a model and an index are loaded, else 503 with what is missing."""
         resources: Resources | None = getattr(request.app.state, "resources", None)
+        page = {"max_query_chars": settings.max_query_chars}  # the web page's input maxlength
         if resources is None:
             body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
-            return JSONResponse(body, status_code=503)
-        body = resources.status()
+            return JSONResponse(body | page, status_code=503)
+        body = resources.status() | page
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     def prometheus_metrics() -> PlainTextResponse:
-        """Request counts and latencies, decode times and cache hits (Prometheus text format),
-        summed over the API processes when there are several."""
-        current = gauges()
-        text = None
-        if shared is not None:
-            try:
-                shared.publish(metrics, current)
-                total, summed, processes = shared.collect()
-                summed["clir_api_processes"] = ("API processes summed here.", float(processes))
-                text = total.render(summed)
-            except (OSError, ValueError, KeyError) as exc:
-                log.warning("could not sum the processes' metrics: %s", exc)
-        if text is None:
-            text = metrics.render(current)
-        return PlainTextResponse(
-            text + admin.job_gauges(app),
-            media_type="text/plain; version=0.0.4; charset=utf-8",
-        )
+        """Request counts and latencies, decode times, cache hits and process figures
+        (Prometheus text format), summed over the API processes when there are several."""
+        cache_gauges()
+        return PlainTextResponse(metrics.render() + admin.job_gauges(app), media_type=CONTENT_TYPE)
 
     return app

@@ -1,4 +1,10 @@
-"""Map domain errors (``service.errors``) to HTTP responses ``{"detail": ...}``."""
+"""Map domain errors (``service.errors``) to HTTP responses ``{"detail": ...}``.
+
+Every class of ``service.errors`` has a deliberate status here (a test checks that none is
+missing), so no domain error reaches a client as 500: request errors are 4xx; errors about the
+service's own state (a resource not loaded, a configuration or data file it cannot use, an
+internal step that failed with a domain error) are 503 with a message that says what to fix.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,17 @@ from fastapi.responses import JSONResponse
 
 from service.errors import (
     ClirError,
+    ConfigurationError,
     ConflictError,
+    DataFormatError,
     InputTooLargeError,
     InvalidInputError,
+    JobCancelled,
     MissingResourceError,
     NotBuiltError,
     NotFoundError,
     NotReadyError,
+    OverloadedError,
 )
 
 # Most specific first: the first matching class decides the status.
@@ -22,14 +32,20 @@ STATUS_BY_ERROR: tuple[tuple[type[ClirError], int], ...] = (
     (InvalidInputError, 422),
     (NotFoundError, 404),
     (ConflictError, 409),
+    (JobCancelled, 409),  # the job was cancelled: the state changed under the request
+    (OverloadedError, 503),  # with Retry-After (service.api.limits)
     (NotReadyError, 503),
     (NotBuiltError, 501),
     (MissingResourceError, 503),
+    (ConfigurationError, 503),  # the service is configured so that it cannot answer this
+    (DataFormatError, 503),  # a file the service reads (weights, index, bundle) is malformed
+    (ClirError, 503),  # any other domain failure of the service (job store, training shard)
 )
 
 
 def status_for(exc: ClirError) -> int:
-    return next((code for cls, code in STATUS_BY_ERROR if isinstance(exc, cls)), 500)
+    """The HTTP status of a domain error (the table covers every ClirError)."""
+    return next(code for cls, code in STATUS_BY_ERROR if isinstance(exc, cls))
 
 
 def install_error_handlers(app: FastAPI) -> None:

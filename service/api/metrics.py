@@ -1,27 +1,55 @@
-"""Service metrics in the Prometheus text exposition format (``GET /metrics``), written by hand.
+"""Service metrics for Prometheus (``GET /metrics``), kept by ``prometheus_client``.
 
-Counters and histograms live in one :class:`Metrics` object on ``app.state`` behind a lock;
-:class:`MetricsMiddleware` (plain ASGI) records every request under its route template (so
-``/v1/documents/{doc_id:path}`` is one series, not one per id; unmatched paths count as
-``other``), method and status. The query cache and the decoder add their own series.
+One :class:`Metrics` per app holds the service's series in its own ``CollectorRegistry``:
 
-With several API processes (``clir serve --workers N``) a scrape reaches one of them, so each
-process publishes a snapshot of its metrics and gauges to ``metrics_dir`` (:class:`SharedMetrics`,
-one JSON file per pid, replaced atomically about once a second and on every scrape) and
-``/metrics`` answers with the sum over the live processes. A restarted process starts from 0,
-which Prometheus reads as a counter reset.
+* ``clir_http_requests_total{endpoint,method,status}`` and
+  ``clir_http_request_duration_seconds{endpoint,method}`` — every HTTP request, recorded by
+  :class:`MetricsMiddleware` under its route template (so ``/v1/documents/{doc_id:path}`` is one
+  series, not one per id; unmatched paths count as ``other``);
+* ``clir_decode_seconds`` (cache misses), ``clir_query_cache_hits_total``,
+  ``clir_query_cache_misses_total``, ``clir_degraded_responses_total`` — from the query service;
+* gauges ``clir_query_cache_entries``, ``clir_query_cache_capacity``, ``clir_query_cache_bytes``
+  and ``clir_api_processes``;
+* the standard ``process_*`` figures (resident and virtual memory, CPU seconds, open file
+  descriptors, start time).
+
+**Several API processes** (``clir serve --workers N``) use ``prometheus_client``'s multiprocess
+mode: ``clir serve`` gives every API process one empty directory in ``PROMETHEUS_MULTIPROC_DIR``
+(:mod:`service.api.processes`), each process writes its values to memory-mapped files of its
+own there, and whichever process answers ``/metrics`` merges every file
+(``MultiProcessCollector``). Counters and histograms are summed over every process that ran
+since the server started: the files of a process that died stay, so a killed and replaced
+process takes nothing away and totals never decrease. Gauges are summed over the *live*
+processes (``livesum``): at each scrape the gauge files of dead processes are dropped
+(``mark_process_dead``, which a supervisor's child-exit hook would otherwise call), so
+``clir_api_processes`` counts the processes that serve now. ``prometheus_client``'s process
+collector only sees the process it runs in, so here the answering process reads the
+``/proc`` figures of every live API process with that collector and labels them ``pid``:
+``process_resident_memory_bytes{pid="…"}`` is one series per process (``sum(...)`` is the
+server's total). With one process the figures are the standard unlabelled ones.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import glob
 import os
-import threading
+import re
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from service.jobs.store import pid_alive
 
@@ -32,184 +60,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-
-class Histogram:
-    """Cumulative buckets, sum and count of observed seconds."""
-
-    def __init__(self) -> None:
-        self.buckets = [0] * len(BUCKETS)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, seconds: float) -> None:
-        for i, upper in enumerate(BUCKETS):
-            if seconds <= upper:
-                self.buckets[i] += 1
-        self.total += seconds
-        self.count += 1
-
-    def add(self, other: Histogram) -> None:
-        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
-        self.total += other.total
-        self.count += other.count
-
-    def to_json(self) -> list[Any]:
-        return [self.buckets, self.total, self.count]
-
-    @classmethod
-    def from_json(cls, data: list[Any]) -> Histogram:
-        h = cls()
-        buckets, h.total, h.count = data
-        if len(buckets) != len(BUCKETS):
-            raise ValueError(f"a histogram snapshot has {len(buckets)} buckets, not {len(BUCKETS)}")
-        h.buckets = [int(n) for n in buckets]
-        return h
-
-
-def _labels(**labels: str) -> str:
-    def esc(v: str) -> str:
-        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
-
-
-class Metrics:
-    """Thread-safe request, decode and cache metrics."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
-        self.latency: defaultdict[tuple[str, str], Histogram] = defaultdict(Histogram)
-        self.decode = Histogram()
-        self.counters: defaultdict[str, int] = defaultdict(int)
-
-    def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
-        with self._lock:
-            self.requests[(endpoint, method, str(status))] += 1
-            self.latency[(endpoint, method)].observe(seconds)
-
-    def observe_decode(self, seconds: float) -> None:
-        with self._lock:
-            self.decode.observe(seconds)
-
-    def inc(self, name: str, by: int = 1) -> None:
-        with self._lock:
-            self.counters[name] += by
-
-    def snapshot(self) -> dict[str, Any]:
-        """Everything counted so far, as JSON-able data (:meth:`from_snapshot` reads it)."""
-        with self._lock:
-            return {
-                "requests": [[*key, n] for key, n in self.requests.items()],
-                "latency": [[*key, h.to_json()] for key, h in self.latency.items()],
-                "decode": self.decode.to_json(),
-                "counters": dict(self.counters),
-            }
-
-    @classmethod
-    def from_snapshot(cls, data: dict[str, Any]) -> Metrics:
-        m = cls()
-        for ep, method, status, n in data["requests"]:
-            m.requests[(ep, method, status)] += int(n)
-        for ep, method, h in data["latency"]:
-            m.latency[(ep, method)] = Histogram.from_json(h)
-        m.decode = Histogram.from_json(data["decode"])
-        for name, n in data["counters"].items():
-            m.counters[name] += int(n)
-        return m
-
-    def add(self, other: Metrics) -> None:
-        """Add ``other``'s counts to these (summing processes)."""
-        with self._lock:
-            for key, n in other.requests.items():
-                self.requests[key] += n
-            for lkey, h in other.latency.items():
-                self.latency[lkey].add(h)
-            self.decode.add(other.decode)
-            for name, n in other.counters.items():
-                self.counters[name] += n
-
-    def render(self, gauges: dict[str, tuple[str, float]] | None = None) -> str:
-        """The exposition text; ``gauges`` maps a name to (help, value)."""
-        lines: list[str] = []
-        with self._lock:
-            lines += [
-                "# HELP clir_http_requests_total HTTP requests by route, method and status.",
-                "# TYPE clir_http_requests_total counter",
-            ]
-            for (ep, method, status), n in sorted(self.requests.items()):
-                lines.append(
-                    f"clir_http_requests_total{_labels(endpoint=ep, method=method, status=status)}"
-                    f" {n}"
-                )
-            name = "clir_http_request_duration_seconds"
-            lines += [f"# HELP {name} HTTP request latency.", f"# TYPE {name} histogram"]
-            for (ep, method), h in sorted(self.latency.items()):
-                lines += _histogram(name, h, {"endpoint": ep, "method": method})
-            name = "clir_decode_seconds"
-            lines += [
-                f"# HELP {name} Query decoding time (cache misses).",
-                f"# TYPE {name} histogram",
-            ]
-            lines += _histogram(name, self.decode, {})
-            for counter, help_text in COUNTERS.items():
-                lines += [
-                    f"# HELP {counter} {help_text}",
-                    f"# TYPE {counter} counter",
-                    f"{counter} {self.counters.get(counter, 0)}",
-                ]
-        for gauge, (help_text, value) in sorted((gauges or {}).items()):
-            lines += [f"# HELP {gauge} {help_text}", f"# TYPE {gauge} gauge", f"{gauge} {value:g}"]
-        return "\n".join(lines) + "\n"
-
-
-Gauges = dict[str, tuple[str, float]]
-
-
-class SharedMetrics:
-    """The metrics of every API process sharing ``directory`` (see the module docstring)."""
-
-    def __init__(self, directory: str | os.PathLike[str], pid: int | None = None) -> None:
-        self.directory = os.fspath(directory)
-        self.pid = os.getpid() if pid is None else pid
-
-    def publish(self, metrics: Metrics, gauges: Gauges) -> None:
-        """Replace this process's snapshot (write to a temporary file, then rename)."""
-        data = {"pid": self.pid, "metrics": metrics.snapshot(), "gauges": gauges}
-        path = os.path.join(self.directory, f"{self.pid}.json")
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-
-    def collect(self) -> tuple[Metrics, Gauges, int]:
-        """The sum of the live processes' snapshots (files of dead pids are removed) and the
-        number of processes summed. Gauges are summed too (cache entries, bytes, capacity)."""
-        total = Metrics()
-        gauges: Gauges = {}
-        processes = 0
-        for name in sorted(os.listdir(self.directory)):
-            if not name.endswith(".json"):
-                continue
-            path = os.path.join(self.directory, name)
-            pid = int(name.removesuffix(".json"))
-            if pid != self.pid and not pid_alive(pid):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
-                continue
-            try:
-                with open(path, encoding="utf-8") as f:
-                    data = json.load(f)
-            except FileNotFoundError:  # its process exited between listdir and open
-                continue
-            total.add(Metrics.from_snapshot(data["metrics"]))
-            for gauge, (help_text, value) in data["gauges"].items():
-                prev = gauges.get(gauge, (help_text, 0.0))[1]
-                gauges[gauge] = (help_text, prev + float(value))
-            processes += 1
-        return total, gauges, processes
-
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 CACHE_HITS = "clir_query_cache_hits_total"
 CACHE_MISSES = "clir_query_cache_misses_total"
@@ -219,26 +71,167 @@ COUNTERS = {
     CACHE_MISSES: "Queries decoded because the cache did not hold them.",
     DEGRADED: "Responses whose decoding the time budget cut short.",
 }
+API_PROCESSES = "clir_api_processes"
 
 
-def _histogram(name: str, h: Histogram, labels: dict[str, str]) -> list[str]:
-    out = [
-        f"{name}_bucket{_labels(**labels, le=f'{upper:g}')} {n}"
-        for upper, n in zip(BUCKETS, h.buckets, strict=True)
-    ]
-    out.append(f"{name}_bucket{_labels(**labels, le='+Inf')} {h.count}")
-    suffix = _labels(**labels) if labels else ""
-    out.append(f"{name}_sum{suffix} {h.total:.6f}")
-    out.append(f"{name}_count{suffix} {h.count}")
+def multiprocess_dir() -> str | None:
+    """The multiprocess directory, if this process runs in ``prometheus_client``'s multiprocess
+    mode (the library reads the variable itself when it is imported, so it is read here too)."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+class Metrics:
+    """The service's series (see the module docstring); safe to use from any thread."""
+
+    def __init__(self) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series: the same text in both modes
+        self.directory = multiprocess_dir()
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "clir_http_requests",
+            "HTTP requests by route, method and status.",
+            ("endpoint", "method", "status"),
+            registry=r,
+        )
+        self.latency = Histogram(
+            "clir_http_request_duration_seconds",
+            "HTTP request latency.",
+            ("endpoint", "method"),
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.decode = Histogram(
+            "clir_decode_seconds",
+            "Query decoding time (cache misses).",
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.counters = {
+            name: Counter(name.removesuffix("_total"), text, registry=r)
+            for name, text in COUNTERS.items()
+        }
+
+        def gauge(name: str, text: str) -> Gauge:
+            return Gauge(name, text, registry=r, multiprocess_mode="livesum")
+
+        self.cache_entries = gauge("clir_query_cache_entries", "Decoded queries in the cache.")
+        self.cache_capacity = gauge("clir_query_cache_capacity", "Capacity of the query cache.")
+        self.cache_bytes = gauge(
+            "clir_query_cache_bytes", "Approximate memory held by the query cache."
+        )
+        self.processes = gauge(API_PROCESSES, "API processes summed here.")
+        self.processes.set(1)
+        if self.directory is None:
+            ProcessCollector(registry=r)
+
+    def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(endpoint, method, str(status)).inc()
+        self.latency.labels(endpoint, method).observe(seconds)
+
+    def observe_decode(self, seconds: float) -> None:
+        self.decode.observe(seconds)
+
+    def inc(self, name: str, by: int = 1) -> None:
+        self.counters[name].inc(by)
+
+    def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:
+        """This process's query cache: entries, capacity and approximate bytes."""
+        self.cache_entries.set(entries)
+        self.cache_capacity.set(capacity)
+        self.cache_bytes.set(nbytes)
+
+    def render(self) -> str:
+        """The exposition text: this process's series, or with several processes the merge of
+        every process's files plus the process figures of each live one."""
+        if self.directory is None:
+            return generate_latest(self.registry).decode()
+        forget_dead_processes(self.directory)
+        merged = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(merged, path=self.directory)  # type: ignore[no-untyped-call]
+        merged.register(ApiProcessCollector(self.directory))
+        return generate_latest(merged).decode()
+
+
+class UncountedMetrics(Metrics):
+    """Records nothing (the warm-up is not traffic). In multiprocess mode a second
+    :class:`Metrics` would write into the same files, so this one has no series at all."""
+
+    def __init__(self) -> None:
+        self.directory = None
+        self.registry = CollectorRegistry(auto_describe=True)
+
+    def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
+        pass
+
+    def observe_decode(self, seconds: float) -> None:
+        pass
+
+    def inc(self, name: str, by: int = 1) -> None:
+        pass
+
+    def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:
+        pass
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")
+
+
+def api_pids(directory: str) -> set[int]:
+    """The pids of the processes with live-gauge files in ``directory`` (every API process
+    writes ``clir_api_processes``)."""
+    out = set()
+    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
+        m = _LIVE_GAUGE_FILE.fullmatch(os.path.basename(path))
+        if m is not None:
+            out.add(int(m.group(1)))
     return out
 
 
-class MetricsMiddleware:
-    """Counts every HTTP request by route template, method and status, and times it."""
+def forget_dead_processes(directory: str) -> list[int]:
+    """Drop the live-gauge files of processes that are gone; their pids. Counter and histogram
+    files are kept: what a dead process counted stays in the totals."""
+    dead = [pid for pid in sorted(api_pids(directory)) if not pid_alive(pid)]
+    for pid in dead:
+        with contextlib.suppress(FileNotFoundError):
+            mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+    return dead
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+
+class ApiProcessCollector:
+    """``process_*`` figures of every live API process, labelled ``pid`` (read from ``/proc``
+    with ``prometheus_client``'s own :class:`ProcessCollector`)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, Metric] = {}
+        for pid in sorted(api_pids(self.directory)):
+            if not pid_alive(pid):
+                continue
+            collector = ProcessCollector(pid=lambda p=pid: p, registry=None)  # type: ignore[misc]
+            for family in collector.collect():
+                out = families.get(family.name)
+                if out is None:
+                    out = families[family.name] = Metric(
+                        family.name, family.documentation, family.type, family.unit
+                    )
+                for s in family.samples:
+                    out.add_sample(s.name, {**s.labels, "pid": str(pid)}, s.value)
+        return list(families.values())
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by route template, method and status, and times it;
+    ``after`` runs after each request (it refreshes the cache gauges)."""
+
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, after: Callable[[], None] | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.after = after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -261,3 +254,5 @@ class MetricsMiddleware:
             self.metrics.observe_request(
                 endpoint, str(scope.get("method", "")), status, time.perf_counter() - start
             )
+            if self.after is not None:
+                self.after()

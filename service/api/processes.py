@@ -7,20 +7,26 @@ must exist once, not once per process:
 
 * **one job worker** — started and supervised here, in the supervisor process, and turned off
   in the API processes (``CLIR_EMBEDDED_WORKER=false``);
-* **one metrics view** — a temporary directory (``CLIR_METRICS_DIR``) where every process
-  publishes its counters, summed by whichever process answers ``/metrics``
-  (:class:`service.api.metrics.SharedMetrics`).
+* **one metrics view** — ``prometheus_client``'s multiprocess directory, created (or emptied of
+  an earlier run's files) here before any API process starts and handed to them as
+  ``PROMETHEUS_MULTIPROC_DIR`` (:mod:`service.api.metrics`);
+* **one log format** — the logging configuration of :mod:`service.api.logs`, which uvicorn
+  applies in every process.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client in each API process
 
 
 @contextmanager
@@ -37,20 +43,52 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
+@contextmanager
+def metrics_directory(configured: Path | None) -> Iterator[str]:
+    """The multiprocess directory for one server run: ``configured`` (created if missing, its
+    metric files of an earlier run removed, as ``prometheus_client`` requires), or a new
+    temporary directory removed afterwards."""
+    if configured is None:
+        with tempfile.TemporaryDirectory(prefix="clir-metrics-") as tmp:
+            yield tmp
+        return
+    configured.mkdir(parents=True, exist_ok=True)
+    for stale in glob.glob(os.path.join(configured, "*.db")):
+        os.remove(stale)
+    yield str(configured)
+
+
 def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: int) -> None:
     """Run the app in ``workers`` processes (1: in this process, as ``uvicorn.run`` does)."""
     import uvicorn
 
+    from service.api.logs import logging_config
+
     app = "service.api.app:create_app"
+    log_config = logging_config(settings.log_format, log_level)  # access_log: ours replaces it
     if workers <= 1:
-        uvicorn.run(app, factory=True, host=host, port=port, log_level=log_level)
+        if os.environ.get(MULTIPROC_ENV):  # multiprocess mode chosen by hand: start afresh
+            with metrics_directory(Path(os.environ[MULTIPROC_ENV])):
+                pass
+        uvicorn.run(
+            app,
+            factory=True,
+            host=host,
+            port=port,
+            log_level=log_level,
+            log_config=log_config,
+            access_log=False,
+        )
         return
     worker = EmbeddedWorker(settings) if settings.embedded_worker else None
-    with tempfile.TemporaryDirectory(prefix="clir-metrics-") as metrics_dir:
+    configured = settings.metrics_dir
+    if configured is None and os.environ.get(MULTIPROC_ENV):
+        configured = Path(os.environ[MULTIPROC_ENV])
+    with metrics_directory(configured) as metrics_dir:
         if worker is not None:
             worker.start()
         try:
-            with _environment(CLIR_EMBEDDED_WORKER="false", CLIR_METRICS_DIR=metrics_dir):
+            with _environment(CLIR_EMBEDDED_WORKER="false", **{MULTIPROC_ENV: metrics_dir}):
                 uvicorn.run(
                     app,
                     factory=True,
@@ -59,6 +97,8 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
                     log_level=log_level,
                     workers=workers,
                     timeout_worker_healthcheck=settings.worker_healthcheck_s,
+                    log_config=log_config,
+                    access_log=False,
                 )
         finally:
             if worker is not None:

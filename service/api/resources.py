@@ -72,7 +72,7 @@ def load_resources(settings: Settings) -> Resources:
         if not path.exists():
             continue
         try:
-            bundle = load_bundle(path)
+            bundle = load_bundle(path, state_root=settings.weights_state_dir)
         except ClirError as exc:
             res.errors.append(f"model bundle {path}: {exc}")
             log.error("cannot load model bundle %s: %s", path, exc)

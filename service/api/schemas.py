@@ -204,7 +204,14 @@ class SuggestResponse(Served):
 # --- documents ---------------------------------------------------------------------------------
 
 
+MAX_HIGHLIGHT_TERMS = 1000  # terms one document request may ask to highlight
+
+Span = tuple[int, int]
+
+
 class DocumentPublic(BaseModel):
+    """A stored document; with ``terms``, the character spans of the words that match them."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -213,6 +220,8 @@ class DocumentPublic(BaseModel):
                     "title": "Inserting a table",
                     "text": "To insert a table ...",
                     "source": "lohelp",
+                    "highlights": [[3, 9], [12, 17]],
+                    "title_highlights": [[12, 17]],
                 }
             ]
         }
@@ -220,5 +229,15 @@ class DocumentPublic(BaseModel):
 
     id: str
     title: str
-    text: str
+    text: str = Field(description="The full text, one paragraph per line (\\n).")
     source: str
+    highlights: list[Span] = Field(
+        default_factory=list,
+        description="(terms) [start, end) offsets in Unicode code points of the words of `text` "
+        "that match one of the requested terms, as the search snippets mark them (a word "
+        "matches when its NFKC lower-cased form is a term). Present only when terms were given.",
+    )
+    title_highlights: list[Span] = Field(
+        default_factory=list,
+        description="(terms) The same spans for `title`. Present only when terms were given.",
+    )

@@ -32,6 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.errors import (
     InputTooLargeError,
@@ -78,15 +79,24 @@ class Decoded:
         """The fields every decoding endpoint returns: timings, cache use, degradation."""
         from service.api.schemas import Timings
 
+        timings = Timings(
+            decode_ms=self.decode_seconds * 1000,
+            rank_ms=(end - ranked) * 1000,
+            total_ms=(end - start) * 1000,
+        )
+        degraded = self.query.degraded is not None
+        note_request(
+            decode_ms=timings.decode_ms,
+            rank_ms=timings.rank_ms,
+            cached=self.cached,
+            degraded=degraded,
+            weights_version=self.query.weights_version,
+        )
         return {
             "weights_version": self.query.weights_version,
-            "timings": Timings(
-                decode_ms=self.decode_seconds * 1000,
-                rank_ms=(end - ranked) * 1000,
-                total_ms=(end - start) * 1000,
-            ),
+            "timings": timings,
             "cached": self.cached,
-            "degraded": self.query.degraded is not None,
+            "degraded": degraded,
             "degraded_reason": self.query.degraded,
         }
 
@@ -264,6 +274,7 @@ class QueryService:
 
     def bundle(self, models: dict[str, ModelBundle], lang: str) -> ModelBundle:
         """The bundle for ``lang``; the error names the loaded languages."""
+        note_request(lang=lang)
         bundle = models.get(lang)
         if bundle is not None:
             return bundle
@@ -354,6 +365,7 @@ class QueryService:
         self, method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any
     ) -> Scorer:
         """A scorer per (method, index, bundle, params), built once and reused."""
+        note_request(method=method)
         key = (method, id(index), id(bundle), tuple(sorted(params.items())))
         with self._scorers_lock:
             scorer = self._scorers.get(key)

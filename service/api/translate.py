@@ -7,6 +7,7 @@ import time
 from fastapi import APIRouter
 
 from service.api.deps import ResourcesDep, ServiceDep
+from service.api.logs import note_request
 from service.api.schemas import (
     ScoredTranslation,
     SentenceTranslations,
@@ -28,6 +29,7 @@ def run_translate(
     config = service.decoder(bundle).config
     sentences = translate_text(bundle, req.text, nbest=req.nbest, config=config)
     ms = (time.perf_counter() - t0) * 1000
+    note_request(decode_ms=ms, rank_ms=0.0, weights_version=bundle.active_weights().version)
     return TranslateResponse(
         sentences=[
             SentenceTranslations(

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from service.api.metrics import Metrics
+from service.api.metrics import UncountedMetrics
 from service.api.resources import Resources
 from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
@@ -33,7 +33,7 @@ WARM_UP_TEXT = {"de": "Tabelle sortieren", "zh": "排序表格"}
 def warm_up(service: QueryService, resources: Resources, settings: Settings) -> dict[str, float]:
     """Run every request path once per loaded language; seconds per part, by name."""
     seconds: dict[str, float] = {}
-    counted, service.metrics = service.metrics, Metrics()  # the warm-up is not traffic
+    counted, service.metrics = service.metrics, UncountedMetrics()  # the warm-up is not traffic
     try:
         _run(service, resources, settings, seconds)
     finally:

@@ -74,10 +74,9 @@ def selftest(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         ctx.epoch_metrics(step, {"step": float(step)})
     version: str | None = None
     if p.model is not None:
-        from service.mt.bundle import WEIGHTS_DIR
-        from service.mt.weights import WeightsStore
+        from service.mt.bundle import weights_store
 
-        store = WeightsStore(p.model / WEIGHTS_DIR)
+        store = weights_store(p.model)
         active = store.active()
         record = store.save(
             active.weights,

@@ -175,6 +175,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env[SETTINGS_ENV] = settings.model_dump_json(exclude={"admin_token"})
+    # tasks find bundles' weights state through get_settings(): the app's, not the default
+    env["CLIR_WEIGHTS_STATE_DIR"] = str(settings.weights_state_dir.resolve())
     return env
 
 

@@ -10,7 +10,9 @@ taken relative to it) and the model and index must be among the configured ones.
 ``IR_BM25 = v`` unless they already carry one; training (:mod:`service.ltr.trainer`) on shards
 of the training queries; the best epoch's weights are stored as a new version
 ``ltr-<objective>-<UTC timestamp>`` with its dev metrics and the starting version as parent
-(:class:`service.mt.weights.WeightsStore`: atomic, never overwriting), activated only if asked.
+(:class:`service.mt.weights.WeightsStore`: atomic, never overwriting, in the weights state
+directory), activated only if asked and only if the service can score with it
+(:func:`service.retrieval.versions.activate_version`).
 Cancellation (``ctx.cancelled()``) raises :class:`~service.errors.JobCancelled` and writes
 nothing. :func:`run_job` is what the job worker calls (``TASKS["ltr"]``).
 """
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from service.errors import InvalidInputError, MissingResourceError
+from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
 from service.ltr.backends import make_backend
 from service.ltr.examples import (
     Decoding,
@@ -253,7 +255,7 @@ def train_ltr(
     p = p.resolved(settings, restrict_paths=restrict_paths)
     assert p.model and p.index and p.queries and p.qrels and p.dev_queries and p.dev_qrels
     ctx = ctx or NullContext()
-    bundle = load_bundle(p.model)
+    bundle = load_bundle(p.model, state_root=settings.weights_state_dir)
     index = load_index(p.index)
     active = bundle.active_weights()
     start = start_weights(active.weights, p.v)
@@ -317,7 +319,14 @@ def train_ltr(
     record = store.save(weights, version=name, source=source, metrics=metrics,
                         parent=active.version)  # fmt: skip
     if p.activate:
-        store.activate(record.version)
+        from service.retrieval.versions import activate_version
+
+        try:
+            activate_version(bundle, record.version, index)
+        except ClirError as exc:
+            raise ConflictError(
+                f"stored weights version {record.version} but did not activate it: {exc}"
+            ) from exc
     return LtrResult(
         version=record.version,
         model=str(p.model),

@@ -8,7 +8,9 @@ A bundle ``models/<src>-<tgt>/`` (DESIGN.md "Contracts") holds
 * ``lexical.npz``: the lexical translation table w(e|f), w(f|e) (PSQ and translation retrieval
   read it);
 * ``lm.arpa``: the 4-gram modified Kneser-Ney language model, loaded with KenLM;
-* ``weights/<version>.json`` and ``weights/ACTIVE`` (:mod:`service.mt.weights`).
+* ``weights/<version>.json`` and ``weights/ACTIVE``: the weights it ships; versions written
+  later and the active pointer live in a state directory outside the bundle
+  (:mod:`service.mt.weights`).
 
 :func:`load_bundle` validates the manifest and every component and raises a domain error
 naming the broken file; a half-written bundle is never loaded.
@@ -43,7 +45,7 @@ from service.mt.rules import (
     SINGLETON,
     WORD_PENALTY,
 )
-from service.mt.weights import WeightsStore, WeightsVersion
+from service.mt.weights import WeightsStore, WeightsVersion, bundle_state_dir
 
 if TYPE_CHECKING:
     from service.mt.lm_table import LmTable
@@ -167,8 +169,20 @@ class ModelBundle:
         return dec
 
 
-def load_bundle(path: str | Path, *, verify: bool = False) -> ModelBundle:
-    """Load and validate the bundle at ``path``."""
+def weights_store(path: str | Path, state_root: str | Path | None = None) -> WeightsStore:
+    """The weights of the bundle at ``path``, new versions and the active pointer kept in its
+    directory under ``state_root`` (default: the setting ``weights_state_dir``)."""
+    if state_root is None:
+        from service.settings import get_settings
+
+        state_root = get_settings().weights_state_dir
+    return WeightsStore(Path(path) / WEIGHTS_DIR, bundle_state_dir(path, state_root))
+
+
+def load_bundle(
+    path: str | Path, *, verify: bool = False, state_root: str | Path | None = None
+) -> ModelBundle:
+    """Load and validate the bundle at ``path`` (``state_root``: see :func:`weights_store`)."""
     root = Path(path)
     manifest = read_manifest(root)
     files = manifest["files"]
@@ -177,6 +191,6 @@ def load_bundle(path: str | Path, *, verify: bool = False) -> ModelBundle:
     if not lm_path.exists():
         raise MissingResourceError(f"{lm_path}: the bundle's language model is missing")
     lm = KenLM(lm_path)
-    store = WeightsStore(root / WEIGHTS_DIR)
+    store = weights_store(root, state_root)
     store.active()  # refuse a bundle without a loadable active weights version
     return ModelBundle(root, manifest, grammar, lm, store)

@@ -1,27 +1,46 @@
 """Versioned weight vectors of a model bundle.
 
-A bundle keeps every weight vector it ever served under ``weights/<version>.json`` and names
-the active one in ``weights/ACTIVE``. New versions (from tuning or learning to rank) are
-written atomically and never overwrite an existing version; activation rewrites the pointer
-atomically after the version has been read back and validated, so a corrupted or truncated
-file is refused while the previous version keeps serving.
+A bundle ships its own weight vectors as ``weights/<version>.json`` and names the active one in
+``weights/ACTIVE``. A bundle that serves is read-only: the versions that tuning and learning to
+rank write, and the active pointer, live in a *state directory* outside it
+(``settings.weights_state_dir``, one subdirectory per bundle, :func:`bundle_state_dir`). The
+versions of a bundle are those of both places; the state's ``ACTIVE``, once written, overrides
+the bundle's, and without one the bundle's own ``ACTIVE`` is honoured (a bundle trained before
+the state directory existed keeps serving the version it had). Building a bundle writes into
+``weights/`` itself (a store without a state directory).
+
+New versions are written atomically and never overwrite an existing version; activation
+rewrites the pointer atomically after the version has been read back and validated, so a
+corrupted or truncated file is refused while the previous version keeps serving.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from service.data.io import atomic_write
 from service.errors import DataFormatError, InvalidInputError, MissingResourceError, NotFoundError
 
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ACTIVE = "ACTIVE"
+BUNDLE_NOTE = "BUNDLE"  # in a bundle's state directory: the path of the bundle it belongs to
+
+Origin = Literal["bundle", "state"]
+
+
+def bundle_state_dir(bundle: str | Path, state_root: str | Path) -> Path:
+    """The state directory of the bundle at ``bundle``: ``<state_root>/<name>-<hash>``, the
+    hash of its absolute path keeping apart bundles of one name in different places."""
+    resolved = Path(bundle).resolve()
+    digest = hashlib.sha256(str(resolved).encode("utf-8")).hexdigest()[:12]
+    return Path(state_root) / f"{resolved.name}-{digest}"
 
 
 def check_version_name(version: str) -> str:
@@ -82,23 +101,46 @@ def _parse(path: Path, data: Any) -> WeightsVersion:
 
 
 class WeightsStore:
-    """The ``weights/`` directory of a bundle."""
+    """The weights versions of a bundle: its ``weights/`` directory ``root`` and, when given,
+    its state directory ``state``, where new versions and the active pointer are written (the
+    bundle is then never written to). Without ``state`` everything lives in ``root``."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, state: str | Path | None = None) -> None:
         self.root = Path(root)
+        self.state = Path(state) if state is not None else None
+
+    @property
+    def writable(self) -> Path:
+        """Where new versions and the active pointer go."""
+        return self.state if self.state is not None else self.root
+
+    def _dirs(self) -> list[Path]:
+        return [self.root] if self.state is None else [self.root, self.state]
 
     def path(self, version: str) -> Path:
-        return self.root / f"{check_version_name(version)}.json"
+        """The file of ``version``: where it exists, else where :meth:`save` would write it."""
+        name = f"{check_version_name(version)}.json"
+        for folder in self._dirs():
+            if (folder / name).exists():
+                return folder / name
+        return self.writable / name
+
+    def origin(self, version: str) -> Origin:
+        """``"bundle"`` for a version the bundle ships, ``"state"`` for one written since."""
+        return "bundle" if self.path(version).parent == self.root else "state"
 
     def versions(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.stem for p in self.root.glob("*.json") if VERSION_RE.match(p.stem))
+        names: set[str] = set()
+        for folder in self._dirs():
+            if folder.is_dir():
+                names.update(p.stem for p in folder.glob("*.json") if VERSION_RE.match(p.stem))
+        return sorted(names)
 
     def load(self, version: str) -> WeightsVersion:
         path = self.path(version)
         if not path.exists():
-            raise NotFoundError(f"weights version {version!r} does not exist in {self.root}")
+            where = " or ".join(str(d) for d in self._dirs())
+            raise NotFoundError(f"weights version {version!r} does not exist in {where}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -107,6 +149,14 @@ class WeightsStore:
         if parsed.version != version:
             raise DataFormatError(path, None, f"file names version {parsed.version!r}")
         return parsed
+
+    def _prepare_state(self) -> None:
+        """Create the state directory, with a note naming the bundle it belongs to."""
+        if self.state is None or self.state.is_dir():
+            return
+        self.state.mkdir(parents=True, exist_ok=True)
+        with atomic_write(self.state / BUNDLE_NOTE) as tmp:
+            tmp.write_text(f"{self.root.parent.resolve()}\n", encoding="utf-8")
 
     def save(
         self,
@@ -117,14 +167,14 @@ class WeightsStore:
         metrics: dict[str, float] | None = None,
         parent: str | None = None,
     ) -> WeightsVersion:
-        """Store a new version (never overwriting one); returns it."""
+        """Store a new version (never overwriting one, the bundle's included); returns it."""
         now = datetime.now(UTC)
         version = check_version_name(
             now.strftime("v%Y%m%d-%H%M%S-%f") if version is None else version
         )
-        path = self.path(version)
-        if path.exists():
+        if self.path(version).exists():
             raise InvalidInputError(f"weights version {version!r} already exists")
+        path = self.writable / f"{version}.json"
         record = WeightsVersion(
             version=version,
             weights={k: float(v) for k, v in weights.items()},
@@ -134,14 +184,17 @@ class WeightsStore:
             parent=parent,
         )
         _parse(path, record.to_json())  # refuse non-finite weights before writing
+        self._prepare_state()
         with atomic_write(path) as tmp:
             tmp.write_text(json.dumps(record.to_json(), indent=1, sort_keys=True) + "\n")
         return record
 
     def active_version(self) -> str:
-        pointer = self.root / ACTIVE
-        if not pointer.exists():
-            raise MissingResourceError(f"{pointer}: no active weights version")
+        """The state's pointer if one was written, else the bundle's own."""
+        pointers = [d / ACTIVE for d in reversed(self._dirs())]
+        pointer = next((p for p in pointers if p.exists()), None)
+        if pointer is None:
+            raise MissingResourceError(f"{pointers[-1]}: no active weights version")
         return check_version_name(pointer.read_text(encoding="utf-8").strip())
 
     def active(self) -> WeightsVersion:
@@ -150,6 +203,7 @@ class WeightsStore:
     def activate(self, version: str) -> WeightsVersion:
         """Validate ``version`` and make it the active one; returns it."""
         record = self.load(version)
-        with atomic_write(self.root / ACTIVE) as tmp:
+        self._prepare_state()
+        with atomic_write(self.writable / ACTIVE) as tmp:
             tmp.write_text(version + "\n")
         return record

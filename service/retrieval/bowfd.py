@@ -834,6 +834,7 @@ def warm_up() -> float:
     """Compile (or load from numba's on-disk cache) every kernel on a tiny forest and index,
     to keep that cost (about 1 s; several the first time ever) off the request path.
     Returns the seconds it took."""
+    from service.index.analysis import analysis_signature
     from service.index.build import build_arrays
     from service.records import Doc
 
@@ -841,7 +842,15 @@ def warm_up() -> float:
     docs = [Doc("w0", "", "a"), Doc("w1", "", "b"), Doc("w2", "", "c")]
     arrays, counts = build_arrays(docs, str.split, k1=1.2, b=0.75)
     manifest = {
-        "build": {"kind": "docs", "k1": 1.2, "b": 0.75, "rsj": "floor", "tokenizer": "regex"},
+        "build": {
+            "kind": "docs",
+            "k1": 1.2,
+            "b": 0.75,
+            "rsj": "floor",
+            "tokenizer": "regex",
+            "analysis": "none",
+            "analysis_signature": analysis_signature("none"),
+        },
         "counts": counts,
     }
     index = InvertedIndex(Path("<warm-up>"), manifest, arrays)
@@ -950,7 +959,9 @@ class BowFdScorer(Scorer):
     ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of
     each sentence's list in multi-sentence queries (None: ``max(k, 1000)``), ``lex_weights``
     weights of LEX features (merged over any in the query's weight vector; need ``grammar``),
-    ``engine`` ``"fast"`` or ``"reference"`` (same numbers).
+    ``engine`` ``"fast"`` or ``"reference"`` (same numbers). ``bundle`` (a
+    :class:`~service.mt.bundle.ModelBundle`, what every scorer of the registry accepts) supplies
+    ``grammar`` when that is not given, so a weights version with LEX weights can be scored.
     """
 
     def __init__(
@@ -963,7 +974,10 @@ class BowFdScorer(Scorer):
         lex_weights: Mapping[str, float] | None = None,
         grammar: Grammar | None = None,
         engine: str = "fast",
+        bundle: Any = None,
     ) -> None:
+        if grammar is None and bundle is not None:
+            grammar = bundle.grammar
         if not math.isfinite(v):
             raise ConfigurationError(f"BOW-FD weight v must be a finite number, got {v!r}")
         if beam is not None and beam < 1:
@@ -1064,6 +1078,13 @@ class BowFdScorer(Scorer):
         preps = self.prepare(query)
         t1 = time.perf_counter()
         docs, scores, lists = self.rank_prepared(preps, k, v)
+        # a document whose score is no better than the SMT Viterbi score of every sentence
+        # earned no BM25 weight (a forest word made it a candidate, but its best derivation
+        # does not use it): like DT for a document without a query term, it is not retrieved
+        # ("???" retrieves nothing rather than ties ranked by document number)
+        floor = float(sum(p.viterbi for p in preps))
+        keep = scores > floor + 1e-9 * max(1.0, abs(floor))
+        docs, scores = docs[keep], scores[keep]
         t2 = time.perf_counter()
         hits = []
         for d, s in zip(docs.tolist(), scores.tolist(), strict=True):

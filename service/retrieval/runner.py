@@ -1,9 +1,10 @@
 """Running retrieval methods over query sets: decode, rank, write runs, evaluate (001 §5; 002 §3).
 
-The library side of ``clir search``, ``clir eval`` and ``clir eval-tr`` (DESIGN.md): load a
-model bundle and an index, decode every query once into its +LM forests (with a progress bar
-on stderr), rank with a scorer from the registry at depth 1000 (001 §5 evaluates the top
-1,000), and evaluate against TREC qrels with :mod:`service.evaluation`. ``--no-lm`` decodes
+The library side of ``clir search``, ``clir run``, ``clir eval`` and ``clir eval-tr``
+(DESIGN.md): load a model bundle and an index, decode every query once into its +LM forests
+(with a progress bar on stderr), rank with a scorer from the registry at depth 1000 (001 §5
+evaluates the top 1,000), and write the rankings as a TREC run (``clir run``, no judgments
+needed) or evaluate them against TREC qrels with :mod:`service.evaluation`. ``--no-lm`` decodes
 with ``DecoderConfig(use_lm=False)`` (001 §5, Table 2). Only queries of the query file are
 evaluated (qrels of other queries are ignored); a query that cannot be decoded (nothing left
 after normalisation) is reported and scores 0.
@@ -11,7 +12,6 @@ after normalisation) is reported and scores 0.
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -28,14 +28,7 @@ from service.index.tokenize import TOKENIZERS, tokenizer_signature
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import QrelsDict, RunDict, ScoredDoc
-from service.retrieval.base import (
-    SCORERS,
-    DecodedQuery,
-    Ranking,
-    Scorer,
-    _load_builtin_scorers,
-    get_scorer,
-)
+from service.retrieval.base import DecodedQuery, Ranking, Scorer, get_scorer
 from service.retrieval.query import decode_query
 
 DEPTH = 1000
@@ -58,12 +51,10 @@ def load_index(path: str | Path) -> InvertedIndex:
 
 
 def make_scorer(method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any) -> Scorer:
-    """The scorer ``method``; the bundle goes to scorers whose constructor takes ``bundle``."""
-    _load_builtin_scorers()
-    factory = SCORERS.get(method)
-    if factory is not None and "bundle" in inspect.signature(factory).parameters:
-        params["bundle"] = bundle
-    return get_scorer(method, index, **params)
+    """The scorer ``method`` over ``index``. Every scorer is constructed the same way: it gets
+    the bundle (its grammar, lexical table) and takes from it what it needs, so whatever a
+    weights version of the bundle holds (LEX weights need the grammar) can be scored."""
+    return get_scorer(method, index, bundle=bundle, **params)
 
 
 def decoder_for(bundle: ModelBundle, use_lm: bool = True) -> Decoder:
@@ -195,6 +186,68 @@ def evaluate_method(
         write_run(run_out, rank_entries(qrun.scored_docs(), tag, depth))
     result = evaluate(qrun.run(), qrels, CLIR_METRICS, depth=depth)
     return _payload(result.as_json(), qrun, scorer, start)
+
+
+def check_run_tag(tag: str) -> str:
+    """A TREC run tag is one non-empty word (the last column of every line)."""
+    if not tag or any(c.isspace() for c in tag):
+        raise InvalidInputError(f"run tag {tag!r} must be one word without spaces")
+    return tag
+
+
+def run_topics(
+    model: str | Path,
+    index_path: str | Path,
+    method: str,
+    topics_path: str | Path,
+    output: str | Path,
+    *,
+    tag: str | None = None,
+    hits: int = DEPTH,
+    use_lm: bool = True,
+    limit: int | None = None,
+    progress: bool = True,
+    params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``clir run``: rank every topic of a query file with ``method`` and write the top
+    ``hits`` per topic as a TREC run (``qid Q0 docid rank score tag``, Anserini's and
+    Pyserini's format, ties by document id descending), without judgments. A topic that cannot
+    be decoded has no lines in the run and is counted in ``failed_queries``."""
+    start = time.perf_counter()
+    if hits < 1:
+        raise InvalidInputError(f"--hits must be at least 1, got {hits}")
+    tag = check_run_tag(tag if tag is not None else (method if use_lm else f"{method}-nolm"))
+    topics = load_queries(topics_path)
+    if limit is not None:
+        if limit < 1:
+            raise InvalidInputError(f"--limit must be at least 1, got {limit}")
+        topics = dict(islice(topics.items(), limit))
+    if not topics:
+        raise InvalidInputError(f"{topics_path}: no topics")
+    bundle = load_bundle(model)
+    index = load_index(index_path)
+    scorer = make_scorer(method, index, bundle, **dict(params or {}))
+    qrun = run_queries(
+        scorer,
+        decoder_for(bundle, use_lm),
+        topics,
+        bundle.src,
+        k=hits,
+        weights_version=bundle.active_weights().version,
+        progress=progress,
+        desc=f"{method} topics",
+    )
+    lines = write_run(output, rank_entries(qrun.scored_docs(), tag, hits))
+    payload: dict[str, Any] = {
+        "run": str(output),
+        "tag": tag,
+        "hits": hits,
+        "queries": len(topics),
+        "lines": lines,
+    }
+    payload.update(_payload({}, qrun, scorer, start))
+    payload["failed"] = dict(qrun.failed)
+    return payload
 
 
 def evaluate_tr(

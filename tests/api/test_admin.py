@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.jobs.store import JobStore
 from service.jobs.worker import run_worker
-from service.mt.bundle import ModelBundle
+from service.mt.bundle import ModelBundle, weights_store
 from service.mt.weights import WeightsStore
 from service.retrieval.bowfd import IR_FEATURE
 from service.settings import Settings
@@ -250,7 +250,7 @@ def search(client: TestClient) -> dict[str, Any]:
 def test_full_flow_job_writes_a_version_that_serves_after_activation(
     admin: TestClient, bundle_copy: Path
 ) -> None:
-    weights = WeightsStore(bundle_copy / "weights")
+    weights = weights_store(bundle_copy)
     old = weights.active_version()
     before = search(admin)
     assert before["weights_version"] == old
@@ -306,7 +306,7 @@ def test_full_flow_job_writes_a_version_that_serves_after_activation(
 def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_copy: Path) -> None:
     # 001 §3's sparse IR features: a large weight on "home" (d2's word) lifts d2 over d1,
     # which the default weights rank first for "das haus ist groß"
-    weights = WeightsStore(bundle_copy / "weights")
+    weights = weights_store(bundle_copy)
     old = weights.active_version()
     before = [h["id"] for h in search(admin)["results"]]
     assert before[0] == "d1" and "d2" in before
@@ -316,6 +316,79 @@ def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_cop
     after = search(admin)
     assert after["weights_version"] == "home"
     assert after["results"][0]["id"] == "d2"
+
+
+def save_lex_version(weights: WeightsStore, name: str = "lex") -> str:
+    """A version as ``train-ltr --lex`` writes one: LEX weights beside the SMT weights (a large
+    weight on translating "haus" as "home" lifts d2, "home", over d1, "house")."""
+    active = weights.load(weights.active_version()).weights
+    weights.save({**active, IR_FEATURE: 1.0, "lex:haus_home": 20.0}, version=name, source="test")
+    return name
+
+
+def test_a_lex_version_activates_and_serves_bowfd(admin: TestClient, bundle_copy: Path) -> None:
+    weights = weights_store(bundle_copy)
+    before = search(admin)
+    assert before["results"][0]["id"] == "d1"
+    ok(admin.post(f"/v1/admin/models/{save_lex_version(weights)}/activate", headers=AUTH))
+    after = search(admin)  # BOW-FD gets the grammar to read the LEX features from
+    assert after["weights_version"] == "lex"
+    assert after["results"][0]["id"] == "d2"
+    for method in ("dt", "psq"):
+        r = admin.post("/v1/search", json={"query": HOUSE, "lang": "de", "method": method})
+        assert r.status_code == 200, r.text
+
+
+def test_activation_refuses_a_version_the_service_cannot_score(
+    admin: TestClient, bundle_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a service whose BOW-FD scorer is built without the grammar cannot score LEX weights:
+    # activation must say so (409) instead of letting every later search fail
+    from service.retrieval import versions
+    from service.retrieval.base import get_scorer
+
+    def without_grammar(method: str, index: Any, bundle: Any, **params: Any) -> Any:
+        extra = {} if method == "bowfd" else {"bundle": bundle}
+        return get_scorer(method, index, **extra, **params)
+
+    monkeypatch.setattr(versions, "make_scorer", without_grammar)
+    weights = weights_store(bundle_copy)
+    old = weights.active_version()
+    r = admin.post(f"/v1/admin/models/{save_lex_version(weights)}/activate", headers=AUTH)
+    assert r.status_code == 409, r.text
+    detail = r.json()["detail"]
+    assert "'lex'" in detail and "bowfd" in detail and "LEX" in detail
+    assert "keeps serving" in detail
+    assert weights.active_version() == old
+    assert search(admin)["weights_version"] == old
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_jobs_and_activation_leave_the_bundle_untouched(
+    admin: TestClient, bundle_copy: Path
+) -> None:
+    shipped = tree_bytes(bundle_copy)
+    body = {"steps": 1, "seconds": 0, "lang": "de"}
+    job = ok(admin.post("/v1/admin/selftest", json=body, headers=AUTH), 202)
+    assert run_worker(settings_of(admin), once=True) == 1
+    new = ok(admin.get(f"/v1/admin/jobs/{job['id']}", headers=AUTH))["weights_version"]
+    ok(admin.post(f"/v1/admin/models/{new}/activate", headers=AUTH))
+    assert search(admin)["weights_version"] == new
+    listed = ok(admin.get("/v1/admin/models", headers=AUTH))["data"][0]
+    origins = {v["version"]: (v["origin"], v["active"]) for v in listed["versions"]}
+    assert origins == {"default": ("bundle", False), new: ("state", True)}
+    ok(admin.post("/v1/admin/models/default/activate", headers=AUTH))  # the bundle's own
+    assert search(admin)["weights_version"] == "default"
+    assert tree_bytes(bundle_copy) == shipped
+    state = weights_store(bundle_copy).state
+    assert state is not None and (state / f"{new}.json").is_file()
+    assert (state / "ACTIVE").read_text() == "default\n"
+    assert settings_of(admin).weights_state_dir in state.parents
 
 
 @pytest.mark.parametrize(
@@ -331,7 +404,7 @@ def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_cop
 def test_a_bad_version_file_is_refused_and_the_old_one_keeps_serving(
     admin: TestClient, bundle_copy: Path, content: str, reason: str
 ) -> None:
-    weights = WeightsStore(bundle_copy / "weights")
+    weights = weights_store(bundle_copy)
     old = weights.active_version()
     (bundle_copy / "weights" / "broken.json").write_text(content)
     r = admin.post("/v1/admin/models/broken/activate?lang=de", headers=AUTH)

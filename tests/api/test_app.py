@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
+from service import errors
 from service.api.app import create_app
-from service.api.errors import status_for
-from service.errors import InputTooLargeError, InvalidInputError, NotFoundError
+from service.api.errors import STATUS_BY_ERROR, status_for
+from service.errors import (
+    ClirError,
+    ConfigurationError,
+    DataFormatError,
+    InputTooLargeError,
+    InvalidInputError,
+    NotFoundError,
+)
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.settings import Settings
@@ -34,6 +43,40 @@ def test_error_status_mapping() -> None:
     assert status_for(InputTooLargeError("x")) == 413
     assert status_for(InvalidInputError("x")) == 422
     assert status_for(NotFoundError("x")) == 404
+
+
+DOMAIN_ERRORS = sorted(
+    (c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, ClirError)),
+    key=lambda c: c.__name__,
+)
+
+
+@pytest.mark.parametrize("cls", DOMAIN_ERRORS, ids=lambda c: c.__name__)
+def test_every_domain_error_has_a_deliberate_status(cls: type[ClirError]) -> None:
+    # listed itself, not caught by the fallback of a base class or answered 500
+    assert cls in {listed for listed, _ in STATUS_BY_ERROR}
+    status = status_for(cls.__new__(cls))
+    assert 400 <= status < 600 and status != 500
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (ConfigurationError("LEX weights need a grammar"), 503),
+        (DataFormatError("weights/v.json", None, "corrupted weights file"), 503),
+        (ClirError("a learning-to-rank shard failed"), 503),
+    ],
+)
+def test_a_domain_error_in_a_route_is_not_a_500(
+    client: TestClient, error: ClirError, status: int
+) -> None:
+    def fail() -> None:
+        raise error
+
+    client.app.add_api_route("/v1/test-fail", fail)  # type: ignore[attr-defined]
+    r = client.get("/v1/test-fail")
+    assert r.status_code == status
+    assert r.json() == {"detail": str(error)}
 
 
 def test_ready_when_a_bundle_and_an_index_load(

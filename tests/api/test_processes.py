@@ -3,6 +3,7 @@ processes, one job worker, requests answered by every process."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -16,7 +17,8 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from service.api.metrics import Metrics, SharedMetrics
+from service.api.metrics import api_pids, forget_dead_processes
+from service.api.processes import metrics_directory
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from tests.servers import free_port, wait_ready
@@ -25,42 +27,31 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "multi-process-token"
 
 
-def _events(m: Metrics, shift: int) -> None:
-    for i in range(5 + shift):
-        m.observe_request("/v1/search", "POST", 200 if i % 3 else 503, 0.004 * (i + shift))
-    m.observe_request("/v1/translate", "POST", 200, 3.0 + shift)
-    m.observe_decode(0.2 * (1 + shift))
-    m.inc("clir_query_cache_hits_total", 2 + shift)
+def test_metrics_directory_is_created_or_emptied_at_start(tmp_path: Path) -> None:
+    configured = tmp_path / "metrics"
+    with metrics_directory(configured) as path:
+        assert Path(path) == configured and configured.is_dir()
+    (configured / "counter_123.db").write_bytes(b"stale")
+    (configured / "README").write_text("not ours")
+    with metrics_directory(configured) as path:
+        assert sorted(p.name for p in configured.iterdir()) == ["README"]
+    with metrics_directory(None) as path:
+        temporary = Path(path)
+        assert temporary.is_dir() and not any(temporary.iterdir())
+    assert not temporary.exists()
 
 
-def test_summed_snapshots_equal_one_process_that_saw_everything() -> None:
-    a, b, reference = Metrics(), Metrics(), Metrics()
-    _events(a, 0)
-    _events(b, 3)
-    _events(reference, 0)
-    _events(reference, 3)
-    total = Metrics.from_snapshot(json.loads(json.dumps(a.snapshot())))
-    total.add(Metrics.from_snapshot(json.loads(json.dumps(b.snapshot()))))
-    assert total.render() == reference.render()
-
-
-def test_collect_sums_live_processes_and_drops_dead_ones(tmp_path: Path) -> None:
+def test_dead_processes_leave_their_counts_but_not_their_gauges(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
-    dead_pid = int(dead.stdout)
-    me, parent = SharedMetrics(tmp_path), SharedMetrics(tmp_path, pid=os.getppid())
-    ghost = SharedMetrics(tmp_path, pid=dead_pid)
-    for shared, n in ((me, 1), (parent, 2), (ghost, 100)):
-        m = Metrics()
-        m.inc("clir_query_cache_hits_total", n)
-        shared.publish(m, {"clir_query_cache_entries": ("Entries.", float(n))})
-    total, gauges, processes = me.collect()
-    assert processes == 2
-    assert total.counters["clir_query_cache_hits_total"] == 3
-    assert gauges["clir_query_cache_entries"] == ("Entries.", 3.0)
-    assert not (tmp_path / f"{dead_pid}.json").exists()
+    dead_pid, me = int(dead.stdout), os.getpid()
+    for name in (f"counter_{dead_pid}.db", f"histogram_{dead_pid}.db",
+                 f"gauge_livesum_{dead_pid}.db", f"gauge_livesum_{me}.db"):  # fmt: skip
+        (tmp_path / name).write_bytes(b"")
+    assert api_pids(str(tmp_path)) == {dead_pid, me}
+    assert forget_dead_processes(str(tmp_path)) == [dead_pid]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f"{os.getpid()}.json", f"{os.getppid()}.json"]
+        [f"counter_{dead_pid}.db", f"histogram_{dead_pid}.db", f"gauge_livesum_{me}.db"]
     )
 
 
@@ -184,11 +175,112 @@ def test_busy_processes_get_the_configured_healthcheck_time(
 
     def fake_run(app: str, **kwargs: object) -> None:
         seen.update(kwargs, app=app, env_worker=os.environ.get("CLIR_EMBEDDED_WORKER"),
-                    env_metrics=os.environ.get("CLIR_METRICS_DIR"))  # fmt: skip
+                    env_metrics=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))  # fmt: skip
 
     monkeypatch.setattr(uvicorn, "run", fake_run)
     settings = Settings(embedded_worker=False, worker_healthcheck_s=77)
     serve(settings, host="127.0.0.1", port=1, log_level="warning", workers=3)
     assert seen["workers"] == 3 and seen["timeout_worker_healthcheck"] == 77
     assert seen["env_worker"] == "false" and seen["env_metrics"]
-    assert "CLIR_METRICS_DIR" not in os.environ  # restored afterwards
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # restored afterwards
+    assert not Path(str(seen["env_metrics"])).exists()  # the temporary directory is removed
+
+
+def _counts(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the service's counters and histograms in a scrape, by name and labels
+    (per-process series, ``process_cpu_seconds_total{pid=…}``, end with their process)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        if family.type in ("counter", "histogram") and family.name.startswith("clir_")
+        for s in family.samples
+    }
+
+
+def _api_children(pid: int) -> list[int]:
+    return sorted(p for p, cmd in _children(pid) if "spawn_main" in cmd)
+
+
+def test_killing_an_api_process_never_lowers_the_totals(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
+) -> None:
+    # Prometheus reads a counter that goes down as a reset: what a killed process counted must
+    # stay in the totals after uvicorn replaces it.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env.update(
+        {
+            "CLIR_MODEL_BUNDLES": json.dumps([str(toy_bundle.path)]),
+            "CLIR_DOC_INDEXES": json.dumps([str(toy_index.path)]),
+            "CLIR_POOL_INDEXES": "[]",
+            "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
+            "CLIR_EMBEDDED_WORKER": "false",
+            "CLIR_METRICS_DIR": str(tmp_path / "metrics"),
+            # a process killed right after a liveness ping is noticed when the next ping
+            # times out: keep that short
+            "CLIR_WORKER_HEALTHCHECK_S": "5",
+        }
+    )
+    query = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 3}
+    search = r'clir_http_requests_total\{endpoint="/v1/search",.*status="200"'
+
+    def one(_: int) -> int:
+        return httpx.post(f"{url}/v1/search", json=query, timeout=60).status_code
+
+    def searches(n: int) -> None:
+        with ThreadPoolExecutor(4) as pool:
+            assert list(pool.map(one, range(n))) == [200] * n
+
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2",
+         "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_ready(url, proc, 90, tmp_path / "serve.log", times=5)
+        before = _api_children(proc.pid)
+        assert len(before) == 2, _children(proc.pid)
+        searches(40)
+        scrapes = [httpx.get(f"{url}/metrics", timeout=10).text]
+        assert _metric(scrapes[0], search) == 40
+        assert _metric(scrapes[0], r"clir_api_processes ") == 2
+
+        os.kill(before[0], signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        while True:  # scrape while the supervisor notices and starts a replacement
+            scrapes.append(httpx.get(f"{url}/metrics", timeout=10).text)
+            now = _api_children(proc.pid)
+            replaced = len(now) == 2 and before[0] not in now
+            if replaced and _metric(scrapes[-1], r"clir_api_processes ") == 2:
+                break
+            assert time.monotonic() < deadline, "no replacement process"
+            time.sleep(0.2)
+        wait_ready(url, proc, 90, tmp_path / "serve.log", times=5)
+        searches(10)
+        for _ in range(6):
+            scrapes.append(httpx.get(f"{url}/metrics", timeout=10).text)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+    for i, (earlier, later) in enumerate(itertools.pairwise(map(_counts, scrapes))):
+        lower = {k: (v, later.get(k)) for k, v in earlier.items() if later.get(k, -1.0) < v}
+        assert not lower, f"scrape {i + 1} lowered {sorted(lower.items())[:4]}"
+    last = scrapes[-1]
+    assert _metric(last, search) == 50
+    assert _metric(last, r"clir_api_processes ") == 2  # the dead process is not counted
+    memory = {
+        int(m.group(1)): float(m.group(2))
+        for m in re.finditer(r'^process_resident_memory_bytes\{pid="(\d+)"\} (\S+)$', last, re.M)
+    }
+    assert sorted(memory) == now  # one series per live API process
+    assert all(v > 10e6 for v in memory.values())

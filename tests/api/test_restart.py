@@ -61,6 +61,7 @@ def test_sigkill_mid_request_then_restart_serves_the_same_version(
         "CLIR_POOL_INDEXES": "[]",
         "CLIR_EMBEDDED_WORKER": "false",
         "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
+        "CLIR_WEIGHTS_STATE_DIR": str(store.state.parent if store.state else tmp_path),
         "CLIR_FOREST_CACHE_SIZE": "0",  # every request decodes: work is in flight when killed
     }
     server = Server(env, tmp_path / "server.log")

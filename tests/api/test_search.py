@@ -59,13 +59,12 @@ def test_pagination_returns_the_next_page_from_the_cache(client: TestClient) -> 
     assert page2["timings"]["decode_ms"] == 0.0  # type: ignore[index]
     assert [h["id"] for h in page2["results"]] == [full["results"][1]["id"]]  # type: ignore[index]
     metrics = client.get("/metrics").text
-    assert "clir_query_cache_hits_total 1\n" in metrics
-    assert "clir_query_cache_misses_total 1\n" in metrics
-    assert (
-        'clir_http_requests_total{endpoint="/v1/search",method="POST",status="200"} 2\n' in metrics
-    )
+    assert "clir_query_cache_hits_total 1.0\n" in metrics
+    assert "clir_query_cache_misses_total 1.0\n" in metrics
+    search_200 = 'clir_http_requests_total{endpoint="/v1/search",method="POST",status="200"}'
+    assert f"{search_200} 2.0\n" in metrics
     assert re.search(r'clir_http_request_duration_seconds_count\{endpoint="/v1/search"', metrics)
-    assert re.search(r"clir_decode_seconds_count 1\n", metrics)
+    assert re.search(r"clir_decode_seconds_count 1.0\n", metrics)
 
 
 def test_a_query_that_normalises_alike_shares_the_cache(client: TestClient) -> None:
@@ -124,7 +123,7 @@ def test_exhausted_time_budget_skips_sentences_and_says_so(make_client: MakeClie
     assert body["translation"] == "the house is big ."  # only the first sentence
     again = search(client, query=query, method="dt")
     assert again["cached"] is False  # degraded decodes are not cached
-    assert "clir_degraded_responses_total 2\n" in client.get("/metrics").text
+    assert "clir_degraded_responses_total 2.0\n" in client.get("/metrics").text
 
 
 def test_unmatched_paths_count_as_other(client: TestClient) -> None:

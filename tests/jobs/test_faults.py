@@ -16,7 +16,7 @@ import pytest
 from service.index.inverted import InvertedIndex
 from service.jobs.store import JobStore
 from service.jobs.worker import execute
-from service.mt.bundle import ModelBundle, load_bundle
+from service.mt.bundle import ModelBundle, load_bundle, weights_store
 from service.mt.weights import ACTIVE
 
 
@@ -31,17 +31,23 @@ def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> Path:
 
 
 def weights_files(bundle: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((bundle / "weights").iterdir())}
+    """The bundle's weights and those of its state directory (where new versions go)."""
+    state = weights_store(bundle).writable
+    dirs = [bundle / "weights", *([state] if state.is_dir() else [])]
+    return {f"{d.name}/{p.name}": p.read_bytes() for d in dirs for p in sorted(d.iterdir())}
 
 
 def test_disk_full_while_writing_a_weights_version(
     store: JobStore, bundle_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    state = weights_store(bundle_copy).writable
+    # the state directory exists (an earlier version was written): only the new file fails
+    state.mkdir(parents=True)
     before = weights_files(bundle_copy)
     real_write_text = Path.write_text
 
     def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
-        if self.parent == bundle_copy / "weights":  # the temporary file of atomic_write
+        if self.parent == state:  # the temporary file of atomic_write
             real_write_text(self, '{"trunc', encoding="utf-8")  # a partial write, then ENOSPC
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
         return real_write_text(self, *args, **kwargs)
@@ -60,7 +66,7 @@ def test_disk_full_while_writing_a_weights_version(
     # nothing half-written is left, the pointer and every version are byte-identical
     assert weights_files(bundle_copy) == before
     bundle = load_bundle(bundle_copy)
-    assert bundle.active_weights().version == before[ACTIVE].decode().strip()
+    assert bundle.active_weights().version == before[f"weights/{ACTIVE}"].decode().strip()
 
 
 def write(path: Path, text: str) -> Path:

@@ -309,7 +309,11 @@ def test_worker_env_carries_the_settings_but_not_the_admin_token(
     )
     env = worker_env(settings)
     assert not any("secret-token" in v for v in env.values())
-    assert [k for k in env if k.startswith("CLIR_")] == ["CLIR_WORKER_SETTINGS"]
+    assert sorted(k for k in env if k.startswith("CLIR_")) == [
+        "CLIR_WEIGHTS_STATE_DIR",  # what tasks read through get_settings()
+        "CLIR_WORKER_SETTINGS",
+    ]
+    assert env["CLIR_WEIGHTS_STATE_DIR"] == str(settings.weights_state_dir.resolve())
     monkeypatch.setenv("CLIR_WORKER_SETTINGS", env["CLIR_WORKER_SETTINGS"])
     child = settings_from_env()
     assert child.admin_token is None

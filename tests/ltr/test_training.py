@@ -122,10 +122,9 @@ def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None
     params = LtrParams(lang="de", epochs=3, patience=3, candidates=5, activate=True)
     result = train_ltr(params, ctx, settings=ltr_settings)
     assert result.version is not None and result.version.startswith("ltr-hinge-")
-    store_path = Path(result.model) / "weights"
-    from service.mt.weights import WeightsStore
+    from service.mt.bundle import weights_store
 
-    store = WeightsStore(store_path)
+    store = weights_store(Path(result.model), ltr_settings.weights_state_dir)
     saved = store.load(result.version)
     assert store.active_version() == result.version
     assert saved.parent == "default" or saved.parent in store.versions()
@@ -154,9 +153,13 @@ def test_every_objective_trains(ltr_settings: Settings, objective: str) -> None:
 
 
 def test_freeze_smt_moves_only_ir_and_lex(ltr_settings: Settings) -> None:
-    from service.mt.weights import WeightsStore
+    from service.mt.bundle import weights_store
 
-    active = WeightsStore(ltr_settings.model_bundles[0] / "weights").active().weights
+    active = (
+        weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
+        .active()
+        .weights
+    )
     result = train_ltr(
         LtrParams(epochs=2, patience=5, candidates=5, freeze_smt=True, lex=True),
         settings=ltr_settings,
@@ -190,9 +193,9 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
         assert (w[IR_FEATURE] == start[IR_FEATURE]) == ir_terms
     assert moved[True] and not moved[False]
     # a stored version leaves out the per-term weights that stayed 0 and records the option
-    from service.mt.weights import WeightsStore
+    from service.mt.bundle import weights_store
 
-    store = WeightsStore(ltr_settings.model_bundles[0] / "weights")
+    store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
     for ir_terms in (True, False):
         result = train_ltr(LtrParams(epochs=1, candidates=5, freeze_smt=True, ir_terms=ir_terms),
                            settings=ltr_settings)  # fmt: skip
@@ -202,9 +205,9 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
 
 
 def test_cancellation_writes_nothing(ltr_settings: Settings) -> None:
-    from service.mt.weights import WeightsStore
+    from service.mt.bundle import weights_store
 
-    store = WeightsStore(ltr_settings.model_bundles[0] / "weights")
+    store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
     before = store.versions()
     active = store.active_version()
     for cancel_after in (1, 4):

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
 from service.mt.bundle import ModelBundle
@@ -70,7 +71,15 @@ def hand_index(docs: Mapping[str, Mapping[str, float]]) -> InvertedIndex:
     for name in ("id", "title", "text"):
         arrays[f"{name}_blob"], arrays[f"{name}_offsets"] = strings(ids)
     manifest = {
-        "build": {"kind": "docs", "k1": 1.2, "b": 0.75, "rsj": "floor", "tokenizer": "en"},
+        "build": {
+            "kind": "docs",
+            "k1": 1.2,
+            "b": 0.75,
+            "rsj": "floor",
+            "tokenizer": "en",
+            "analysis": "none",
+            "analysis_signature": analysis_signature("none"),
+        },
         "counts": {"n_docs": len(ids), "avdl": 10.0, "sources": ["t"]},
     }
     return InvertedIndex(Path("in-memory"), manifest, arrays)
@@ -122,10 +131,12 @@ def test_v_scales_the_bonus() -> None:
     # v = 0.5: D1 "the house is burning" −4.25 + 1.5 = −2.75 vs "the house burns" −4.0 + 1.0
     # = −3.0; D2 "the home burns" −5.25 + 1.25 = −4.0 = the Viterbi score (tie with
     # "the house burns" −4.0 without bonus).
+    # D2, like D3 ("that house is burning" −4.75 + 0.75), earns nothing over a document
+    # without any forest word, so neither is retrieved; D5 −4.0 + 0.0625.
     scorer = BowFdScorer(hand_index(DOCS), v=0.5)
     scores = {h.doc_id: h.score for h in scorer.rank(query_of(toy_forest()), k=10).hits}
     assert scores["D1"] == -2.75
-    assert scores["D2"] == -4.0
+    assert scores == {"D1": -2.75, "D5": -3.9375}
 
 
 def test_ir_weight_in_the_weight_vector_overrides_the_default_v() -> None:
@@ -135,7 +146,7 @@ def test_ir_weight_in_the_weight_vector_overrides_the_default_v() -> None:
     query = query_of(toy_forest(), weights={**TOY_WEIGHTS, IR_FEATURE: 0.5})
     scores = {h.doc_id: h.score for h in scorer.rank(query, k=10).hits}
     assert scores["D1"] == -2.75
-    assert scores["D2"] == -4.0
+    assert "D2" not in scores
     features = scorer.feature_vector(query, scorer.index.docno("D1"))
     assert features[IR_FEATURE] == 3.0  # "the house is burning": house 2.0 + burning 1.0
     bad = query_of(toy_forest(), weights={**TOY_WEIGHTS, IR_FEATURE: float("nan")})

@@ -3,8 +3,9 @@
 The dev pairs come from :mod:`service.mt.tuning.data`; Algorithm 1 of 000 runs with the chosen
 optimiser (:mod:`service.mt.tuning.optimizers`) from the bundle's active weights; the best
 weights by dev BLEU are evaluated once on the held-out part and saved (with both BLEU
-scores) as ``weights/tune-<method>-<time>.json``; ``activate`` makes them active when they beat
-the active version's held-out BLEU.
+scores) as the version ``tune-<method>-<time>`` (in the bundle's weights state directory,
+:mod:`service.mt.weights`); ``activate`` makes them active when they beat the active version's
+held-out BLEU.
 """
 
 from __future__ import annotations

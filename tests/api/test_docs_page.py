@@ -1,0 +1,211 @@
+"""The OpenAPI pages (``/docs``, ``/redoc``) work on a host without internet: Swagger UI and
+ReDoc come from files the app serves, not from a CDN.
+
+The fast test reads the pages' HTML with TestClient: every script, style sheet and icon it
+names is a local path that the app serves. The browser test (marker ``browser``) serves the
+app with uvicorn on a loopback port and opens ``/docs`` and ``/redoc`` in Debian's headless
+Chromium, which resolves no host name but 127.0.0.1 (an offline host): the operations must
+render, and Chromium's network log must show no request to any other host (ReDoc: none but
+its decorative logo, which it hides when it cannot load).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from service.api.app import create_app
+from service.settings import Settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1200,1000",
+    # an offline host: every name but the loopback address fails to resolve
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+]
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+OPERATIONS = ["/v1/search", "/v1/translate", "/v1/suggest", "/healthz", "/metrics"]
+
+
+def _settings(tmp: Path) -> Settings:
+    """No models or indexes: the docs pages need only the OpenAPI document."""
+    return Settings.model_validate(
+        {
+            "model_bundles": [],
+            "doc_indexes": [],
+            "pool_indexes": [],
+            "job_store": tmp / "jobs.sqlite3",
+            "embedded_worker": False,
+            "warm_up": False,
+        }
+    )
+
+
+class _Assets(HTMLParser):
+    """Every URL a page loads: ``src``/``href`` attributes and the spec URL in its script."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("src", "href", "spec-url") and value:
+                self.urls.append(value)
+
+    def handle_data(self, data: str) -> None:
+        self.urls += re.findall(r"""\burl:\s*['"]([^'"]+)['"]""", data)
+        self.urls += re.findall(r"""https?://[^\s'"<>]+""", data)
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_pages_reference_only_local_assets(tmp_path: Path, page: str) -> None:
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        r = client.get(page)
+        assert r.status_code == 200
+        parser = _Assets()
+        parser.feed(r.text)
+        scripts = [u for u in parser.urls if u.endswith(".js")]
+        assert scripts, parser.urls  # the page does load its UI from somewhere
+        for url in parser.urls:
+            parts = urlsplit(url)
+            assert not parts.scheme and not parts.netloc, f"{page} loads {url} from elsewhere"
+            asset = client.get(url)
+            assert asset.status_code == 200 and asset.content, url
+
+
+# --- the browser test ------------------------------------------------------------------------
+
+
+class _LiveServer:
+    """The app, served by uvicorn in a thread on a free loopback port."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(create_app(settings), log_level="warning", ws="none", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> _LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the app did not start; see the log above")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def docs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_LiveServer]:
+    with _LiveServer(_settings(tmp_path_factory.mktemp("docs"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def offline_chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not path.exists():
+            pytest.fail(f"{path} is missing: run `make browser` (Debian chromium, chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-docs-profile')}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _requested_urls(driver: WebDriver) -> list[str]:
+    """URLs of the requests Chromium sent since the log was last read."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def _leaving(urls: list[str]) -> list[str]:
+    """The URLs that leave 127.0.0.1 (``data:`` and ``blob:`` URLs stay in the browser)."""
+    return [
+        u
+        for u in urls
+        if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+        and urlsplit(u).hostname != "127.0.0.1"
+    ]
+
+
+@pytest.mark.browser
+def test_swagger_ui_renders_the_operations_offline(
+    offline_chrome: WebDriver, docs_server: _LiveServer
+) -> None:
+    _requested_urls(offline_chrome)  # forget earlier pages
+    offline_chrome.get(docs_server.url + "/docs")
+    WebDriverWait(offline_chrome, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock .opblock-summary-path")
+    )
+    paths = {
+        e.get_attribute("data-path")
+        for e in offline_chrome.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    }
+    assert set(OPERATIONS) <= paths
+    urls = _requested_urls(offline_chrome)
+    assert any(u.endswith("/openapi.json") for u in urls)
+    assert _leaving(urls) == []
+
+
+@pytest.mark.browser
+def test_redoc_renders_the_operations_offline(
+    offline_chrome: WebDriver, docs_server: _LiveServer
+) -> None:
+    _requested_urls(offline_chrome)
+    offline_chrome.get(docs_server.url + "/redoc")
+    WebDriverWait(offline_chrome, 30).until(
+        lambda d: "/v1/search" in d.find_element(By.TAG_NAME, "body").text
+    )
+    text = offline_chrome.find_element(By.TAG_NAME, "body").text
+    assert all(op in text for op in ("/v1/search", "/v1/translate", "/v1/suggest"))
+    # ReDoc's bundle always asks for its maker's logo in the menu's footer, and hides the
+    # image when it does not load: the one request that may leave, and nothing needs it
+    assert set(_leaving(_requested_urls(offline_chrome))) <= {REDOC_LOGO}

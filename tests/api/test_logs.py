@@ -1,0 +1,158 @@
+"""Request logs: one record per request with its request id (echoed in ``X-Request-ID``),
+route, status and the query's language, method, decode/rank times, cache use and degradation;
+JSON lines from ``clir serve`` when ``CLIR_LOG_FORMAT=json`` (or ``auto`` off a terminal),
+text on a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.logs import REQUEST_LOGGER, TextFormatter, logging_config, resolve_format
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from tests.servers import free_port, wait_ready
+
+ROOT = Path(__file__).resolve().parents[2]
+SEARCH = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 3}
+
+
+def _records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == REQUEST_LOGGER]
+
+
+def test_request_id_is_echoed_or_made(client: TestClient) -> None:
+    given = client.get("/healthz", headers={"X-Request-ID": "client-42.a"})
+    assert given.headers["x-request-id"] == "client-42.a"
+    made = client.get("/healthz").headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", made)
+    refused = client.get("/healthz", headers={"X-Request-ID": "a b\tc"}).headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", refused)  # not echoed as it came
+
+
+def test_one_record_per_request_with_the_query_fields(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=REQUEST_LOGGER)
+    first = client.post("/v1/search", json=SEARCH, headers={"X-Request-ID": "rid-1"})
+    again = client.post("/v1/search", json=SEARCH)
+    translated = client.post("/v1/translate", json={"text": "das Haus", "lang": "de"})
+    missing = client.get("/nowhere")
+    assert [first.status_code, again.status_code, translated.status_code] == [200, 200, 200]
+    assert missing.status_code == 404
+    records = _records(caplog)
+    assert len(records) == 4
+    a, b, t, m = (r.__dict__ for r in records)
+    assert a["request_id"] == "rid-1" and b["request_id"] == again.headers["x-request-id"]
+    assert {k: a[k] for k in ("route", "path", "http_method", "status", "lang", "method")} == {
+        "route": "/v1/search",
+        "path": "/v1/search",
+        "http_method": "POST",
+        "status": 200,
+        "lang": "de",
+        "method": "bowfd",
+    }
+    body = first.json()
+    assert a["decode_ms"] == round(body["timings"]["decode_ms"], 1) and a["decode_ms"] > 0
+    assert a["rank_ms"] == round(body["timings"]["rank_ms"], 1)
+    assert (a["cached"], a["degraded"], a["weights_version"]) == (
+        False,
+        False,
+        body["weights_version"],
+    )
+    assert (b["cached"], b["decode_ms"]) == (True, 0.0)
+    assert a["duration_ms"] > 0 and records[0].getMessage().startswith("POST /v1/search 200 ")
+    assert (t["route"], t["lang"], t["method"], t["cached"]) == ("/v1/translate", "de", None, None)
+    assert t["decode_ms"] is not None and t["decode_ms"] > 0
+    assert (m["route"], m["status"], m["lang"], m["decode_ms"]) == ("other", 404, None, None)
+
+
+def test_refused_requests_are_logged_too(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=REQUEST_LOGGER)
+    r = client.post("/v1/search", json={**SEARCH, "lang": "xx"})
+    assert r.status_code == 422
+    (record,) = _records(caplog)
+    assert (record.__dict__["status"], record.__dict__["lang"]) == (422, "xx")
+    assert record.__dict__["request_id"] == r.headers["x-request-id"]
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_text_on_a_terminal_json_otherwise() -> None:
+    assert resolve_format("auto", _Stream(tty=True)) == "text"
+    assert resolve_format("auto", _Stream(tty=False)) == "json"
+    assert resolve_format("json", _Stream(tty=True)) == "json"
+    assert resolve_format("text", _Stream(tty=False)) == "text"
+    config = logging_config("auto", "info", _Stream(tty=True))
+    assert list(config["formatters"]) == ["text"]
+    assert config["loggers"]["service"]["level"] == "INFO"
+
+
+def test_text_lines_carry_the_fields() -> None:
+    record = logging.LogRecord(REQUEST_LOGGER, logging.INFO, __file__, 1, "GET /x 200", (), None)
+    record.__dict__.update(request_id="r1", route="/x", status=200, lang=None, cached=True)
+    line = TextFormatter("%(levelprefix)s %(message)s", use_colors=False).format(record)
+    assert line.split() == ["INFO:", "GET", "/x", "200", "request_id=r1", "route=/x", "cached=True"]
+
+
+def test_clir_serve_writes_one_json_line_per_request(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
+    env.update(
+        {
+            "CLIR_MODEL_BUNDLES": json.dumps([str(toy_bundle.path)]),
+            "CLIR_DOC_INDEXES": json.dumps([str(toy_index.path)]),
+            "CLIR_POOL_INDEXES": "[]",
+            "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
+            "CLIR_EMBEDDED_WORKER": "false",
+            "CLIR_LOG_FORMAT": "json",
+        }
+    )
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        try:
+            wait_ready(url, proc, 90, log_path)
+            r = httpx.post(f"{url}/v1/search", json=SEARCH, headers={"X-Request-ID": "e2e-1"})
+            assert r.status_code == 200 and r.headers["x-request-id"] == "e2e-1"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    records: list[dict[str, Any]] = [json.loads(line) for line in lines]  # every line is JSON
+    searches = [r for r in records if r.get("route") == "/v1/search"]
+    assert len(searches) == 1
+    (s,) = searches
+    assert s["logger"] == REQUEST_LOGGER and s["level"] == "INFO"
+    assert (s["request_id"], s["status"], s["http_method"]) == ("e2e-1", 200, "POST")
+    assert (s["lang"], s["method"], s["cached"], s["degraded"]) == ("de", "bowfd", False, False)
+    assert s["decode_ms"] > 0 and s["rank_ms"] >= 0 and "time" in s
+    assert any(r.get("route") == "/readyz" for r in records)  # every request, one line each
+    assert not any("HTTP/1.1" in r.get("message", "") for r in records)  # no second access log
