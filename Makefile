@@ -3,30 +3,55 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+LOCK   := constraints.txt
+# `make serve` installs the service alone, from wheels (no compiler); the extras `train`
+# (eflomal, compiled) and `ray` come with the targets that need them (`make test`: `dev`).
+STAMP       := $(VENV)/.installed-stamp
+TRAIN_STAMP := $(VENV)/.installed-train-stamp
+DEV_STAMP   := $(VENV)/.installed-dev-stamp
+# Every install is pinned by $(LOCK), packages built from source get their build tools from it.
+PIP    := $(BIN)/python -m pip install --quiet --constraint $(LOCK) --build-constraint $(LOCK)
 DATA   ?= ../shared/data
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?=
 
-.PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose
+.PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose lock
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --constraint $(LOCK) pip
+	@# kenlm now comes from the ufal.kenlm wheel; both install the module `kenlm`
+	@$(BIN)/python -m pip uninstall --quiet --yes kenlm 2>/dev/null || true
+	$(PIP) -e .
 	@touch $(STAMP)
+
+$(TRAIN_STAMP): $(STAMP)
+	$(PIP) -e '.[train]'
+	@touch $@
+
+$(DEV_STAMP): $(STAMP)
+	$(PIP) -e '.[dev]'
+	@touch $@ $(TRAIN_STAMP)
 
 install: $(STAMP)
 
-lint: $(STAMP)
+# Re-pin $(LOCK) after a change of pyproject.toml's dependencies or constraints.in (keeps the
+# other pins; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release).
+LOCK_ARGS ?=
+lock: $(STAMP)
+	$(PIP) uv
+	$(BIN)/uv pip compile pyproject.toml constraints.in --all-extras --universal \
+		--python-version 3.11 --native-tls --custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
+
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check service tests bench
 	$(BIN)/ruff format --check service tests bench
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy service
 
-pytest: $(STAMP) browser compose
+pytest: $(DEV_STAMP) browser compose
 	$(BIN)/pytest -W error --strict-markers
 
 test: lint typecheck pytest
@@ -51,7 +76,7 @@ serve: $(STAMP)
 # a bundle that already has a tuned version is not tuned again.
 TUNE_ARGS ?= --method listmle-te --iterations 10 --patience 3 --dev-size 300 --heldout-size 200
 
-models: $(STAMP)
+models: $(TRAIN_STAMP)
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/de-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
 		--src de --tgt en --out models/de-en
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
@@ -62,14 +87,14 @@ models: $(STAMP)
 		|| exit 1; \
 	done
 
-demo: $(STAMP)
+demo: $(TRAIN_STAMP)
 	$(BIN)/clir build-demo --data $(DATA) --out models/demo-de-en
 
 index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs
 	$(BIN)/clir build-index --pool $(DATA)/tr/pool.en.tsv.gz --out indexes/pool
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python -m bench.run_all
 
 clean:

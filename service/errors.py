@@ -18,6 +18,23 @@ class ConfigurationError(ClirError):
     """A setting or an argument combination is invalid."""
 
 
+class MissingExtraError(ConfigurationError):
+    """A feature needs a package of an optional extra that is not installed.
+
+    The message names the extra and the command that installs it (``service.extras``).
+    """
+
+    def __init__(self, feature: str, module: str, extra: str) -> None:
+        self.feature = feature
+        self.module = module
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the optional '{extra}' extra (the {module!r} package is not "
+            f"installed): pip install 'clir-service[{extra}]', or, in a checkout, "
+            f".venv/bin/pip install -c constraints.txt -e '.[{extra}]'"
+        )
+
+
 class DataFormatError(ClirError):
     """A data file is malformed; names the file and, where known, the line."""
 

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
 
 from service.errors import ClirError, ConfigurationError, JobCancelled
+from service.extras import import_extra
 from service.index.inverted import InvertedIndex
 from service.ltr.shard import Cancelled, Shard, ShardEpoch, ShardSpec
 from service.mt.bundle import ModelBundle
@@ -296,13 +297,11 @@ class RayBackend(Backend):
         self.actors: list[Any] = []
         self._pending: list[Any] = []
         self._started_ray = False
+        self._ray()  # fail when the backend is chosen, not when the first shard starts
 
     def _ray(self) -> Any:
-        try:
-            import ray
-        except ImportError as exc:  # pragma: no cover - ray is a dependency
-            raise ConfigurationError("the ray backend needs the 'ray' package") from exc
-        return ray
+        """The ``ray`` module; :class:`MissingExtraError` naming the ``ray`` extra without it."""
+        return import_extra("ray", "ray", "the ray training backend (CLIR_LTR_BACKEND=ray)")
 
     def launch(self, specs: Sequence[ShardSpec]) -> None:
         ray = self._ray()

@@ -53,6 +53,7 @@ from service.errors import (
     InvalidInputError,
     MissingResourceError,
 )
+from service.extras import import_extra
 from service.jit import compiled
 
 IntArray = npt.NDArray[np.int32]
@@ -60,6 +61,8 @@ OffsetArray = npt.NDArray[np.int64]
 
 #: eflomal writes a sentence of this many tokens or more as an empty sentence (no links).
 EFLOMAL_MAX_TOKENS: Final = 1023
+#: What needs eflomal (optional extra ``train``), for the error when it is not installed.
+EFLOMAL_FEATURE: Final = "word alignment (clir train-model, clir build-demo)"
 
 #: Neighbours of an alignment point as (Δsource, Δtarget), in the order they are tried:
 #: the four direct neighbours, then the four diagonal ones (Koehn's ``neighboring``).
@@ -309,9 +312,8 @@ def _encode_corpus(
 
 
 def _eflomal_binary() -> Path:
-    import eflomal
-
-    binary = Path(eflomal.__file__).parent / "bin" / "eflomal"
+    eflomal = import_extra("eflomal", "train", EFLOMAL_FEATURE)
+    binary = Path(str(eflomal.__file__)).parent / "bin" / "eflomal"
     if not os.access(binary, os.X_OK):
         raise MissingResourceError(
             f"the eflomal sampler {binary} is missing or not executable; "
@@ -405,8 +407,7 @@ def align_corpus(
     src_lens = np.array([len(s) for s in src_sents], dtype=np.int32)
     tgt_lens = np.array([len(s) for s in tgt_sents], dtype=np.int32)
 
-    from eflomal import cython as efl
-
+    efl = import_extra("eflomal.cython", "train", EFLOMAL_FEATURE)
     _eflomal_binary()
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -33,7 +34,8 @@ from service import __version__
 from service.data import read_parallel
 from service.data.io import atomic_write, iter_lines
 from service.errors import ConfigurationError, InvalidInputError
-from service.mt.align import Alignments, align_corpus, symmetrize
+from service.extras import import_extra
+from service.mt.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
 from service.mt.bundle import (
     BUNDLE_FORMAT,
     DEFAULT_WEIGHTS,
@@ -87,10 +89,12 @@ class TrainConfig:
 def _versions() -> dict[str, str]:
     out = {"service": __version__}
     for pkg in ("kenlm", "eflomal", "sacremoses", "jieba", "numpy"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "absent"
+        out[pkg] = "absent"
+        # the kenlm module comes from the ufal.kenlm wheel (before, from the kenlm sdist)
+        for dist in ("ufal.kenlm", "kenlm") if pkg == "kenlm" else (pkg,):
+            with suppress(metadata.PackageNotFoundError):
+                out[pkg] = metadata.version(dist)
+                break
     return out
 
 
@@ -159,6 +163,7 @@ def train_model(
                 return existing
         except json.JSONDecodeError:
             pass
+    import_extra("eflomal", "train", EFLOMAL_FEATURE)  # fail now, not after cleaning
     work = out.with_name(out.name + ".work")
     bundle = work / "bundle"
     bundle.mkdir(parents=True, exist_ok=True)
