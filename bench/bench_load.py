@@ -223,8 +223,8 @@ def request_for(endpoint: str, text: str) -> tuple[str, dict[str, Any]]:
     if endpoint.startswith("search/"):
         return "/v1/search", {"query": text, "lang": "de", "method": endpoint.split("/")[1]}
     if endpoint == "suggest":
-        return "/v1/suggest", {"sentence": first_sentence(text), "lang": "de", "nbest": 5}
-    return "/v1/translate", {"text": first_sentence(text), "lang": "de"}
+        return "/v1/suggest", {"query": first_sentence(text), "lang": "de", "nbest": 5}
+    return "/v1/translate", {"query": first_sentence(text), "lang": "de"}
 
 
 @dataclass

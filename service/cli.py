@@ -301,9 +301,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
         params=_params(args.param),
     )
     if args.json:
-        hits = [
+        # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
+        # written against 0.1 and go in 0.2
+        results = [
             {
                 "rank": r,
+                "id": h.doc_id,
                 "doc_id": h.doc_id,
                 "title": index.doc(h.docno).title,
                 "score": h.score,
@@ -311,7 +314,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
             }
             for r, h in enumerate(ranking.hits, 1)
         ]
-        print(json.dumps({"signature": ranking.signature, "info": ranking.info, "hits": hits}))
+        payload = {
+            "signature": ranking.signature,
+            "info": ranking.info,
+            "results": results,
+            "hits": results,
+            "deprecated": {"hits": "results", "doc_id": "id"},
+        }
+        print(json.dumps(payload))
         return 0
     print(f"# {ranking.signature}", file=sys.stderr)
     for r, h in enumerate(ranking.hits, 1):

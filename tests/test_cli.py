@@ -93,3 +93,18 @@ def test_eval_run_missing_file_is_a_clean_error(
 ) -> None:
     assert main(["eval-run", "--qrels", str(tmp_path / "x"), "--run", str(tmp_path / "y")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_search_json_speaks_the_rest_vocabulary(
+    toy_paths: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`results` with `id`, as POST /v1/search; `hits`/`doc_id` stay, marked deprecated."""
+    model, index = toy_paths
+    args = ["search", "--model", str(model), "--index", str(index), "--method", "dt"]
+    assert main([*args, "Das Haus ist groß.", "--k", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["results"]) == 2
+    first = out["results"][0]
+    assert (first["rank"], first["id"], first["title"]) == (1, "d1", "Houses")
+    assert out["deprecated"] == {"hits": "results", "doc_id": "id"}
+    assert [h["doc_id"] for h in out["hits"]] == [r["id"] for r in out["results"]]

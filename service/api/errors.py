@@ -19,6 +19,7 @@ from service.errors import (
     InputTooLargeError,
     InvalidInputError,
     JobCancelled,
+    MissingExtraError,
     MissingResourceError,
     NotBuiltError,
     NotFoundError,
@@ -37,6 +38,7 @@ STATUS_BY_ERROR: tuple[tuple[type[ClirError], int], ...] = (
     (NotReadyError, 503),
     (NotBuiltError, 501),
     (MissingResourceError, 503),
+    (MissingExtraError, 501),  # this install lacks the optional extra the feature needs
     (ConfigurationError, 503),  # the service is configured so that it cannot answer this
     (DataFormatError, 503),  # a file the service reads (weights, index, bundle) is malformed
     (ClirError, 503),  # any other domain failure of the service (job store, training shard)

@@ -1,5 +1,12 @@
 """Request and response schemas of the REST API (they become the OpenAPI docs at ``/docs``).
 
+One vocabulary across the endpoints: ``query`` is the input text of every request (search,
+translate, suggest: each is decoded into the same cached forests), ``results`` the ranked
+items of a response and ``id`` an item's id, which ``GET /v1/documents/{id}`` resolves. The
+names an input text had before (``text`` in translate, ``sentence`` in suggest) are accepted
+as deprecated aliases until version 0.2 (:class:`RequestBody`): the OpenAPI schema lists them
+with ``deprecated: true``, and a body giving both names is 422.
+
 Range limits that are fixed by the API (``k`` 1–1000, ``nbest``) are declared here and fail
 with 422; limits that are settings (``max_query_chars`` → 413, ``max_k``, ``ranking_depth``)
 are checked by the handlers, so that tests and deployments can change them.
@@ -7,9 +14,19 @@ are checked by the handlers, so that tests and deployments can change them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 Method = Literal["bowfd", "dt", "psq"]
 
@@ -18,6 +35,56 @@ def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty or only whitespace")
     return value
+
+
+ALIASES_REMOVED_IN = "0.2"  # the version that stops accepting the deprecated input names
+
+
+class RequestBody(BaseModel):
+    """A request body: unknown fields are 422, and the renamed fields of ``renamed`` (old name
+    → new name) accept their old name until :data:`ALIASES_REMOVED_IN` — declare them with
+    :func:`renamed_field` — but never both names at once."""
+
+    model_config = ConfigDict(extra="forbid")
+    renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_per_field(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in cls.renamed.items():
+                if old in data and new in data:
+                    raise ValueError(
+                        f"`{old}` is the deprecated name of `{new}`: give `{new}`, not both"
+                    )
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The schema of the new names, plus each old name as a deprecated property."""
+        json_schema = handler(schema)
+        target = handler.resolve_ref_schema(json_schema)
+        props = target.get("properties", {})
+        for old, new in cls.renamed.items():
+            props[old] = {
+                "type": props[new].get("type", "string"),
+                "deprecated": True,
+                "description": f"Deprecated alias of `{new}`, accepted until version "
+                f"{ALIASES_REMOVED_IN}; give `{new}` instead (not both).",
+            }
+        return json_schema
+
+
+def renamed_field(new: str, old: str, *, description: str) -> Any:
+    """A field named ``new`` that also accepts its former name ``old`` (list it in the
+    model's ``renamed``)."""
+    return Field(
+        validation_alias=AliasChoices(new, old),
+        description=f"{description} (Formerly `{old}`, still accepted until version "
+        f"{ALIASES_REMOVED_IN}.)",
+    )
 
 
 class Timings(BaseModel):
@@ -42,11 +109,10 @@ class Served(BaseModel):
 # --- search ------------------------------------------------------------------------------------
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(RequestBody):
     """A German or Chinese query against the English document collection."""
 
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [{"query": "das haus ist groß", "lang": "de", "method": "bowfd", "k": 10}]
         },
@@ -88,6 +154,8 @@ class SearchResponse(Served):
                             "explanation": None,
                         }
                     ],
+                    "total": 37,
+                    "total_relation": "eq",
                     "translation": "the house is big",
                     "signature": "method:bowfd|v:1.0|...",
                     "weights_version": "v0001",
@@ -101,23 +169,42 @@ class SearchResponse(Served):
     )
 
     results: list[SearchHit]
+    total: int = Field(
+        description="How many documents the method retrieved for the query, i.e. would rank "
+        "if `k` had no limit: for dt, the documents holding a word of the 1-best translation "
+        "that has a non-zero BM25 weight (RSJ); for psq, the documents holding an English "
+        "translation of a query word with a non-zero weight; for bowfd, the documents whose "
+        "score beats the query's SMT Viterbi score (their best derivation earned BM25 weight). "
+        "Exact when `total_relation` is `eq`; when it is `gte` it is a lower bound: BOW-FD "
+        "scores only as deep as the page needs (`offset + k`), so a full page tells it only "
+        "that at least that many were retrieved. Pages reach `offset + k` ≤ the service's "
+        "ranking depth (CLIR_RANKING_DEPTH, default 1000) whatever the total."
+    )
+    total_relation: Literal["eq", "gte"] = Field(
+        description="`eq`: `total` is the exact count; `gte`: `total` is a lower bound "
+        "(as Elasticsearch's `hits.total.relation`)."
+    )
     translation: str = Field(description="The query's 1-best translation.")
 
 
 # --- translate ---------------------------------------------------------------------------------
 
 
-class TranslateRequest(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={"examples": [{"text": "das haus ist groß", "lang": "de", "nbest": 3}]},
-    )
+class TranslateRequest(RequestBody):
+    """Text to translate into English, sentence by sentence."""
 
-    text: str = Field(description="Text to translate, split into sentences.")
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"query": "das haus ist groß", "lang": "de", "nbest": 3}]},
+    )
+    renamed: ClassVar[dict[str, str]] = {"text": "query"}
+
+    query: str = renamed_field(
+        "query", "text", description="Text to translate, split into sentences."
+    )
     lang: str = Field(description="Source language: a loaded model's language (de, zh).")
     nbest: int = Field(1, ge=1, le=100, description="Translations per sentence.")
 
-    _text_not_blank = field_validator("text")(_not_blank)
+    _query_not_blank = field_validator("query")(_not_blank)
 
 
 class ScoredTranslation(BaseModel):
@@ -156,23 +243,25 @@ class TranslateResponse(BaseModel):
 # --- suggest -----------------------------------------------------------------------------------
 
 
-class SuggestRequest(BaseModel):
+class SuggestRequest(RequestBody):
     """A sentence to translate; the answer is similar English sentences of the pool."""
 
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
-            "examples": [{"sentence": "das haus ist groß", "lang": "de", "nbest": 5, "k": 5}]
+            "examples": [{"query": "das haus ist groß", "lang": "de", "nbest": 5, "k": 5}]
         },
     )
+    renamed: ClassVar[dict[str, str]] = {"sentence": "query"}
 
-    sentence: str
+    query: str = renamed_field(
+        "query", "sentence", description="The sentence to translate (one sentence)."
+    )
     lang: str = Field(description="Source language: a loaded model's language (de, zh).")
     nbest: Literal[1, 5, 10] = Field(5, description="Translations used to search (002's N).")
     k: int = Field(10, ge=1, le=100, description="Reference sentences returned.")
     levenshtein: bool = Field(True, description="Weigh candidates by edit similarity (002).")
 
-    _sentence_not_blank = field_validator("sentence")(_not_blank)
+    _query_not_blank = field_validator("query")(_not_blank)
 
 
 class FoundBy(BaseModel):
@@ -210,7 +299,9 @@ Span = tuple[int, int]
 
 
 class DocumentPublic(BaseModel):
-    """A stored document; with ``terms``, the character spans of the words that match them."""
+    """A stored document, or a sentence of the pool (``source`` "pool", with its page's title
+    and ``page_id`` when the document index holds the page); with ``terms``, the character
+    spans of the words that match them."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -222,15 +313,34 @@ class DocumentPublic(BaseModel):
                     "source": "lohelp",
                     "highlights": [[3, 9], [12, 17]],
                     "title_highlights": [[12, 17]],
-                }
+                },
+                {
+                    "id": "lop:text/swriter/guide/x.html#par_id3150",
+                    "title": "Inserting a table",
+                    "text": "Choose Table - Insert Table.",
+                    "source": "pool",
+                    "page_id": "lo:text/swriter/guide/x.html",
+                },
             ]
         }
     )
 
     id: str
-    title: str
+    title: str = Field(
+        description="The document's title; for a pool sentence the title of its page when "
+        "the document index holds that page, else empty."
+    )
     text: str = Field(description="The full text, one paragraph per line (\\n).")
-    source: str
+    source: str = Field(
+        description="The collection the document comes from (`pool` for a sentence of the "
+        "translators' sentence pool, as /v1/suggest returns them)."
+    )
+    page_id: str | None = Field(
+        None,
+        description="(pool sentences) The id of the page document the sentence comes from, "
+        "when the document index holds it: GET /v1/documents/{page_id} shows the sentence in "
+        "context. Present only for pool sentences of such a page.",
+    )
     highlights: list[Span] = Field(
         default_factory=list,
         description="(terms) [start, end) offsets in Unicode code points of the words of `text` "

@@ -30,7 +30,7 @@ def run_suggest(
     req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: InvertedIndex
 ) -> SuggestResponse:
     t0 = time.perf_counter()
-    decoded = service.decode(bundle, req.sentence)
+    decoded = service.decode(bundle, req.query)
     scorer = service.scorer("tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein)
     t1 = time.perf_counter()
     with decoded.lock:
@@ -58,7 +58,7 @@ def suggest(
     req: SuggestRequest, service: ServiceDep, resources: ResourcesDep, pool: PoolIndexDep
 ) -> SuggestResponse:
     """English reference sentences from the pool for a sentence to translate."""
-    service.check_text(req.sentence, "sentence")
+    service.check_text(req.query, "query")
     bundle = service.bundle(resources.models, req.lang)
     result: SuggestResponse = service.run(lambda: run_suggest(req, service, bundle, pool))
     return result

@@ -27,7 +27,7 @@ def run_translate(
 ) -> TranslateResponse:
     t0 = time.perf_counter()
     config = service.decoder(bundle).config
-    sentences = translate_text(bundle, req.text, nbest=req.nbest, config=config)
+    sentences = translate_text(bundle, req.query, nbest=req.nbest, config=config)
     ms = (time.perf_counter() - t0) * 1000
     note_request(decode_ms=ms, rank_ms=0.0, weights_version=bundle.active_weights().version)
     return TranslateResponse(
@@ -48,7 +48,7 @@ def translate(
     req: TranslateRequest, service: ServiceDep, resources: ResourcesDep
 ) -> TranslateResponse:
     """Translate text sentence by sentence into n-best English translations with scores."""
-    service.check_text(req.text, "text")
+    service.check_text(req.query, "query")
     bundle = service.bundle(resources.models, req.lang)
     result: TranslateResponse = service.run(lambda: run_translate(req, service, bundle))
     return result

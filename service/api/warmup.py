@@ -59,7 +59,7 @@ def _run(
         parts: dict[str, Callable[[], object]] = {
             "decode": partial(_decode, service, bundle),
             "translate": partial(
-                run_translate, TranslateRequest(text=text, lang=lang, nbest=5), service, bundle
+                run_translate, TranslateRequest(query=text, lang=lang, nbest=5), service, bundle
             ),
         }
         if resources.doc_index is not None:
@@ -69,7 +69,7 @@ def _run(
                     run_search, req, service, bundle, resources.doc_index, settings
                 )
         if resources.pool_index is not None:
-            req_s = SuggestRequest(sentence=text, lang=lang)
+            req_s = SuggestRequest(query=text, lang=lang)
             parts["suggest"] = partial(run_suggest, req_s, service, bundle, resources.pool_index)
         for name, run in parts.items():
             t0 = time.perf_counter()

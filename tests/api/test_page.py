@@ -367,6 +367,11 @@ def visible_words(driver: WebDriver, root: WebElement, tag: str) -> list[str]:
     return [w for t in texts for w in t.split()]
 
 
+def count_text(api: dict[str, Any]) -> str:
+    """How the summary line shows a search response's total: "37", or "10+" (lower bound)."""
+    return f"{api['total']}{'+' if api['total_relation'] == 'gte' else ''}"
+
+
 def marks_of(snippet: str) -> list[str]:
     return re.findall(r"<mark>(.*?)</mark>", snippet)
 
@@ -397,7 +402,8 @@ def test_search_with_highlights_explanation_and_pages(
     )
     hits = results(page, "search-results")
     assert len(hits) == len(api["results"]) == 10
-    assert page.find_element(By.ID, "search-summary").text == f"Results 1–10 for “{QUERY}”"
+    summary = page.find_element(By.ID, "search-summary").text
+    assert summary == f"Results 1–10 of {count_text(api)} for “{QUERY}”"
     titles = [h.find_element(By.CSS_SELECTOR, ".result-title").text for h in hits]
     assert titles == [r["title"] for r in api["results"]]
     # the snippet's matched English terms are highlighted, exactly those the API marked
@@ -463,7 +469,7 @@ def test_translator_tab_by_keyboard_with_diff_marks(
     sentence = "Wählen Sie eine Tabelle aus."
     page.find_element(By.ID, "suggest-sentence").send_keys(sentence, Keys.ENTER)
     wait(page).until(lambda d: results(d, "suggest-results"))
-    api = live_server.post("/v1/suggest", {"sentence": sentence, "lang": "de", "nbest": 5, "k": 10})
+    api = live_server.post("/v1/suggest", {"query": sentence, "lang": "de", "nbest": 5, "k": 10})
     items = results(page, "suggest-results")
     assert [i.find_element(By.CSS_SELECTOR, ".reference").text for i in items] == [
         r["text"] for r in api["results"]
@@ -738,6 +744,25 @@ def test_the_document_view_shows_the_translation_of_dt_and_psq(
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize(("method", "relation"), [("dt", "eq"), ("bowfd", "gte")])
+def test_the_summary_says_how_many_documents_were_retrieved(
+    page: WebDriver, live_server: LiveServer, method: str, relation: str
+) -> None:
+    """DT knows its count ("of 37"); BOW-FD, which stops scoring once the page is certain,
+    a lower bound ("of 10+")."""
+    Select(page.find_element(By.ID, "search-method")).select_by_value(method)
+    search(page, QUERY)
+    api = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "method": method})
+    assert api["total_relation"] == relation and api["total"] >= 10
+    summary = page.find_element(By.ID, "search-summary").text
+    assert summary == f"Results 1–10 of {count_text(api)} for “{QUERY}”"
+    if relation == "eq":
+        assert api["total"] > 10 and not summary.startswith("Results 1–10 of 10 ")
+    else:
+        assert api["total"] == 10 and "of 10+ for" in summary
+
+
+@pytest.mark.browser
 def test_a_document_link_opens_on_its_own(page: WebDriver, live_server: LiveServer) -> None:
     """A #doc= link opened in a new tab (or reloaded): the document with its terms marked."""
     hit = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "k": 1})["results"][0]
@@ -799,7 +824,7 @@ def test_a_search_error_clears_the_previous_results(page: WebDriver) -> None:
     search(page, QUERY)
     before = search_traces(page)
     assert before["results"] == 3 and before["pager"] is True
-    assert before["summary"] == f"Results 1–3 for “{QUERY}”"
+    assert re.fullmatch(rf"Results 1–3 of \d+\+? for “{re.escape(QUERY)}”", str(before["summary"]))
     k.clear()
     k.send_keys("5000")
     page.find_element(By.ID, "search-query").send_keys(Keys.ENTER)
@@ -927,7 +952,7 @@ def test_a_long_query_is_cut_short_in_the_heading(page: WebDriver) -> None:
     summary = page.find_element(By.ID, "search-summary")
     echo = summary.find_element(By.CSS_SELECTOR, ".query-echo")
     short = query[:80].rstrip() + "…"
-    assert summary.text == f"Results 1–10 for “{short}”"
+    assert re.fullmatch(rf"Results 1–10 of \d+\+? for “{re.escape(short)}”", summary.text)
     assert echo.get_attribute("title") == query
     assert int(echo.value_of_css_property("font-weight")) < 600  # not in bold
 

@@ -643,8 +643,12 @@
         foundBy.set(String(hit.id), { explanation: hit.explanation, score: hit.score, query: request.query, method: request.method });
         results.append(renderHit(hit, offset + at + 1, seq));
       });
+      // "of 37": the documents the method retrieved; "of 10+" when that is a lower bound
+      const total = Number.isFinite(response.total)
+        ? " of " + response.total + (response.total_relation === "gte" ? "+" : "")
+        : "";
       const lead = hits.length
-        ? "Results " + (offset + 1) + "–" + (offset + hits.length) + " for “"
+        ? "Results " + (offset + 1) + "–" + (offset + hits.length) + total + " for “"
         : (offset > 0 ? "No more results for “" : "No results for “");
       summary.replaceChildren(lead, queryEcho(request.query), "”");
       const translation = byId("search-translation");
@@ -881,7 +885,7 @@
     }
     const k = parseInt(byId("suggest-k").value, 10);
     const request = {
-      sentence: sentence,
+      query: sentence,
       lang: byId("suggest-lang").value,
       nbest: parseInt(byId("suggest-nbest").value, 10),
       k: Number.isFinite(k) ? k : 10,
