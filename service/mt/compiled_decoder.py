@@ -7,6 +7,10 @@ returns the +LM forest as a :class:`~service.mt.hypergraph.Hypergraph` built fro
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
 
+The nodes and edges the goal cannot reach are dropped on the kernel's arrays
+(:func:`service.mt.cube_kernel.reachable`, one reverse pass over the edges) before the forest's
+arrays are built, as the reference drops them from its objects.
+
 The forest equals the reference decoder's node for node and edge for edge — labels, spans, LM
 boundaries, tails, rule ids, yields and every feature value — because both use the same rule
 scores (:func:`service.mt.decoder.weighted_rule_scores`), the same chart, cube and heap order,
@@ -180,9 +184,16 @@ class CompiledDecoder(Decoder):
         best, pops, minus_lm = float(out[14]), int(out[15]), int(out[16])
         if not len(eh) or er[-1] != K.GOAL:  # cannot happen: pass-through covers every word
             raise InvalidInputError("the sentence could not be parsed")
-        stats.timings["cube_pruning"] = time.perf_counter() - t1
-        forest = _ArrayForest(self, toks, words, (nl, ni, nj, nleft, nright, nlen))
-        hg = forest.hypergraph(eh, et0, et1, er, elm, eoov, ei, ej)
+        t2 = time.perf_counter()
+        stats.timings["cube_pruning"] = t2 - t1
+        nodes: tuple[NDArray[Any], ...] = (nl, ni, nj, nleft, nright, nlen)
+        edges: tuple[NDArray[Any], ...] = (eh, et0, et1, er, elm, eoov, ei, ej)
+        stats.search_nodes, stats.search_edges = len(nl), len(eh)
+        if self.config.prune_unreachable:
+            nodes, edges = _prune(nodes, edges)
+            stats.timings["prune"] = time.perf_counter() - t2
+        forest = _ArrayForest(self, toks, words, nodes)
+        hg = forest.hypergraph(*edges)
         stats.pops, stats.minus_lm_nodes = pops, minus_lm
         stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
         return Forest(toks, hg, best, stats, self._use_lm)
@@ -210,6 +221,23 @@ class CompiledDecoder(Decoder):
         if d == self._eos:
             return EOS
         return words.extra_words[d - self._nvocab - 2]
+
+
+def _prune(
+    nodes: tuple[NDArray[Any], ...], edges: tuple[NDArray[Any], ...]
+) -> tuple[tuple[NDArray[Any], ...], tuple[NDArray[Any], ...]]:
+    """The kernel's node and edge arrays without what the goal cannot reach (same order,
+    nodes renumbered): :func:`service.mt.hypergraph.prune_unreachable` on arrays."""
+    head, t0, t1 = edges[:3]
+    keep_node, keep_edge = K.reachable(len(nodes[0]), head, t0, t1)
+    if keep_node.all() and keep_edge.all():
+        return nodes, edges
+    new = (np.cumsum(keep_node) - 1).astype(head.dtype)
+    kept = tuple(a[keep_edge] for a in edges)
+    head, t0, t1 = kept[:3]
+    t0 = np.where(t0 >= 0, new[t0], t0)
+    t1 = np.where(t1 >= 0, new[t1], t1)
+    return tuple(a[keep_node] for a in nodes), (new[head], t0, t1, *kept[3:])
 
 
 def _word_ids(grammar: Grammar) -> dict[str, int]:

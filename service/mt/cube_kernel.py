@@ -640,6 +640,33 @@ def decode_chart(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def reachable(num_nodes, e_head, e_t0, e_t1):  # type: ignore[no-untyped-def]
+    """The nodes and edges of :func:`decode_chart`'s forest that its goal reaches, as masks.
+
+    The goal (the last node) is reachable; an edge is kept if its head is reachable, and then
+    its tails are. One pass over the edges in reverse creation order suffices, because that is
+    a reverse topological order of this kernel's forests: every edge is created in its head's
+    cell, and every tail belongs to a cell finished before — X cells by increasing span length
+    (gaps are shorter spans), then the S cells [0, j] by increasing j (``S → X[0, j]`` reads the
+    X cell of the same span, finished in the first phase; ``S → S[0, k] X[k, j]`` has k < j),
+    then the goal's edges. So all edges with a node as a tail come after every edge into that
+    node, and a node's mark is final before its incoming edges are visited.
+    :func:`service.mt.hypergraph.reachable` is the reference (tests/mt/test_prune.py).
+    """
+    node_keep = np.zeros(num_nodes, np.bool_)
+    edge_keep = np.zeros(e_head.shape[0], np.bool_)
+    node_keep[num_nodes - 1] = True
+    for e in range(e_head.shape[0] - 1, -1, -1):
+        if node_keep[e_head[e]]:
+            edge_keep[e] = True
+            if e_t0[e] >= 0:
+                node_keep[e_t0[e]] = True
+            if e_t1[e] >= 0:
+                node_keep[e_t1[e]] = True
+    return node_keep, edge_keep
+
+
+@njit(cache=True, nogil=True)
 def sort_options(m_rlo, m_rhi, scores, rule_oov):  # type: ignore[no-untyped-def]
     """Per match: its rules by decreasing score (stable), with scores and LM OOV counts.
 

@@ -25,6 +25,15 @@ forest with other weights (001 eq. 4).
 With ``use_lm=False`` (the ``--no-lm`` ablation of 001 Table 2) the LM features are left out
 and each −LM node keeps one +LM node.
 
+Before the forest is handed on, the nodes and edges that no derivation of the goal uses are
+dropped (:func:`service.mt.hypergraph.prune_unreachable`; ``DecoderConfig.prune_unreachable``):
+most +LM items a cell pops are never popped as a tail in any cell above it (cdec drops them
+too). No derivation of the goal changes, so no Viterbi, k-best or retrieval result does; the
+forest that every retrieval method walks and the query cache holds shrinks (at pop 200 on the
+full bundles to about 1/20 of the nodes and 1/10 of the edges, bench/README.md, "Pruning
+unreachable +LM nodes"). ``DecodeStats.search_nodes``/``search_edges`` keep the search's own
+counts.
+
 Speed (issue #4): candidates are scored with :func:`service.mt.lm_context.combine_ids`, the
 tested fast form of ``combine`` over interned LM contexts whose steps are memoised per thread
 across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
@@ -49,7 +58,7 @@ from numpy.typing import NDArray
 
 from service.errors import InputTooLargeError, InvalidInputError
 from service.mt.grammar import Grammar, SentenceGrammar
-from service.mt.hypergraph import Hypergraph, HypergraphBuilder
+from service.mt.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.lm import LanguageModel
 from service.mt.lm_context import Boundary, ContextTable, IdTail, combine_ids, finish
 from service.mt.rules import (
@@ -84,6 +93,11 @@ class DecoderConfig:
     # (service.mt.compiled_decoder) or this module's Python reference, same forests; default:
     # the setting CLIR_DECODER_ENGINE (so every command can run either)
     engine: Literal["compiled", "reference"] = field(default_factory=lambda: _default_engine())
+    # drop the +LM nodes and edges that no derivation of the goal uses before the forest is
+    # handed on (:func:`service.mt.hypergraph.prune_unreachable`); no derivation, score or
+    # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
+    # Off only to measure or inspect the search's whole output.
+    prune_unreachable: bool = True
 
     def __post_init__(self) -> None:
         if self.pop_limit < 1:
@@ -137,7 +151,12 @@ class _Cube:
 
 @dataclass
 class DecodeStats:
-    """Sizes and per-stage timings (seconds) of one decode."""
+    """Sizes and per-stage timings (seconds) of one decode.
+
+    ``nodes``/``edges`` count the forest handed on; ``search_nodes``/``search_edges`` what
+    the search made, before the nodes the goal cannot reach were pruned (equal when
+    ``DecoderConfig.prune_unreachable`` is off).
+    """
 
     words: int = 0
     matches: int = 0
@@ -145,6 +164,8 @@ class DecodeStats:
     minus_lm_nodes: int = 0
     nodes: int = 0
     edges: int = 0
+    search_nodes: int = 0
+    search_edges: int = 0
     pops: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -267,7 +288,12 @@ class Decoder:
                 hg, best = search.run()
         else:
             hg, best = search.run()
-        stats.timings["cube_pruning"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        stats.timings["cube_pruning"] = t2 - t1
+        stats.search_nodes, stats.search_edges = hg.num_nodes, hg.num_edges
+        if self.config.prune_unreachable:
+            hg = prune_unreachable(hg)
+            stats.timings["prune"] = time.perf_counter() - t2
         stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
         return Forest(toks, hg, best, stats, self.lm is not None)
 

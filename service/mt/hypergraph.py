@@ -489,6 +489,59 @@ class Hypergraph:
             self.check_derivation(child, t)
 
 
+def reachable(hg: Hypergraph) -> tuple[list[int], list[int]]:
+    """Ids of the nodes reachable top-down from the goal, and of the edges into them (sorted).
+
+    A node is reachable if it is the goal or a tail of an edge whose head is reachable; an
+    edge is kept if its head is reachable. Every derivation of the goal uses only these nodes
+    and edges. A depth-first search from the goal through the incoming edges' tails (the slow,
+    obviously correct reference for the compiled decoder's pass,
+    :func:`service.mt.cube_kernel.reachable`).
+    """
+    seen = {hg.goal}
+    stack = [hg.goal]
+    while stack:
+        v = stack.pop()
+        for e in hg.incoming(v):
+            for t in hg.edges[e].tails:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+    return sorted(seen), [e.id for e in hg.edges if e.head in seen]
+
+
+def prune_unreachable(hg: Hypergraph) -> Hypergraph:
+    """The sub-forest of the nodes and edges reachable from the goal (:func:`reachable`).
+
+    Nodes and edges keep their order and are renumbered by it (so nodes stay topological and
+    every node's incoming edges keep their order, which breaks ties in every algorithm); the
+    derivations of the goal, their scores, strings and features are unchanged. Cube pruning
+    leaves many +LM nodes that no derivation of the goal uses (an item popped in its cell but
+    never popped as a tail above it); cdec drops them too. Returns ``hg`` itself when
+    everything is reachable.
+    """
+    nodes, edges = reachable(hg)
+    if len(nodes) == hg.num_nodes and len(edges) == hg.num_edges:
+        return hg
+    new = {old: i for i, old in enumerate(nodes)}
+    kept_nodes = [
+        Node(new[v.id], v.label, v.span, v.state) for v in (hg.nodes[old] for old in nodes)
+    ]
+    kept_edges = [
+        Hyperedge(
+            i,
+            new[e.head],
+            tuple(new[t] for t in e.tails),
+            e.target,
+            e.features,
+            e.span,
+            e.rule_id,
+        )
+        for i, e in enumerate(hg.edges[old] for old in edges)
+    ]
+    return Hypergraph(kept_nodes, kept_edges, new[hg.goal])
+
+
 def topological_order(num_nodes: int, edges: Sequence[Hyperedge]) -> list[int]:
     """Node ids ordered so that every tail precedes its head (stable: ties keep id order).
 

@@ -1,0 +1,352 @@
+"""Pruning the +LM nodes the goal cannot reach: forest sizes, time, memory and rankings.
+
+The compiled decoder (:class:`service.mt.compiled_decoder.CompiledDecoder`) with
+``DecoderConfig.prune_unreachable`` on (the default) and off, built from the same bundle and
+its active weights, on the full bundles (``models/de-en``, ``models/zh-en``):
+
+1. **Sentences** (``sentences``): ``--sentences`` dev source sentences of ``tr/<src>-en``
+   (``bench_decoder.load_sources``; every k-th of those with 1–80 tokens, so all lengths
+   appear) at every ``--pops`` limit, decoded by both decoders alternately in one process
+   (pruned first on even sentences). Per sentence: nodes and edges before (the search's
+   output, ``DecodeStats.search_nodes``/``search_edges``) and after pruning, decode time of
+   both, the pruning pass's own time, the Viterbi pass's time on both forests; and whether the
+   Viterbi 1-best (tokens, score, features) and the unique 100-best (tokens, score; at most
+   10,000 derivations, deterministic) are identical.
+2. **Queries** (``queries``): the first ``--queries`` dev queries of ``clir/lohelp-<src>``
+   (title + paragraph), decoded at the default pop limit by both decoders (alternately), then
+   ranked to depth 1000 against the full document index (``indexes/docs``) by BOW-FD, DT and
+   PSQ (``service.retrieval.runner.make_scorer``). BOW-FD is timed on both forests
+   alternately (``rank``: prepare + score); the rankings of every method must be identical
+   (document numbers and scores, bit for bit). Also the service's cache estimate
+   (``service.api.serving.query_bytes``) per query.
+3. **Memory** (``memory``): for the first ``--memory-queries`` of those queries, the bytes a
+   decoded query holds after a BOW-FD ranking, measured with :mod:`tracemalloc` (decoded and
+   ranked once before, so that caches of the grammar and the decoder are warm), per query and
+   per forest edge, pruned and not.
+
+Medians are :func:`statistics.median`. Output: ``bench/results/decoder_prune.json`` (``--out``);
+progress on stderr. Run (about 6 min for both full models on 2 shared cores)::
+
+    nice -n 5 .venv/bin/python -m bench.bench_decoder_prune
+    .venv/bin/python -m bench.bench_decoder_prune --models demo-de-en --index demo --sentences 10 \\
+        --queries 5 --memory-queries 2 --out /tmp/prune.json     # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.bench_decoder import DATA, ROOT, load_sources, log, ms, percentile
+from service.api.serving import BYTES_PER_ARRAY_EDGE, query_bytes
+from service.data import load_queries
+from service.mt.bundle import ModelBundle, load_bundle
+from service.mt.decoder import Decoder, DecoderConfig, Forest
+from service.mt.inference import fast_viterbi
+from service.mt.kbest import unique_kbest
+from service.retrieval.base import DecodedQuery, Ranking
+from service.retrieval.query import decode_query
+from service.retrieval.runner import load_index, make_scorer
+
+OUT = ROOT / "bench" / "results" / "decoder_prune.json"
+KBEST_DERIVATIONS = 10_000
+DEPTH = 1000
+METHODS = ("bowfd", "dt", "psq")
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def decoder_pair(bundle: ModelBundle, pop: int | None) -> tuple[Decoder, Decoder]:
+    """(pruned, unpruned) compiled decoders of the active weights."""
+    weights = bundle.active_weights().weights
+    base = (
+        DecoderConfig(engine="compiled") if pop is None else DecoderConfig(pop, engine="compiled")
+    )
+    on = bundle.make_decoder(weights, base)
+    off_config = DecoderConfig(pop_limit=base.pop_limit, engine="compiled", prune_unreachable=False)
+    return on, bundle.make_decoder(weights, off_config)
+
+
+def pick_sentences(bundle: ModelBundle, count: int) -> list[tuple[str, ...]]:
+    sources = [s for s in load_sources(bundle) if 1 <= len(s) <= 80]
+    step = max(1, len(sources) // count)
+    return sources[::step][:count]
+
+
+def same_translations(a: Forest, b: Forest, weights: dict[str, float]) -> tuple[bool, bool]:
+    """(Viterbi identical, unique 100-best identical) on two forests of one sentence."""
+    va, vb = fast_viterbi(a.hypergraph, weights), fast_viterbi(b.hypergraph, weights)
+    vit = (va.tokens, va.score, va.features) == (vb.tokens, vb.score, vb.features)
+    ka = unique_kbest(a.hypergraph, weights, 100, max_derivations=KBEST_DERIVATIONS)
+    kb = unique_kbest(b.hypergraph, weights, 100, max_derivations=KBEST_DERIVATIONS)
+    return vit, [(d.tokens, d.score) for d in ka] == [(d.tokens, d.score) for d in kb]
+
+
+# --- 1. sentences ------------------------------------------------------------------------------
+def bench_sentences(
+    bundle: ModelBundle, sentences: list[tuple[str, ...]], pops: list[int]
+) -> list[dict[str, Any]]:
+    weights = bundle.active_weights().weights
+    rows = []
+    for pop in pops:
+        on, off = decoder_pair(bundle, pop)
+        for s in sentences[-2:]:  # warm both (kernels, per-thread memos)
+            on.forest(s)
+            off.forest(s)
+        rec: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "search_nodes", "search_edges", "nodes", "edges", "t_on", "t_off", "t_prune",
+                "vit_on", "vit_off", "words",
+            )
+        }  # fmt: skip
+        same_vit = same_kbest = 0
+        for i, s in enumerate(sentences):
+            if i % 2 == 0:
+                t0 = time.perf_counter()
+                a = on.forest(s)
+                t1 = time.perf_counter()
+                b = off.forest(s)
+                t2 = time.perf_counter()
+                t_on, t_off = t1 - t0, t2 - t1
+            else:
+                t0 = time.perf_counter()
+                b = off.forest(s)
+                t1 = time.perf_counter()
+                a = on.forest(s)
+                t2 = time.perf_counter()
+                t_on, t_off = t2 - t1, t1 - t0
+            assert b.stats.nodes == a.stats.search_nodes and b.stats.edges == a.stats.search_edges
+            t0 = time.perf_counter()
+            fast_viterbi(a.hypergraph, weights)
+            t1 = time.perf_counter()
+            fast_viterbi(b.hypergraph, weights)
+            t2 = time.perf_counter()
+            v, k = same_translations(a, b, weights)
+            same_vit += v
+            same_kbest += k
+            for key, x in (
+                ("search_nodes", a.stats.search_nodes), ("search_edges", a.stats.search_edges),
+                ("nodes", a.stats.nodes), ("edges", a.stats.edges), ("t_on", t_on),
+                ("t_off", t_off), ("t_prune", a.stats.timings["prune"]), ("vit_on", t1 - t0),
+                ("vit_off", t2 - t1), ("words", len(s)),
+            ):  # fmt: skip
+                rec[key].append(x)
+        n = len(sentences)
+        row = {
+            "pop_limit": pop,
+            "sentences": n,
+            "words_median": median(rec["words"]),
+            "nodes_before_median": median(rec["search_nodes"]),
+            "nodes_after_median": median(rec["nodes"]),
+            "edges_before_median": median(rec["search_edges"]),
+            "edges_after_median": median(rec["edges"]),
+            "nodes_kept_share_total": round(sum(rec["nodes"]) / sum(rec["search_nodes"]), 4),
+            "edges_kept_share_total": round(sum(rec["edges"]) / sum(rec["search_edges"]), 4),
+            "decode_ms_median_unpruned": ms(median(rec["t_off"]), 2),
+            "decode_ms_median_pruned": ms(median(rec["t_on"]), 2),
+            "decode_ms_p90_unpruned": ms(percentile(rec["t_off"], 90), 2),
+            "decode_ms_p90_pruned": ms(percentile(rec["t_on"], 90), 2),
+            "decode_ratio_total_unpruned_over_pruned": round(
+                sum(rec["t_off"]) / sum(rec["t_on"]), 3
+            ),
+            "prune_pass_ms_median": ms(median(rec["t_prune"]), 3),
+            "viterbi_ms_median_unpruned": ms(median(rec["vit_off"]), 3),
+            "viterbi_ms_median_pruned": ms(median(rec["vit_on"]), 3),
+            "viterbi_identical": f"{same_vit}/{n}",
+            "unique_kbest100_identical": f"{same_kbest}/{n}",
+            "per_sentence": {k: [round(x, 6) for x in v] for k, v in rec.items()},
+        }
+        rows.append(row)
+        log(f"sentences {json.dumps({k: v for k, v in row.items() if k != 'per_sentence'})}")
+    return rows
+
+
+# --- 2. queries ---------------------------------------------------------------------------------
+def _hits(r: Ranking) -> list[tuple[int, float]]:
+    return [(h.docno, h.score) for h in r.hits]
+
+
+def bench_queries(
+    bundle: ModelBundle, index: Any, count: int
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    src = bundle.src
+    queries = list(load_queries(DATA / "clir" / f"lohelp-{src}" / "queries.dev.tsv").items())
+    chosen = queries[:count]
+    on, off = decoder_pair(bundle, None)
+    scorers = {m: make_scorer(m, index, bundle) for m in METHODS}
+    warm = decode_query(on, queries[-1][1], src)  # kernels of every method, outside the timings
+    for m in METHODS:
+        scorers[m].rank(warm, DEPTH)
+    rec: dict[str, list[float]] = {
+        k: [] for k in ("dec_on", "dec_off", "bowfd_on", "bowfd_off", "edges_on", "edges_off",
+                        "est_on", "est_off", "sentences", "prepare_on", "prepare_off")
+    }  # fmt: skip
+    identical = {m: 0 for m in METHODS}
+    differing: dict[str, list[str]] = {m: [] for m in METHODS}
+    bowfd = scorers["bowfd"]
+    for i, (qid, text) in enumerate(chosen):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        decoded: dict[bool, DecodedQuery] = {}
+        for pruned in order:
+            t0 = time.perf_counter()
+            decoded[pruned] = decode_query(on if pruned else off, text, src, qid=qid)
+            rec["dec_on" if pruned else "dec_off"].append(time.perf_counter() - t0)
+        rankings: dict[tuple[str, bool], Ranking] = {}
+        for pruned in order:  # BOW-FD timed, alternating
+            t0 = time.perf_counter()
+            r = bowfd.rank(decoded[pruned], DEPTH)
+            rec["bowfd_on" if pruned else "bowfd_off"].append(time.perf_counter() - t0)
+            rec["prepare_on" if pruned else "prepare_off"].append(r.info["seconds"]["prepare"])
+            rankings[("bowfd", pruned)] = r
+        for m in ("dt", "psq"):
+            for pruned in order:
+                rankings[(m, pruned)] = scorers[m].rank(decoded[pruned], DEPTH)
+        for m in METHODS:
+            same = _hits(rankings[(m, True)]) == _hits(rankings[(m, False)])
+            identical[m] += same
+            if not same:
+                differing[m].append(qid)
+        for pruned in (True, False):
+            q = decoded[pruned]
+            tag = "on" if pruned else "off"
+            rec[f"edges_{tag}"].append(sum(f.hypergraph.num_edges for f in q.forests))
+            rec[f"est_{tag}"].append(query_bytes(q))
+        rec["sentences"].append(len(decoded[True].forests))
+        log(
+            f"query {qid}: {len(decoded[True].forests)} sentences, edges "
+            f"{rec['edges_off'][-1]} -> {rec['edges_on'][-1]}, BOW-FD "
+            f"{ms(rec['bowfd_off'][-1])} -> {ms(rec['bowfd_on'][-1])} ms, identical "
+            f"{ {m: _hits(rankings[(m, True)]) == _hits(rankings[(m, False)]) for m in METHODS} }"
+        )
+    n = len(chosen)
+    out = {
+        "queries": n,
+        "depth": DEPTH,
+        "pop_limit": on.config.pop_limit,
+        "sentences_median": median(rec["sentences"]),
+        "edges_per_query_median_unpruned": median(rec["edges_off"]),
+        "edges_per_query_median_pruned": median(rec["edges_on"]),
+        "decode_ms_median_unpruned": ms(median(rec["dec_off"])),
+        "decode_ms_median_pruned": ms(median(rec["dec_on"])),
+        "decode_ratio_total_unpruned_over_pruned": round(
+            sum(rec["dec_off"]) / sum(rec["dec_on"]), 3
+        ),
+        "bowfd_rank_ms_median_unpruned": ms(median(rec["bowfd_off"])),
+        "bowfd_rank_ms_median_pruned": ms(median(rec["bowfd_on"])),
+        "bowfd_rank_ms_p90_unpruned": ms(percentile(rec["bowfd_off"], 90)),
+        "bowfd_rank_ms_p90_pruned": ms(percentile(rec["bowfd_on"], 90)),
+        "bowfd_ratio_total_unpruned_over_pruned": round(
+            sum(rec["bowfd_off"]) / sum(rec["bowfd_on"]), 3
+        ),
+        "bowfd_prepare_ms_median_unpruned": ms(median(rec["prepare_off"])),
+        "bowfd_prepare_ms_median_pruned": ms(median(rec["prepare_on"])),
+        "cache_estimate_bytes_per_query_median_unpruned": median(rec["est_off"]),
+        "cache_estimate_bytes_per_query_median_pruned": median(rec["est_on"]),
+        "bytes_per_array_edge_constant": BYTES_PER_ARRAY_EDGE,
+        "rankings_identical": {m: f"{identical[m]}/{n}" for m in METHODS},
+        "rankings_differing_qids": differing,
+        "per_query": {k: [round(x, 6) for x in v] for k, v in rec.items()},
+    }
+    log(f"queries {json.dumps({k: v for k, v in out.items() if k != 'per_query'})}")
+    return out, chosen
+
+
+# --- 3. memory ----------------------------------------------------------------------------------
+def held_bytes(decoder: Decoder, scorer: Any, text: str, src: str) -> tuple[int, int]:
+    """(bytes a decoded query holds after a BOW-FD ranking, its forests' edges)."""
+    scorer.rank(decode_query(decoder, text, src), DEPTH)  # warm the caches it fills
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    q = decode_query(decoder, text, src)
+    scorer.rank(q, DEPTH)
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return held, sum(f.hypergraph.num_edges for f in q.forests)
+
+
+def bench_memory(
+    bundle: ModelBundle, index: Any, chosen: list[tuple[str, str]], count: int
+) -> dict[str, Any]:
+    on, off = decoder_pair(bundle, None)
+    scorer = make_scorer("bowfd", index, bundle)
+    rows = []
+    for qid, text in chosen[:count]:
+        row: dict[str, Any] = {"qid": qid}
+        for tag, dec in (("pruned", on), ("unpruned", off)):
+            held, edges = held_bytes(dec, scorer, text, bundle.src)
+            row[f"{tag}_bytes"] = held
+            row[f"{tag}_edges"] = edges
+            row[f"{tag}_bytes_per_edge"] = round(held / edges, 1)
+        rows.append(row)
+        log(f"memory {json.dumps(row)}")
+    per_edge = [r["pruned_bytes_per_edge"] for r in rows]
+    per_edge_off = [r["unpruned_bytes_per_edge"] for r in rows]
+    return {
+        "queries": len(rows),
+        "bytes_per_edge_pruned_min_median_max": [min(per_edge), median(per_edge), max(per_edge)],
+        "bytes_per_edge_unpruned_min_median_max": [
+            min(per_edge_off),
+            median(per_edge_off),
+            max(per_edge_off),
+        ],
+        "bytes_per_query_median_pruned": median([r["pruned_bytes"] for r in rows]),
+        "bytes_per_query_median_unpruned": median([r["unpruned_bytes"] for r in rows]),
+        "per_query": rows,
+    }
+
+
+def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    bundle = load_bundle(ROOT / "models" / name)
+    log(f"model {name}")
+    sentences = pick_sentences(bundle, args.sentences)
+    out: dict[str, Any] = {
+        "sentences": bench_sentences(bundle, sentences, [int(p) for p in args.pops.split(",")])
+    }
+    if args.queries:
+        index = load_index(ROOT / "indexes" / args.index)
+        out["queries"], chosen = bench_queries(bundle, index, args.queries)
+        if args.memory_queries:
+            out["memory"] = bench_memory(bundle, index, chosen, args.memory_queries)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="de-en,zh-en")
+    p.add_argument("--pops", default="200,1000")
+    p.add_argument("--sentences", type=int, default=60)
+    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--memory-queries", type=int, default=10)
+    p.add_argument("--index", default="docs")
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    result: dict[str, Any] = {"models": {}}
+    for name in args.models.split(","):
+        result["models"][name] = bench_model(name, args)
+    result["settings"] = {k: str(v) for k, v in vars(args).items()}
+    result["machine_note"] = (
+        f"{platform.machine()}, {os.cpu_count()} shared cores, load "
+        f"{os.getloadavg()[0]:.1f} at the end; one process, pruned and unpruned alternating"
+    )
+    result["date"] = dt.datetime.now().isoformat(timespec="seconds")
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
