@@ -71,9 +71,9 @@ compose:
 serve: $(STAMP)
 	$(BIN)/clir serve --host $(HOST) --port $(PORT) $(if $(WORKERS),--workers $(WORKERS))
 
-# Train both bundles (resumable), then tune each with top-rank enhanced ListMLE (000; the
-# default) on dev paragraph pairs and activate the tuned weights if held-out BLEU improves;
-# a bundle that already has a tuned version is not tuned again.
+# Train both bundles (resumable), then tune each with top-rank enhanced ListMLE (Chen et al.
+# 2017; the default) on dev paragraph pairs and activate the tuned weights if held-out BLEU
+# improves; a bundle that already has a tuned version is not tuned again.
 TUNE_ARGS ?= --method listmle-te --iterations 10 --patience 3 --dev-size 300 --heldout-size 200
 
 models: $(TRAIN_STAMP)

@@ -1,12 +1,13 @@
-"""Benchmark of bag-of-words forced decoding: fast vs reference (issue #5, item 3, speed (a)).
+"""Benchmark of bag-of-words forced decoding: fast vs reference.
 
 On the first ``N_QUERIES`` German dev queries of ``clir/lohelp-de`` against the full document
 index (``indexes/docs``), each query is decoded once (``decode_query``: one +LM forest per
 sentence) and then ranked to depth ``K`` = 1000 twice, in the same process, alternately:
 
-* **reference** — 001 §3's procedure: per sentence, for every candidate document one Viterbi
-  pass over the whole forest with W'(e, d) (:func:`service.retrieval.bowfd.reference_scores`),
-  top K' per sentence, then the multi-sentence combination;
+* **reference** — the procedure of Hieber & Riezler 2015, §3: per sentence, for every candidate
+  document one Viterbi pass over the whole forest with W'(e, d)
+  (:func:`service.retrieval.bowfd.reference_scores`), top K' per sentence, then the multi-sentence
+  combination;
 * **fast** — ``BowFdScorer(engine="fast").rank`` (live forest, bounds, block inside passes).
 
 Recorded per query: sentences, forest sizes (nodes/edges, live part), candidates and documents
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.errors import MissingResourceError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
@@ -52,9 +54,7 @@ from service.retrieval.bowfd import (
 )
 from service.retrieval.query import decode_query
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results" / "bowfd_speed.json"
+RESULTS = RESULTS_DIR / "bowfd_speed.json"
 N_QUERIES = int(os.environ.get("CLIR_BENCH_QUERIES", "20"))
 K = 1000
 V = 1.0

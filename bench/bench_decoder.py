@@ -37,9 +37,9 @@ same bundle and the active weights; they must give identical forests. Measured, 
    3 differences.
 
 Statistics: medians are :func:`statistics.median` (mean of the two middle values for an even
-count, as in the earlier figures); p90 is the nearest-rank percentile (:func:`percentile`: the
-smallest sample with at least 90 % of the samples at or below it; the 9th of 10). Raw
-per-sentence / per-query times are kept in the JSON.
+count, as in the earlier figures); p90 is :func:`bench.common.percentile` (numpy's linear
+interpolation; figures recorded before it was shared used the nearest rank, the 9th of 10).
+Raw per-sentence / per-query times are kept in the JSON.
 
 Output: ``{"models": {model: {"speed": [...], "query": {...}, "identity": {...}}},
 "machine_note": ..., "date": ..., "settings": ...}`` in ``--out`` (default
@@ -73,6 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT, percentile
 from service.data import load_queries
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
@@ -82,9 +83,7 @@ from service.mt.tuning.data import load_dev_pairs
 from service.mt.weights import WeightsVersion
 from service.retrieval.query import query_sentences
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "bench" / "results" / "decoder.json"
+OUT = RESULTS_DIR / "decoder.json"
 DEFAULT_MODELS = ("de-en", "zh-en")
 # unique 100-best in the identity check: examine at most this many derivations (with the
 # default time budget the list would depend on the machine's speed, not only on the forest)
@@ -95,15 +94,6 @@ Weights = dict[str, float]
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def percentile(xs: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile: the smallest x with at least ``p`` % of ``xs`` at or below it."""
-    if not xs:
-        return math.nan
-    s = sorted(xs)
-    rank = max(1, math.ceil(p / 100 * len(s)))
-    return s[rank - 1]
 
 
 def ms(seconds: float, digits: int = 1) -> float:

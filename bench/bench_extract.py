@@ -1,6 +1,6 @@
 """Hiero grammar training on de-en with the real pipeline pieces, stage by stage.
 
-Stages (issue #3 items 1–4): read + clean + tokenise (:class:`service.text.clean.CorpusCleaner`),
+Stages: read + clean + tokenise (:class:`service.text.clean.CorpusCleaner`),
 word alignment (eflomal both ways, :func:`service.mt.align.align_corpus`) and
 grow-diag-final-and (:func:`service.mt.align.symmetrize`), encoding, the lexical table, rule
 extraction + aggregation + the min-count filter (:func:`service.mt.extract.extract_rules`,
@@ -25,12 +25,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from bench.common import DATA as SHARED_DATA
+from bench.common import RESULTS_DIR
 from service.data.formats import read_parallel
 from service.mt.align import align_corpus, symmetrize
 from service.mt.extract import (
@@ -45,8 +46,8 @@ from service.mt.features import estimate_features
 from service.mt.lexical import LexicalTable
 from service.text.clean import CorpusCleaner
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "parallel" / "de-en.tsv.gz"
-OUT = Path(__file__).resolve().parent / "results" / "extract_rules.json"
+DATA = SHARED_DATA / "parallel" / "de-en.tsv.gz"
+OUT = RESULTS_DIR / "extract_rules.json"
 LOOSE_PREFIX = 50_000
 T = TypeVar("T")
 

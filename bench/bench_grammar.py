@@ -1,4 +1,4 @@
-"""Benchmark of the binary grammar (issue 3, item 5): write time, size, load time, lookup time.
+"""Benchmark of the binary grammar: write time, size, load time, lookup time.
 
 Builds a synthetic grammar shaped like Hiero rules (Chiang 2007 §3: phrases of 1-5 words and
 patterns with one or two non-adjacent gaps over spans of at most 10 words) from real German
@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import DATA as SHARED_DATA
+from bench.common import RESULTS_DIR, ROOT, percentile
 from service.data.formats import read_parallel
 from service.mt.grammar import (
     PAD,
@@ -41,9 +43,8 @@ from service.mt.grammar import (
 )
 from service.mt.rules import RULE_FEATURES
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "parallel" / "de-en.tsv.gz"
-RESULTS = ROOT / "bench" / "results" / "grammar.json"
+DATA = SHARED_DATA / "parallel" / "de-en.tsv.gz"
+RESULTS = RESULTS_DIR / "grammar.json"
 TOKEN = re.compile(r"\w+|[^\w\s]")
 SENTENCE_LEN = 20
 N_SENTENCES = 100
@@ -223,10 +224,6 @@ def build_grammar(n_rules: int, rng: np.random.Generator) -> tuple[EncodedRules,
     return enc, tests
 
 
-def _pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.array(xs), q))
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rules", type=int, default=10_000_000)
@@ -292,15 +289,15 @@ def main(argv: list[str] | None = None) -> None:
                 "tokens_per_sentence": SENTENCE_LEN,
                 "max_span": MAX_SPAN,
                 "filter_ms_median": round(statistics.median(filt), 2),
-                "filter_ms_p90": round(_pct(filt, 90), 2),
+                "filter_ms_p90": round(percentile(filt, 90), 2),
                 "filter_and_rule_lists_ms_median": round(statistics.median(full), 2),
-                "filter_and_rule_lists_ms_p90": round(_pct(full, 90), 2),
+                "filter_and_rule_lists_ms_p90": round(percentile(full, 90), 2),
                 "pattern_matches_median": int(statistics.median(n_pat)),
                 "rule_matches_median": int(statistics.median(n_rule)),
                 "rule_matches_max": int(max(n_rule)),
             },
             "targets": {"load_seconds": 10, "lookup_ms": 50},
-            "meets_targets": loads[True] < 10 and _pct(filt, 90) < 50,
+            "meets_targets": loads[True] < 10 and percentile(filt, 90) < 50,
             "notes": "warm page cache; lookup = Grammar.filter (all rules of all spans as "
             "contiguous id blocks); 'and_rule_lists' also builds per-span (rule, gaps) lists",
         }

@@ -1,5 +1,4 @@
-"""BOW-FD scoring as the collection grows, and the memory of a serving process (issue #5, speed
-(d) and the peak-memory item).
+"""BOW-FD scoring as the collection grows, and the memory of a serving process.
 
 Growth: the document collection is replicated ×1, ×2, ×4 (copy ``r`` of document ``id`` gets the
 id ``id#r``; df and |C| grow together, so rsj hardly moves and every copy is a candidate wherever
@@ -30,6 +29,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_queries
 from service.data.formats import read_docs
 from service.errors import InvalidInputError
@@ -42,9 +42,6 @@ from service.records import Doc
 from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import make_scorer
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 
 MEMORY_PROBE = r"""
 import json, resource, sys
@@ -181,7 +178,7 @@ def main() -> None:
         result["memory"] = memory()
         print(json.dumps(result["memory"]), file=sys.stderr)
     result["growth"] = growth(args.queries, tuple(int(x) for x in args.sizes.split(",")))
-    out = ROOT / "bench" / "results" / "growth.json"
+    out = RESULTS_DIR / "growth.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

@@ -1,4 +1,4 @@
-"""Benchmark of the inverted BM25 index (issue #5, item 1 and speed goal (c)).
+"""Benchmark of the inverted BM25 index.
 
 Measures, on the full collection ``clir/docs.jsonl.gz`` and the pool ``tr/pool.en.tsv.gz``:
 build time and size of both indexes, open/lookup/first-query time (in a fresh process), the
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_qrels, read_docs, read_pool
 from service.errors import ConfigurationError
 from service.index import (
@@ -38,9 +39,7 @@ from service.index import (
     index_tokens,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results" / "index.json"
+RESULTS = RESULTS_DIR / "index.json"
 N_QUERIES = 200
 K = 1000
 ROUNDS = 3

@@ -32,9 +32,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.mt.hypergraph import Derivation, Hypergraph
@@ -44,9 +44,7 @@ from service.mt.semiring import COUNTING
 from service.text import preprocess
 from tests.mt.test_kbest import old_unique_kbest
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "bench" / "results" / "kbest.json"
+OUT = RESULTS_DIR / "kbest.json"
 SENTENCES = 20
 KS_REFERENCE = (5, 10, 100, 1000)
 KS_COMPILED = (5, 100, 1000)

@@ -1,4 +1,4 @@
-"""Benchmark of the 4-gram modified Kneser-Ney LM (issue #3 item 6).
+"""Benchmark of the 4-gram modified Kneser-Ney LM.
 
 Estimates the LM on the full ``lm/en.txt.gz`` with :mod:`service.mt.lm_estimate` (wall time,
 peak RSS, ARPA size), loads it in KenLM (load time) and measures perplexity on held-out
@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR
 from service.data.io import iter_lines
 from service.mt.lm import KenLM
 from service.mt.lm_estimate import (
@@ -40,9 +41,7 @@ from service.mt.lm_estimate import (
 )
 from service.text.tokenize import preprocess
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results" / "lm.json"
+RESULTS = RESULTS_DIR / "lm.json"
 ORDER = 4
 
 

@@ -1,4 +1,4 @@
-"""Bounded load benchmark of the running service on loopback (issue 8 item 1, issue 7 benchmark).
+"""Bounded load benchmark of the running service on loopback.
 
 Starts the real service (``clir serve --workers W`` in a subprocess, W = ``--workers``, default
 one API process per core, on 127.0.0.1 and a free port, with the configured model bundles and
@@ -24,7 +24,7 @@ against a second server started with ``max_concurrency`` = ``--probe-slots``, th
 queue wait (0.1 s) and 4× as many clients: the share of 503 answers, whether each carried
 Retry-After, and their latency next to that of the answered requests.
 
-Then a **training phase** (issue 6 and issue 8 item 1): a third server with the query cache
+Then a **training phase**: a third server with the query cache
 off (every request does its full work, so equal requests cost the same) and its embedded
 training worker runs ``--train-clients`` clients for ``--duration`` s idle, then a
 learning-to-rank job is submitted over the admin API (``POST /v1/admin/train``: hinge, SMT
@@ -56,11 +56,10 @@ from typing import Any
 
 import httpx2
 
+from bench.common import DATA, RESULTS_DIR, ROOT, percentile
 from service.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
+RESULTS = RESULTS_DIR / "load.json"
 HOT_SET = 20
 MIX: list[tuple[str, float]] = [
     ("search/bowfd", 0.35),
@@ -267,14 +266,6 @@ async def run_phase(
 
         await asyncio.gather(*(client() for _ in range(clients)))
     return samples, time.perf_counter() - start
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, -(-len(sorted_values) * q // 100))
-    return sorted_values[int(rank) - 1]
 
 
 def latency_stats(seconds: list[float]) -> dict[str, Any]:

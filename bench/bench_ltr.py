@@ -1,12 +1,13 @@
-"""Learning to rank for BOW-FD (issue #6; 001 §4 and Table 1's BOW-FD+LTR rows on our data).
+"""Learning to rank for BOW-FD (Hieber & Riezler 2015, §4, and the BOW-FD+LTR rows of their Table 1,
+on our data).
 
 Dev MAP / NDCG@1000 / PRES of BOW-FD with the bundle's active weights (IR weight v = 1
 unless they carry one) and after learning to rank with each objective — SMT weights learned
-("smt"), frozen ("frozen", 001 §4's better choice for MAP/NDCG) and frozen with the sparse LEX
-features added ("lex") — with the epoch of the best dev MAP and the paired randomization test
-(:func:`service.evaluation.randomization_test`, per-query AP) against the starting weights,
-and ``map_detectable``: the smallest MAP gain the dev queries could show at p < 0.05 with power
-0.8, given how much that run's per-query AP differences vary
+("smt"), frozen ("frozen", the better choice for MAP/NDCG in Hieber & Riezler 2015, §4) and frozen
+with the sparse LEX features added ("lex") — with the epoch of the best dev MAP and the paired
+randomization test (:func:`service.evaluation.randomization_test`, per-query AP) against the
+starting weights, and ``map_detectable``: the smallest MAP gain the dev queries could show at p <
+0.05 with power 0.8, given how much that run's per-query AP differences vary
 (:func:`service.evaluation.detectable_difference`).
 The training queries are decoded once (with LEX columns, which stay at 0 when LEX is off) and
 every configuration trains on the same examples, in one process.
@@ -49,6 +50,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from bench.jackknife import fold_of_query
 from service.evaluation import detectable_difference, evaluate, randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
@@ -68,8 +70,6 @@ from service.mt.bundle import load_bundle
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.runner import load_index
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 OBJECTIVES = ("hinge", "listnet", "listmle", "listmle-te", "perceptron")
 # variant: (freeze_smt, lex, ir_terms)
 VARIANTS = {
@@ -330,7 +330,7 @@ def main() -> None:
         raise SystemExit("--jackknife and --train-model exclude each other")
 
     lang = args.lang
-    out_path = args.out or ROOT / "bench" / "results" / f"ltr_{lang}.json"
+    out_path = args.out or RESULTS_DIR / f"ltr_{lang}.json"
     data = DATA / "clir" / f"lohelp-{lang}"
     model = ROOT / "models" / f"{lang}-en"
     index_path = ROOT / "indexes" / "docs"

@@ -1,4 +1,4 @@
-"""Benchmark of the trained model bundles (issue #3): per-stage wall time and peak memory
+"""Benchmark of the trained model bundles: per-stage wall time and peak memory
 of ``clir train-model`` (from each bundle's manifest), rule counts, grammar size on disk and
 load time, rule lookup time for 20-word sentences, KenLM load time, and LM perplexity on the
 English side of the dev parallel data (``tr/<src>-en`` dev references).
@@ -15,23 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT, percentile
 from service.mt.bundle import GRAMMAR_DIR, LM_FILE, read_manifest
 from service.mt.grammar import load_grammar
 from service.mt.lm import KenLM
 from service.mt.tuning.data import load_dev_pairs
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "bench" / "results" / "models.json"
+OUT = RESULTS_DIR / "models.json"
 
 
 def _dir_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20, 1)
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def bench_bundle(path: Path) -> dict[str, Any]:
@@ -65,7 +59,7 @@ def bench_bundle(path: Path) -> dict[str, Any]:
     out["lookup_20_words_ms"] = {
         "sentences": len(times),
         "median": round(1000 * statistics.median(times), 2),
-        "p90": round(1000 * _pct(times, 0.9), 2),
+        "p90": round(1000 * percentile(times, 90), 2),
     }
     t = time.perf_counter()
     lm = KenLM(path / LM_FILE)

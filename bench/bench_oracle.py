@@ -18,18 +18,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_qrels, load_queries
 from service.evaluation import CLIR_METRICS, evaluate
 from service.retrieval.runner import load_index
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--words", type=int, nargs="+", default=[30, 50, 60])
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "oracle.json")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR / "oracle.json")
     args = ap.parse_args()
     index = load_index(ROOT / "indexes" / "docs")
     result: dict[str, Any] = {"index": "indexes/docs", "depth": 1000, "runs": {}}

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_qrels, load_queries, read_docs
 from service.data.querysets import ceiling_queries, short_queries
 from service.errors import InvalidInputError
@@ -36,8 +37,6 @@ from service.mt.decoder import DecoderConfig
 from service.retrieval.query import decode_query
 from service.retrieval.runner import load_index, make_scorer
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 QUERYSETS = ROOT / "bench" / "querysets"
 METRICS = ("map", "ndcg", "ndcg@10", "mrr")
 PERMUTATIONS = 10_000
@@ -225,4 +224,4 @@ if __name__ == "__main__":
         "docs": ROOT / "indexes" / "docs"
     }
     main(args.lang, idx, args.sets.split(","), args.methods.split(","), args.max_queries,
-         args.out or ROOT / "bench" / "results" / f"querysets_{args.lang}.json")  # fmt: skip
+         args.out or RESULTS_DIR / f"querysets_{args.lang}.json")  # fmt: skip

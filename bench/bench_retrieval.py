@@ -1,4 +1,4 @@
-"""Retrieval quality (issue #5 benchmark; 001 Tables 1 and 2 on our data).
+"""Retrieval quality (Hieber & Riezler 2015, Tables 1 and 2 on our data).
 
 Each dev query of ``lohelp-<src>`` is decoded once with the language model and once without;
 DT, PSQ and BOW-FD (a grid of default IR weights v) rank the full document collection from the
@@ -23,6 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, evaluate, randomization_test
@@ -32,8 +33,6 @@ from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import load_index, make_scorer
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 V_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 V_GRID_NO_LM = (0.5, 1.0)
 
@@ -43,8 +42,9 @@ def _configs(
 ) -> list[tuple[str, str, str, dict[str, Any]]]:
     """(key, index name, method, params) of every configuration run on one kind of forest."""
     tag = "+lm" if use_lm else "-lm"
-    # 001 §5: without the LM the n-best list is not a usable source of PSQ probabilities alone,
-    # so PSQ -LM keeps only the n-best term translations (λ = 1, no lexical table mixing)
+    # Hieber & Riezler 2015, §5: without the LM the n-best list is not a usable source of PSQ
+    # probabilities alone, so PSQ -LM keeps only the n-best term translations (λ = 1, no lexical
+    # table mixing)
     psq = {} if use_lm else {"lam": 1.0}
     out = [(f"dt{tag}", "floor", "dt", {}), (f"psq{tag}", "floor", "psq", psq)]
     out += [
@@ -154,7 +154,7 @@ def main(
         "dt": round(dec + result["configs"]["dt+lm"]["rank_s_per_query"], 3),
         "bowfd": round(dec + result["configs"][f"bowfd_v{best_v}+lm"]["rank_s_per_query"], 3),
     }
-    out = ROOT / "bench" / "results" / f"retrieval_{src}.json"
+    out = RESULTS_DIR / f"retrieval_{src}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

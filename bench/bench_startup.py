@@ -31,8 +31,9 @@ from typing import Any
 
 import httpx2
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "results" / "startup.json"
+from bench.common import RESULTS_DIR, ROOT
+
+OUT = RESULTS_DIR / "startup.json"
 CONFIGS: dict[str, dict[str, list[str]]] = {
     "demo": {
         "bundles": ["models/demo-de-en"],

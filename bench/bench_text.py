@@ -1,4 +1,4 @@
-"""Speed of the tokenizers (issue #3 item 1) and, with ``--clean``, the full-corpus cleaning.
+"""Speed of the tokenizers and, with ``--clean``, the full-corpus cleaning.
 
 ``main()`` measures tokens per second of the English tokenizer on document text (every 10th
 document of ``clir/docs.jsonl.gz``, line by line as the index tokenises it; sacremoses itself
@@ -16,17 +16,15 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR
 from service.data import read_parallel
 from service.text import get_tokenizer, normalize
 from service.text.clean import CorpusCleaner
 from service.text.tokenize import MosesWordTokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-RESULTS = ROOT / "bench" / "results"
+RESULTS = RESULTS_DIR
 
 
 def _doc_lines(step: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""Translation retrieval for translators (issue #5 benchmark; 002 Tables 2–3 on our data).
+"""Translation retrieval for translators (TR paper, Tables 2–3 on our data).
 
 The first ``--queries`` dev sentences of ``tr/<src>-en`` are decoded once (the bundle's active
 weights, +LM forests); the TR scorer then ranks the sentence pool ``indexes/pool`` for every
@@ -20,9 +20,9 @@ import json
 import sys
 import time
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import TR_METRICS, evaluate, randomization_test
@@ -32,8 +32,6 @@ from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import load_index, make_scorer
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 LAMBDA2_GRID = (0.5, 1.0, 2.0, 4.0)
 
 
@@ -105,7 +103,7 @@ def main(src: str, n_queries: int) -> None:
         f"N{n}": randomization_test(per_query[f"N{n}+lev"], per_query[f"N{n}"], 10_000, 0)
         for n in (1, 5, 10)
     }
-    out = ROOT / "bench" / "results" / f"tr_{src}.json"
+    out = RESULTS_DIR / f"tr_{src}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

@@ -1,4 +1,4 @@
-"""Tuning comparison (issue #4; 000 Tables 2–3 on our data): dev and held-out BLEU of the
+"""Tuning comparison (Chen et al. 2017, Tables 2–3 on our data): dev and held-out BLEU of the
 untuned default weights and of each optimiser (MERT, PRO, ListNet, ListMLE, top-5 ListMLE,
 top-rank enhanced ListMLE with instance aggregating, and ListMLE-TE with k-best merging).
 
@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from bench.common import DATA, RESULTS_DIR, ROOT
 from service.mt.bundle import load_bundle
 from service.mt.tuning.data import load_dev_pairs
 from service.mt.tuning.run import bleu_of, tune_bundle
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 METHODS = ("mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te", "listmle-te:merge")
 
 
@@ -41,7 +39,7 @@ def main(
                            max_words=max_words)  # fmt: skip
     tune_pairs, heldout = split.tune[:dev_size], split.heldout[:heldout_size]
     default = bundle.weights_store.load("default")
-    out_path = ROOT / "bench" / "results" / f"tuning_{src}.json"
+    out_path = RESULTS_DIR / f"tuning_{src}.json"
     result: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {"runs": {}}
     result.update({"model": f"{src}-en", "dev_sentences": len(tune_pairs),
                    "heldout_sentences": len(heldout), "iterations": iterations, "k": 20,
@@ -76,7 +74,7 @@ def reevaluate(src: str = "de", dev_size: int = 200, heldout_size: int = 200,
     split = load_dev_pairs(DATA / "tr" / f"{src}-en", DATA / "tr" / "pool.en.tsv.gz", src,
                            max_words=max_words)  # fmt: skip
     tune_pairs, heldout = split.tune[:dev_size], split.heldout[:heldout_size]
-    out_path = ROOT / "bench" / "results" / f"tuning_{src}.json"
+    out_path = RESULTS_DIR / f"tuning_{src}.json"
     result = json.loads(out_path.read_text())
     for name, run in result["runs"].items():
         weights = bundle.weights_store.load(run.get("version", "default")).weights

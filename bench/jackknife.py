@@ -1,4 +1,4 @@
-"""Jackknifed translation models for learning to rank on unseen training queries (issue #6).
+"""Jackknifed translation models for learning to rank on unseen training queries.
 
 The LibreOffice training queries come from the same pages as the LibreOffice paragraph pairs
 of the parallel data (data README §3), so the serving model translates them from memory and
@@ -28,11 +28,10 @@ import json
 import time
 from pathlib import Path
 
+from bench.common import DATA
 from service.mt.train import TrainConfig, train_model
 from service.settings import get_settings
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
 LOHELP = "lohelp:"
 
 

@@ -1,5 +1,5 @@
 """Cross-lingual retrieval service: SCFG translation forests, bag-of-words forced decoding
-(Hieber & Riezler 2015, ``../shared/papers/001_625ca12d9b1f565c.txt``), and translation
-retrieval for translators (``002_8198c4b36f086708.txt``)."""
+(Hieber & Riezler 2015), and translation retrieval for translators (the TR paper;
+docs/references.md lists the papers)."""
 
 __version__ = "0.1.0"

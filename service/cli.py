@@ -1,9 +1,8 @@
-"""The ``clir`` command: one sub-command per verb of DESIGN.md.
+"""The ``clir`` command: one sub-command per verb (README.md, "The `clir` command").
 
 This module only parses arguments and prints; the work is done by library modules, which
 import without argparse. Progress goes to stderr, results to stdout. Domain errors print one
-line (``clir: error: ...``) and exit 1; verbs whose part of the product is not built yet exit
-2 with a message saying so.
+line (``clir: error: ...``) and exit 1.
 """
 
 from __future__ import annotations
@@ -13,11 +12,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from service.errors import ClirError, ConfigurationError, InvalidInputError, NotBuiltError
+from service.errors import ClirError, ConfigurationError, InvalidInputError
 
 # One BLAS thread per process: the heavy work is many small products, which multithreaded
 # OpenBLAS slows down several times on this 2-core machine.
@@ -26,14 +25,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 Handler = Callable[[argparse.Namespace], int]
 
 EXIT_ERROR = 1
-EXIT_NOT_BUILT = 2
-
-
-def _not_built(issue: str) -> Handler:
-    def handler(args: argparse.Namespace) -> int:
-        raise NotBuiltError(f"'clir {args.verb}' is not built yet (see the issue: {issue})")
-
-    return handler
 
 
 # --- built verbs -------------------------------------------------------------------------
@@ -472,6 +463,67 @@ def _add_param_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Registry:
+    """The names of a registry as argparse ``choices``, looked up when argparse first needs
+    them (to check a value or print help): importing a registry imports what it registers,
+    which only the verbs that use it should pay for."""
+
+    def __init__(self, names: Callable[[], Iterable[str]]) -> None:
+        self._load = names
+        self._names: tuple[str, ...] | None = None
+
+    def _get(self) -> tuple[str, ...]:
+        if self._names is None:
+            self._names = tuple(self._load())
+        return self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._get()
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _document_methods() -> Iterable[str]:
+    from service.retrieval.base import document_methods
+
+    return document_methods()
+
+
+def _tuning_methods() -> Iterable[str]:
+    from service.mt.tuning.optimizers import OPTIMIZERS
+
+    return OPTIMIZERS
+
+
+def _rsj_policies() -> Iterable[str]:
+    from service.index.bm25 import RsjPolicy
+
+    return [policy.value for policy in RsjPolicy]
+
+
+def _ltr_objectives() -> Iterable[str]:
+    from service.ltr.objectives import OBJECTIVES
+
+    return OBJECTIVES
+
+
+def _ltr_backends() -> Iterable[str]:
+    from service.ltr.backends import BACKENDS
+
+    return BACKENDS
+
+
+_METHODS = _Registry(_document_methods)
+_TUNING_METHODS = _Registry(_tuning_methods)
+_RSJ_POLICIES = _Registry(_rsj_policies)
+_OBJECTIVES = _Registry(_ltr_objectives)
+_BACKENDS = _Registry(_ltr_backends)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="clir", description="Cross-lingual retrieval with bag-of-words forced decoding."
@@ -503,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", type=Path, help="sentence pool (default: beside --dev)")
     p.add_argument(
         "--method",
-        choices=["mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te"],
+        choices=_TUNING_METHODS,
         default="listmle-te",
     )
     p.add_argument("--k", type=int, default=20, help="k-best size (20; 100 as an option)")
@@ -525,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--rsj",
-        choices=["floor", "drop", "keep"],
+        choices=_RSJ_POLICIES,
         default="floor",
         help="terms in more than half the documents (rsj < 0): floor rsj at 0 (default), "
         "drop their postings, or keep the negative weight",
@@ -550,7 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("search", "Search the document index with a foreign query.", _cmd_search)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--index", type=Path, required=True)
-    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
     p.add_argument("query")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--no-lm", action="store_true", help="decode without the language model")
@@ -561,7 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("eval", "Evaluate a retrieval method on a query set.", _cmd_eval)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--index", type=Path, required=True)
-    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
     p.add_argument("--queries", type=Path, required=True)
     p.add_argument("--qrels", type=Path, required=True)
     p.add_argument("--run-out", type=Path, help="write the ranking (depth 1000) as a TREC run")
@@ -597,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--index", type=Path, required=True)
-    p.add_argument("--method", choices=["dt", "psq", "bowfd"], default="bowfd")
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
     p.add_argument(
         "--topics", "--queries", type=Path, required=True, help="topics, qid<TAB>text per line"
     )
@@ -649,14 +701,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=Path, required=True)
     p.add_argument(
         "--objective",
-        choices=["hinge", "listnet", "listmle", "listmle-te", "perceptron"],
+        choices=_OBJECTIVES,
         default="hinge",
     )
     p.add_argument("--shards", type=int, default=1, help="shards for parameter mixing")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--patience", type=int, default=3, help="epochs without a better dev MAP")
     p.add_argument(
-        "--backend", choices=["inline", "local", "ray"], help="default: inline for 1 shard, "
+        "--backend", choices=_BACKENDS, help="default: inline for 1 shard, "
         "else the ltr_backend setting"
     )  # fmt: skip
     p.add_argument("--freeze-smt", action="store_true", help="learn only the IR (and LEX) weights")
@@ -696,9 +748,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except NotBuiltError as exc:
-        print(f"clir: {exc}", file=sys.stderr)
-        return EXIT_NOT_BUILT
     except ClirError as exc:
         print(f"clir: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

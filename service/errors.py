@@ -50,12 +50,9 @@ class MissingResourceError(ClirError):
     """A file, model bundle or index that is needed does not exist."""
 
 
-class NotBuiltError(ClirError):
-    """A feature of the product that has not been built yet."""
-
-
 class InvalidInputError(ClirError):
-    """A request or query that cannot be processed (empty, too long, bad value)."""
+    """A request or query that cannot be processed (empty, too long, bad value): the caller
+    can fix it."""
 
 
 class InputTooLargeError(InvalidInputError):
@@ -82,11 +79,14 @@ class OverloadedError(NotReadyError):
         self.retry_after = retry_after
 
 
+class InternalError(ClirError):
+    """A broken invariant of the service itself: a bug, not the caller's fault.
+
+    Raised where the code finds a state its own guarantees rule out (e.g. a decoder forest
+    without a derivation of its goal, although pass-through rules cover every word). The API
+    answers 500 and logs the message with the request id; the client gets a generic message.
+    """
+
+
 class JobCancelled(ClirError):
     """A background task saw ``ctx.cancelled()`` and stopped (the worker marks the job)."""
-
-
-def check_condition(condition: bool, message: str, error: type[ClirError] = ClirError) -> None:
-    """Raise ``error(message)`` unless ``condition`` holds."""
-    if not condition:
-        raise error(message)

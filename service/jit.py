@@ -1,9 +1,20 @@
-"""Numba compilation on first use.
+"""Numba compilation on first use, and the convention for numba kernels.
 
 Importing numba costs about 0.4 s, so modules keep their kernels as plain Python functions
 (the tested reference when run uncompiled) and call :func:`compiled` when they need the fast
 version: the kernel is compiled once per process (``nogil`` so threads can run it in
 parallel) and cached on disk by numba, which keeps the cost off import time and off start-up.
+
+The convention, one rule for every kernel (all are ``cache=True, nogil=True``):
+
+- A kernel that stands alone (calls no other kernel) is a plain function, called through
+  ``compiled(kernel)(...)``. This is the rule for every module the serving path imports
+  (the index, retrieval, inference, LTR): importing them must not import numba.
+- Only kernels that other kernels call (numba must see a compiled callee when it compiles the
+  caller; ``inline="always"`` helpers included) and the kernels calling them are decorated
+  ``@numba.njit(cache=True, nogil=True)`` at import: the decoder's cube-pruning kernel, the LM
+  table's lookups, the training-time rule extraction and feature estimation. Such a module
+  imports numba when it is imported, so serving code imports it only where it needs it.
 """
 
 from __future__ import annotations

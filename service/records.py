@@ -74,16 +74,6 @@ class RunEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class DocPair:
-    """A preference pair for learning to rank: ``better`` should outrank ``worse``."""
-
-    qid: str
-    better: str
-    worse: str
-    margin: float
-
-
-@dataclass(frozen=True, slots=True)
 class Translation:
     """One entry of an n-best list: tokens, model score and sparse feature vector."""
 

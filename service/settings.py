@@ -41,10 +41,14 @@ class Settings(BaseSettings):
     )
 
     # --- decoder -------------------------------------------------------------------------
-    pop_limit: int = Field(200, ge=1, description="Cube-pruning pop limit per cell (001 §5).")
+    pop_limit: int = Field(
+        200, ge=1, description="Cube-pruning pop limit per cell (Hieber & Riezler 2015, §5)."
+    )
     max_span: int = Field(10, ge=1, description="Maximum source span of non-glue rules.")
-    kbest_tune: int = Field(20, ge=1, description="k-best size for tuning (000 §4).")
-    nbest_psq: int = Field(1000, ge=1, description="n-best size for PSQ (001 §5).")
+    kbest_tune: int = Field(20, ge=1, description="k-best size for tuning (Chen et al. 2017, §4).")
+    nbest_psq: int = Field(
+        1000, ge=1, description="n-best size for PSQ (Hieber & Riezler 2015, §5)."
+    )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(
         0.5,

@@ -1,4 +1,4 @@
-"""The container set-up (issue 7 item 5): ``docker-compose config`` (Debian's docker-compose,
+"""The container set-up: ``docker-compose config`` (Debian's docker-compose,
 installed by ``make compose``) must accept docker-compose.yml, and the parsed result must have
 the api and worker services on one image sharing the models and job-store volumes, a non-root
 user, the health check on /healthz and the Ray head only in the ``ray`` profile. The Dockerfile

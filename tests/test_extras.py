@@ -1,4 +1,4 @@
-"""Optional extras (issue 17 item 8): ``ray`` (extra ``ray``) and ``eflomal`` (extra ``train``)
+"""Optional extras: ``ray`` (extra ``ray``) and ``eflomal`` (extra ``train``)
 are left out of the service's own install, so choosing the Ray backend or training a model
 without them must fail with a domain error naming the extra, and serving must not import them.
 

@@ -1,5 +1,5 @@
 """``make serve`` (README's first set-up command) starts the service on the committed demo
-bundle and answers a German query, a suggestion and the web page (issue 7 "Done when").
+bundle and answers a German query, a suggestion and the web page.
 
 The demo paths are given explicitly: on a fresh clone they are what the defaults resolve to
 (the full bundles are not committed), and here they keep the test from loading the full models

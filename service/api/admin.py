@@ -1,4 +1,4 @@
-"""The admin API under ``/v1/admin`` (issue 6 item 5): submit a retraining job, follow and
+"""The admin API under ``/v1/admin``: submit a retraining job, follow and
 cancel jobs, list the loaded models' weights versions and activate one.
 
 Every route needs ``Authorization: Bearer <CLIR_ADMIN_TOKEN>``, compared in constant time

@@ -1,4 +1,4 @@
-"""Request hardening at the HTTP edge (issue 8 items 1, 3 and 4; issue 7 "Serving behaviour").
+"""Request hardening at the HTTP edge.
 
 * :class:`BodyGuardMiddleware` (plain ASGI) refuses a request body over ``max_body_bytes`` with
   413 before the app sees it: at once when ``Content-Length`` says so, otherwise by counting the

@@ -1,13 +1,13 @@
-"""The web page for searchers and translators (issue 7 item 4, issue 16 item 3): ``GET /`` and
-its static files.
+"""The web page for searchers and translators: ``GET /`` and its static files.
 
 The page is plain HTML, JavaScript and CSS in ``service/api/web/`` (no build step, nothing
 loaded from elsewhere); it calls the REST API of the same origin (``/readyz`` — the loaded
-languages and ``max_query_chars``, the inputs' maxlength —, ``/v1/search`` — 001 §3,
-BOW-FD/DT/PSQ with the derivation that retrieved each document —, ``/v1/documents/{id}?terms=``
-— the document view a result links to (``#doc=<id>``), with the matched words' spans — and
-``/v1/suggest`` — 002, translation retrieval). Only the files named in :data:`STATIC_FILES`
-are served, read once at import, so no request path ever reaches the file system.
+languages and ``max_query_chars``, the inputs' maxlength —, ``/v1/search`` —
+Hieber & Riezler 2015, §3, BOW-FD/DT/PSQ with the derivation that retrieved each document —,
+``/v1/documents/{id}?terms=`` — the document view a result links to (``#doc=<id>``), with the
+matched words' spans — and ``/v1/suggest`` — the TR paper, translation retrieval). Only the files
+named in :data:`STATIC_FILES` are served, read once at import, so no request path ever reaches the
+file system.
 
 Every response of this router carries :data:`SECURITY_HEADERS`: a Content-Security-Policy
 that allows only the page's own scripts, styles and images (no inline script or style, no

@@ -1,5 +1,5 @@
-"""Resources the service serves, loaded once at start-up (DESIGN.md: the lifespan loads every
-configured model bundle, the document index and the sentence-pool index).
+"""Resources the service serves, loaded once at start-up (the app's lifespan loads
+every configured model bundle, the document index and the sentence-pool index).
 
 A bundle or index that is missing or fails to load is reported (``/readyz`` names it) and the
 rest still loads; the first bundle per source language wins.

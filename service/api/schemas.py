@@ -14,7 +14,7 @@ are checked by the handlers, so that tests and deployments can change them.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -28,7 +28,12 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-Method = Literal["bowfd", "dt", "psq"]
+from service.retrieval.base import document_methods
+
+if TYPE_CHECKING:
+    Method = str
+else:  # the scorers that rank documents, as the registry knows them
+    Method = Literal[document_methods()]
 
 
 def _not_blank(value: str) -> str:
@@ -257,9 +262,11 @@ class SuggestRequest(RequestBody):
         "query", "sentence", description="The sentence to translate (one sentence)."
     )
     lang: str = Field(description="Source language: a loaded model's language (de, zh).")
-    nbest: Literal[1, 5, 10] = Field(5, description="Translations used to search (002's N).")
+    nbest: Literal[1, 5, 10] = Field(
+        5, description="Translations used to search (N of the TR paper)."
+    )
     k: int = Field(10, ge=1, le=100, description="Reference sentences returned.")
-    levenshtein: bool = Field(True, description="Weigh candidates by edit similarity (002).")
+    levenshtein: bool = Field(True, description="Weigh candidates by edit similarity (TR paper).")
 
     _query_not_blank = field_validator("query")(_not_blank)
 
@@ -276,7 +283,7 @@ class FoundBy(BaseModel):
 class Suggestion(BaseModel):
     id: str
     text: str
-    score: float = Field(description="Σ_t Pr(t|s)·Pr(d|t) (002 Algorithm 1).")
+    score: float = Field(description="Σ_t Pr(t|s)·Pr(d|t) (TR paper, Algorithm 1).")
     found_by: list[FoundBy]
 
 

@@ -1,4 +1,5 @@
-"""``POST /v1/search``: cross-lingual search of the English documents (001 §3, §5).
+"""``POST /v1/search``: cross-lingual search of the English documents
+(Hieber & Riezler 2015, §3, §5).
 
 The query is decoded once into its +LM forests (through the cache of
 :mod:`service.api.serving`), ranked by BOW-FD, DT or PSQ to depth ``offset + k``, and the page

@@ -1,5 +1,5 @@
 """Serving behaviour shared by the query endpoints: the decoded-query cache, the per-request
-time budget, scorer reuse and the concurrency limit (issue 7 "Serving behaviour"; DESIGN.md).
+time budget, scorer reuse and the concurrency limit.
 
 * **Cache.** A bounded LRU of :class:`~service.retrieval.base.DecodedQuery` keyed by (language,
   the query's tokenised sentences, weights version, use_lm): the tokenised sentences are
@@ -9,15 +9,15 @@ time budget, scorer reuse and the concurrency limit (issue 7 "Serving behaviour"
   pop limit. Before each further sentence the time spent so far and the seconds per word
   measured so far predict its cost: if it fits in ``request_time_budget_s`` it is decoded
   normally; if not but budget is left it is decoded with pop limit :data:`DEGRADED_POP_LIMIT`
-  (cube pruning's cost grows with the pop limit, 001 §5); with no budget left the remaining
-  sentences are skipped. The answer then says ``degraded`` and why. Degraded decodes are not
-  cached (a later request with time to spare decodes the query fully). Ranking is not cut.
+  (cube pruning's cost grows with the pop limit, Hieber & Riezler 2015, §5); with no budget left the
+  remaining sentences are skipped. The answer then says ``degraded`` and why. Degraded decodes are
+  not cached (a later request with time to spare decodes the query fully). Ranking is not cut.
 * **No shared mutable state.** The decoder keeps per-sentence search state in a fresh
   ``_CubeSearch``; its own caches are dicts whose only race is recomputation. A cached forest
   does carry caches (edge-weight vectors), so each cache entry has a lock held while a request
   ranks with it: two requests never touch one forest at once, different queries run in
   parallel. At most ``max_concurrency`` requests decode or rank at a time; a request that finds
-  no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After, issue 8 item 1)
+  no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After)
   rather than queueing without bound.
 """
 
@@ -105,9 +105,11 @@ class Decoded:
 # five lohelp-de dev queries of 5–74 words with the demo bundle, after a BOW-FD ranking:
 # forests of Python objects (the reference decoder; nodes, target tuples, feature dicts and the
 # flat arrays): 713–806 bytes per edge; array-backed forests of the compiled decoder (edge
-# objects made on demand): 202–256 bytes per edge.
+# objects made on demand): 202–256 bytes per edge. Since the decoders drop the +LM nodes the
+# goal cannot reach (a tenth of the edges are left), 195–222 bytes per edge on 10 dev queries
+# per full bundle (de-en, zh-en) and 197–225 on the demo bundle (bench_decoder_prune.py).
 BYTES_PER_EDGE = 800
-BYTES_PER_ARRAY_EDGE = 260
+BYTES_PER_ARRAY_EDGE = 230
 
 
 def query_bytes(query: DecodedQuery) -> int:
@@ -121,8 +123,9 @@ def query_bytes(query: DecodedQuery) -> int:
 
 class QueryCache:
     """A thread-safe LRU of decoded queries bounded by entry count and by approximate bytes
-    (:func:`query_bytes`): a 50-word query's forests hold ~75 MB, so a count alone does not
-    bound memory. ``size`` 0 disables it; a query larger than ``max_bytes`` is not kept."""
+    (:func:`query_bytes`): a 50-word query's forests hold about 2 MB (pruned to what the
+    goal reaches) but a long or degenerate one far more, so a count alone does not bound
+    memory. ``size`` 0 disables it; a query larger than ``max_bytes`` is not kept."""
 
     def __init__(self, size: int, max_bytes: int | None = None) -> None:
         self.size = size

@@ -2,10 +2,10 @@
 
 The passage is the window of ``width`` words holding the most distinct matched terms (then
 the most matched words; the earliest such window), so a searcher sees why the document was
-retrieved (001 §3: the terms of the derivation that earned BM25 weight). A word matches when
-its lower-cased NFKC form is one of the terms — the index's English tokens are lower-cased
-words, so this is the index tokenizer without its sentence-level steps. Everything but the
-``<mark>`` tags is HTML-escaped.
+retrieved (Hieber & Riezler 2015, §3: the terms of the derivation that earned BM25 weight). A word
+matches when its lower-cased NFKC form is one of the terms — the index's English tokens are
+lower-cased words, so this is the index tokenizer without its sentence-level steps. Everything but
+the ``<mark>`` tags is HTML-escaped.
 
 :func:`match_key` is that one notion of a matching word; :func:`highlight_spans` applies it to
 a whole text for the document view (``GET /v1/documents/{id}?terms=…``), so the words marked

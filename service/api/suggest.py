@@ -1,7 +1,7 @@
 """``POST /v1/suggest``: reference sentences for translators (translation retrieval, 002).
 
 The sentence is decoded once (through the query cache) and its N best translations retrieve
-English sentences of the pool, scored by ``Σ_t Pr(t|s)·Pr(d|t)`` (002 Algorithms 1 and 2,
+English sentences of the pool, scored by ``Σ_t Pr(t|s)·Pr(d|t)`` (TR paper, Algorithms 1 and 2,
 :mod:`service.retrieval.tr`); every suggestion lists the translations that found it.
 """
 

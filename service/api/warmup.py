@@ -22,6 +22,7 @@ from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle
+from service.retrieval.base import document_methods
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def _run(
             ),
         }
         if resources.doc_index is not None:
-            for method in ("dt", "psq", "bowfd"):
+            for method in document_methods():
                 req = SearchRequest(query=text, lang=lang, method=method, k=10, explain=True)
                 parts[f"search-{method}"] = partial(
                     run_search, req, service, bundle, resources.doc_index, settings

@@ -1,5 +1,6 @@
 """Evaluation: retrieval metrics (MAP, NDCG, PRES, MRR, P@k, Recall@k), the translation
-retrieval measures of 002 (f-measure@n, precision, recall) and paired significance tests."""
+retrieval measures of the TR paper (f-measure@n, precision, recall) and paired significance
+tests."""
 
 from service.evaluation.evaluate import EvalResult, evaluate
 from service.evaluation.metrics import CLIR_METRICS, TR_METRICS, get_metric, rank_run

@@ -2,7 +2,7 @@
 
 Queries are those of the qrels with at least one relevant judgment; a query that the run
 does not answer scores 0 on every metric (trec_eval ``-c``). Runs are cut at ``depth``
-(1000 by default, the ranking depth of 001 §5) before any metric sees them.
+(1000 by default, the ranking depth of Hieber & Riezler 2015, §5) before any metric sees them.
 """
 
 from __future__ import annotations

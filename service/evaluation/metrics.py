@@ -10,7 +10,7 @@ Conventions follow trec_eval (and hence ``ir-measures``), which the tests check 
   discount, the ideal ranking being all judged documents by gain.
 
 PRES is Magdy & Jones (SIGIR 2010), "PRES: a score metric for evaluating recall-oriented
-information retrieval applications", used in 001_625ca12d9b1f565c.txt §5:
+information retrieval applications", used in Hieber & Riezler 2015, §5:
 
     PRES = 1 - (sum_i r_i / n - (n + 1) / 2) / N_max
 
@@ -19,7 +19,7 @@ where ``n`` is the number of relevant documents and ``r_i`` their ranks within t
 missing ones take ranks ``N_max + n_found + 1, ..., N_max + n``. PRES is 1 when all relevant
 documents lead the list and 0 when none is found within ``N_max``.
 
-The translation-retrieval measures of 002_8198c4b36f086708.txt §3.2 are per query:
+The translation-retrieval measures of the TR paper, §3.2, are per query:
 ``p@n = correct / output_length``, ``r@n = correct / reference_length`` and
 ``f@n = correct / ((output_length + reference_length) / 2)`` (their harmonic mean), where
 ``correct`` is the number of reference sentences among the top ``n`` and ``output_length`` the
@@ -147,7 +147,7 @@ _METRICS: dict[str, tuple[int | None, _Factory]] = {
 }
 
 CLIR_METRICS: tuple[str, ...] = ("map", "ndcg", "ndcg@10", "pres", "mrr", "recall@1000", "p@10")
-# Output names of the translation-retrieval report (DESIGN.md) -> registry names.
+# Output names of the translation-retrieval report (``clir eval-tr``) -> registry names.
 TR_METRICS: dict[str, str] = {
     **{f"f@{n}": f"f@{n}" for n in (1, 5, 10)},
     **{f"p@{n}": f"tr-p@{n}" for n in (1, 5, 10)},

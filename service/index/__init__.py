@@ -1,4 +1,5 @@
-"""The inverted BM25 index of 001 §3 and its on-disk format (DESIGN.md, ``index/``).
+"""The inverted BM25 index of Hieber & Riezler 2015, §3, and its on-disk format
+(:mod:`service.index.storage`).
 
 Build with :func:`build_docs_index` / :func:`build_pool_index` (``clir build-index``), open with
 :meth:`InvertedIndex.load`.

@@ -1,4 +1,5 @@
-"""The decomposable BM25 term weights of 001 §3 ("Decomposable Retrieval Features").
+"""The decomposable BM25 term weights of Hieber & Riezler 2015, §3 ("Decomposable Retrieval
+Features").
 
     bm25(t, d) = rsj(t, C) · tf_bm25(t, d)
     rsj(t, C)  = log((|C| − df(t, C) + 0.5) / (df(t, C) + 0.5))

@@ -1,4 +1,4 @@
-"""Building the inverted BM25 index (001 §3, "Decomposable Retrieval Features").
+"""Building the inverted BM25 index (Hieber & Riezler 2015, §3, "Decomposable Retrieval Features").
 
 Documents (title + text) or pool sentences are tokenised, counted, and turned into
 term-major CSR postings: for term id ``t`` the slice ``offsets[t]:offsets[t+1]`` of
@@ -30,16 +30,12 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from service.arraydir import sha256_file
 from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
-from service.index.storage import (
-    Manifest,
-    file_sha256,
-    read_manifest,
-    write_index_dir,
-)
+from service.index.storage import Manifest, read_manifest, write_index_dir
 from service.index.tokenize import (
     TOKENIZERS,
     TokenizeFn,
@@ -301,7 +297,7 @@ def _build_from_file(
         analysis=chain,
         analysis_signature=analysis_signature(chain),
         limit=limit,
-        source_sha256=file_sha256(source),
+        source_sha256=sha256_file(source),
         source_name=Path(source).name,
     )
     if not force and is_current(out, params):

@@ -1,4 +1,4 @@
-"""The loaded inverted BM25 index and its scoring API (001 §3; DESIGN.md "index/").
+"""The loaded inverted BM25 index and its scoring API (Hieber & Riezler 2015, §3).
 
 :class:`InvertedIndex` memory-maps an index directory (:mod:`service.index.storage`) and
 serves the retrieval methods:
@@ -238,6 +238,16 @@ class InvertedIndex:
         return Postings(
             self._post_docs[start:end], self._post_tf[start:end], self._post_weight[start:end]
         )
+
+    def contains(self, token: str, docno: int) -> bool:
+        """Whether document ``docno`` has the index term of ``token`` (:meth:`term_id`): a
+        binary search in the term's postings, which are sorted by document."""
+        term_id = self.term_id(token)
+        if term_id is None:
+            return False
+        docs = self.postings(term_id).docs
+        pos = int(np.searchsorted(docs, docno))
+        return pos < len(docs) and int(docs[pos]) == docno
 
     @cached_property
     def length_norms(self) -> npt.NDArray[np.floating[Any]]:

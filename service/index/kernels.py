@@ -4,7 +4,8 @@ the query terms' postings into a dense float32 array and select the top k.
 It does the same arithmetic in the same order as the numpy reference
 (:meth:`InvertedIndex.accumulate` + :func:`service.index.inverted.top_k`) and is tested
 against it; it exists because per-term numpy calls cost more than the work itself on short
-queries (bench/bench_index.py). Ties are broken by ascending document number.
+queries (bench/bench_index.py). Ties are broken by ascending document number. The kernel is
+compiled on first use (:func:`service.jit.compiled`), so importing the index costs no numba.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+from service.jit import compiled
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator,misc,unused-ignore]
 def _accumulate_topk(
     offsets: npt.NDArray[np.int64],
     post_docs: npt.NDArray[np.int32],
@@ -88,7 +89,7 @@ def accumulate_topk(
     """Top-k documents and scores of Σ_i term_weights[i]·bm25(term_ids[i], d), best first,
     over the documents reached through a term with a non-zero weight and rsj. Term ids
     must be valid (the caller checks)."""
-    result: tuple[Any, Any] = _accumulate_topk(
+    result: tuple[Any, Any] = compiled(_accumulate_topk)(
         offsets, post_docs, post_weight, rsj, term_ids, term_weights, n_docs, k
     )
     return result

@@ -4,9 +4,9 @@ built it and queries are processed the same way at search time.
 * ``"en"``: the product's English processing, :func:`service.text.preprocess` with ``"en"``
   (:func:`service.text.normalize`, then lowercased Moses tokens) — exactly what the target
   side of the grammar's training corpus went through, so a target word of a derivation and
-  an index term are the same string (001 §3 scores target words of derivations against the
-  index). Its signature ends in ``+normalize-v1`` (:data:`EN_PROCESSING`): indexes built by the
-  earlier tokenize-only version have a different signature and are rebuilt as stale.
+  an index term are the same string (Hieber & Riezler 2015, §3, score target words of derivations
+  against the index). Its signature ends in ``+normalize-v1`` (:data:`EN_PROCESSING`): indexes built
+  by the earlier tokenize-only version have a different signature and are rebuilt as stale.
 * ``"regex"``: a dependency-free lowercase ``\\w+`` / punctuation splitter, for tests and for
   checkouts where ``service.text`` is not available.
 

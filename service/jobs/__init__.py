@@ -1,4 +1,4 @@
-"""Background jobs (issue 6 item 4): the SQLite job store, the task registry and the worker
+"""Background jobs: the SQLite job store, the task registry and the worker
 that runs admin-triggered retraining while the service keeps answering."""
 
 from service.jobs.context import JobContext, RecordingContext, StoreJobContext

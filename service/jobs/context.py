@@ -1,9 +1,9 @@
 """What a background task sees of its job: progress reports, per-epoch metrics and the
-cancellation flag (issue 6 item 4, "a worker that ... reports progress, honours cancellation").
+cancellation flag that the worker honours.
 
-:class:`JobContext` is the interface shared with the learning-to-rank task
-(``service.ltr.task.run_job(params, ctx)``); the LTR package defines a structurally identical
-Protocol and never imports this package. :class:`StoreJobContext` is the worker's
+:class:`JobContext` is the one interface of a job as a task sees it, used by the
+learning-to-rank task (``service.ltr.task.run_job(params, ctx)``) and its trainer as well.
+:class:`StoreJobContext` is the worker's
 implementation: progress and metrics are written through to the :class:`~service.jobs.store.
 JobStore`; ``cancelled()`` reads the job's ``cancel_requested`` flag at most every
 ``check_interval_s`` seconds (a task may poll it in a tight loop) and is also true once the

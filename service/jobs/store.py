@@ -1,4 +1,4 @@
-"""The job store: background jobs (admin-triggered retraining, issue 6 item 4) in SQLite.
+"""The job store: background jobs (admin-triggered retraining) in SQLite.
 
 One table ``jobs`` holds a row per job (id, kind, the model it trains, its JSON parameters,
 state, progress and message, error, JSON result, the weights version it produced, the

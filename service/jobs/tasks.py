@@ -1,5 +1,5 @@
 """The registry of background tasks: job kind → ``"module:function"``, imported lazily, so the
-worker loads the learning-to-rank code only when it runs a training job (issue 6 item 4).
+worker loads the learning-to-rank code only when it runs a training job.
 
 Every task has the signature ``run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]``
 and returns ``{"version": <new weights version or None>, "model": ..., "metrics": {...}}``.

@@ -1,6 +1,6 @@
 """The background worker: claims queued jobs from the job store and runs their tasks
-(issue 6 item 4: "a worker that claims jobs, reports progress, honours cancellation, and on
-restart marks jobs that were running when it died as failed").
+(it claims jobs, reports progress, honours cancellation, and on restart marks the jobs that were
+running when it died as failed).
 
 ``run_worker`` first fails the jobs a dead worker left running (all running jobs when
 ``worker_exclusive`` says this is the only worker of the store, else those whose worker pid is

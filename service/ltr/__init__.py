@@ -1,9 +1,11 @@
-"""Learning to rank for bag-of-words forced decoding (001 §4 "Learning to Decode for Retrieval").
+"""Learning to rank for bag-of-words forced decoding (Hieber & Riezler 2015, §4 "Learning to Decode
+for Retrieval").
 
 The weights of BOW-FD — the SMT weights, the IR weight ``v`` (feature ``IR_BM25``) and the
 sparse LEX weights — are learned from relevance judgments with the pairwise margin-rescaled
-hinge loss and Adadelta (001 §4), the listwise losses of 000 §3–4, or the ordinal-regression
-perceptron with uneven margins of 004 §4, distributed by iterative parameter mixing.
+hinge loss and Adadelta (Hieber & Riezler 2015, §4), the listwise losses of Chen et al. 2017, §3–4,
+or the ordinal-regression perceptron with uneven margins of Shen & Joshi 2004, §4, distributed by
+iterative parameter mixing.
 
 * :mod:`service.ltr.space` — feature names ↔ columns;
 * :mod:`service.ltr.forest` — a query sentence's live forest as compact arrays, the best

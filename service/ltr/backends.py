@@ -1,4 +1,5 @@
-"""Where the shards of iterative parameter mixing run (001 §4; McDonald et al. 2010).
+"""Where the shards of iterative parameter mixing run (Hieber & Riezler 2015, §4; McDonald et al.
+2010).
 
 One interface, three backends, the same :class:`~service.ltr.shard.Shard` code, and so the
 same weights for the same data and seed:

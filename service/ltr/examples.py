@@ -1,16 +1,16 @@
-"""Training queries and the dev set for learning to rank (001 §4, §5).
+"""Training queries and the dev set for learning to rank (Hieber & Riezler 2015, §4, §5).
 
 A training query (:class:`QueryExample`) is decoded once into its +LM forests (pop limit
 ``settings.pop_limit`` unless told otherwise; training then reranks this fixed forest, see
 :mod:`service.ltr.forest`). Its candidates are the top ``candidates`` BOW-FD documents under
 the starting weights together with every judged document that is in the index; a
-candidate's relevance is its qrels level (0 for unjudged: 001 §4 takes non-relevant documents
-"from the current model's candidates"). Per epoch, :meth:`QueryExample.features` gives the
-candidates' best-derivation feature vectors under the current weights; for a query of several
-sentences they are summed, ``Φ(d) = Σ_s Φ_s(h*_{s,d})``, so ``w · Φ(d)`` is the exact sum of the
-sentence scores — the ranking itself combines sentences by the smoothed product of experts
-(:func:`service.retrieval.bowfd.combine_sentences`), which only differs for documents missing
-from a sentence's top list.
+candidate's relevance is its qrels level (0 for unjudged: Hieber & Riezler 2015, §4, take
+non-relevant documents "from the current model's candidates"). Per epoch,
+:meth:`QueryExample.features` gives the candidates' best-derivation feature vectors under the
+current weights; for a query of several sentences they are summed, ``Φ(d) = Σ_s Φ_s(h*_{s,d})``, so
+``w · Φ(d)`` is the exact sum of the sentence scores — the ranking itself combines sentences by the
+smoothed product of experts (:func:`service.retrieval.bowfd.combine_sentences`), which only differs
+for documents missing from a sentence's top list.
 
 :func:`select_queries` reads and checks the training data before anything is decoded:
 malformed files raise :class:`~service.errors.DataFormatError` (file:line), qrels of unknown
@@ -277,8 +277,9 @@ class DevSet:
 
 
 def cyclic_order(qids: Sequence[str], seed: int) -> list[str]:
-    """The fixed sequence in which a shard visits its queries every epoch (001 §4: cyclic
-    order, no reshuffling after epochs): a seeded permutation of the sorted ids."""
+    """The fixed sequence in which a shard visits its queries every epoch
+    (Hieber & Riezler 2015, §4: cyclic order, no reshuffling after epochs): a seeded
+    permutation of the sorted ids."""
     ids = sorted(qids)
     perm = np.random.default_rng(seed).permutation(len(ids))
     return [ids[i] for i in perm.tolist()]

@@ -1,4 +1,5 @@
-"""A query sentence's translation forest, kept compactly for learning to rank (001 §3–4).
+"""A query sentence's translation forest, kept compactly for learning to rank
+(Hieber & Riezler 2015, §3–4).
 
 Training reranks a **fixed +LM forest**: every query sentence is decoded once, with the
 starting weights (cube pruning decides which translations the forest holds), and learning
@@ -15,9 +16,9 @@ changes only the edge weights on that forest. Two facts keep this cheap:
 
 :func:`best_derivations` runs, for each candidate document, the (max, +) inside pass with
 backpointers over the live forest under ``W'(e, d) = F[e]·w + Σ_{t ∈ e} (v + δ_t)·bm25(t, d)``
-(001 eq. 4 with the per-term IR weights δ_t of the ``ir:<t>`` features; ties go to the first
-incoming edge, as in :func:`service.mt.inference.viterbi_scores`) and returns the edges of the
-best derivation; :meth:`CompactSentence.candidate_features` turns them into the documents'
+(Hieber & Riezler 2015, eq. 4 with the per-term IR weights δ_t of the ``ir:<t>`` features; ties go
+to the first incoming edge, as in :func:`service.mt.inference.viterbi_scores`) and returns the edges
+of the best derivation; :meth:`CompactSentence.candidate_features` turns them into the documents'
 feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges, ``IR_BM25`` = Σ bm25
 over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
 ``w · Φ(h*_d)`` is the document's BOW-FD score for the sentence. The obviously-correct reference is

@@ -8,34 +8,35 @@ name in :data:`OBJECTIVES` (:func:`make_objective`). Weights outside the ``train
 never move (``freeze_smt``).
 
 Gradient objectives (:class:`GradientObjective`) take Adadelta steps (Zeiler 2012; ρ = 0.95,
-ε = 1e-6, as in 001 §4; :class:`service.mt.tuning.optimizers.AdaDelta`) on ``∂L/∂w = Xᵀ ∂L/∂s``;
-its running averages persist across queries and epochs (one optimiser per shard).
+ε = 1e-6, as in Hieber & Riezler 2015, §4; :class:`service.mt.tuning.optimizers.AdaDelta`) on
+``∂L/∂w = Xᵀ ∂L/∂s``; its running averages persist across queries and epochs (one optimiser per
+shard).
 
-* ``hinge`` — 001 §4: pairs (d+, d−) with rl(d+) > rl(d−), margin Δ = rl(d+) − rl(d−), loss
-  ``[s(d−) − s(d+) + Δ]+``, whose subgradient is ``Φ(d−) − Φ(d+)`` for each violated pair (0 at
-  the kink). Cyclic order: query by query, relevant document by relevant document (by
+* ``hinge`` — Hieber & Riezler 2015, §4: pairs (d+, d−) with rl(d+) > rl(d−), margin Δ = rl(d+) −
+  rl(d−), loss ``[s(d−) − s(d+) + Δ]+``, whose subgradient is ``Φ(d−) − Φ(d+)`` for each violated
+  pair (0 at the kink). Cyclic order: query by query, relevant document by relevant document (by
   decreasing level, then document number), one Adadelta step per relevant document over all
   its pairs with less relevant candidates.
-* ``listnet`` — top-one ListNet (000 §3.1): the target distribution is ``softmax(rl)`` over the
-  candidates (Cao et al. 2007's exponential of the relevance level), so equally relevant
+* ``listnet`` — top-one ListNet (Chen et al. 2017, §3.1): the target distribution is ``softmax(rl)``
+  over the candidates (Cao et al. 2007's exponential of the relevance level), so equally relevant
   documents share the target mass equally and ties need no breaking; one step per query.
-* ``listmle`` — ListMLE (000 eq. 5): negative log Plackett–Luce likelihood of the target order,
-  which sorts by decreasing ``rl`` and breaks ties by the current score (decreasing), then by
-  document number — the most likely order consistent with the judgments. Only the factors of
+* ``listmle`` — ListMLE (Chen et al. 2017, eq. 5): negative log Plackett–Luce likelihood of the
+  target order, which sorts by decreasing ``rl`` and breaks ties by the current score (decreasing),
+  then by document number — the most likely order consistent with the judgments. Only the factors of
   the relevant positions are kept (top-k ListMLE with k = the number of relevant candidates):
   the order among the unjudged (level 0) documents carries no information, and fitting it
   would only reward the tie-break. One step per query.
-* ``listmle-te`` — top-rank enhanced ListMLE (000 §4): the same factors weighted by the
-  position cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list length.
-* ``perceptron`` — ordinal regression with uneven margins (004 §4, Algorithm 2 with eqs. 3–5):
-  ranks ``y`` from the levels (``y = 1 + #{candidates with a higher level}``, so equal levels
-  share a rank), ``g(p, q) = 1/p − 1/q``; for each pair with ``g(y_j, y_l) > ε`` (j better) and
-  ``(s_j − s_l) / g < τ``: ``u_j += g``, ``u_l −= g``; after all pairs of the query (sentence-level
-  update) ``w ← w + η Σ_j u_j x_j``. The output is the averaged perceptron: the mean of ``w``
-  after every query so far. No Adadelta. 004 learns every weight, so the scale of ``w`` is free
-  and a fixed η only sets it; here the SMT weights may be frozen, and then a fixed η on raw
-  BM25 feature differences (tens per pair, summed over ~100 candidates) moves ``v`` by orders
-  of magnitude in one query. ``step="relative"`` (the default) therefore makes η relative:
+* ``listmle-te`` — top-rank enhanced ListMLE (Chen et al. 2017, §4): the same factors weighted by
+  the position cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list length.
+* ``perceptron`` — ordinal regression with uneven margins (Shen & Joshi 2004, §4, Algorithm 2 with
+  eqs. 3–5): ranks ``y`` from the levels (``y = 1 + #{candidates with a higher level}``, so equal
+  levels share a rank), ``g(p, q) = 1/p − 1/q``; for each pair with ``g(y_j, y_l) > ε`` (j better)
+  and ``(s_j − s_l) / g < τ``: ``u_j += g``, ``u_l −= g``; after all pairs of the query
+  (sentence-level update) ``w ← w + η Σ_j u_j x_j``. The output is the averaged perceptron: the mean
+  of ``w`` after every query so far. No Adadelta. Shen & Joshi 2004 learn every weight, so the scale
+  of ``w`` is free and a fixed η only sets it; here the SMT weights may be frozen, and then a fixed
+  η on raw BM25 feature differences (tens per pair, summed over ~100 candidates) moves ``v`` by
+  orders of magnitude in one query. ``step="relative"`` (the default) therefore makes η relative:
   ``w ← w + η ‖w_trainable‖ d / ‖d‖`` with ``d = mask ⊙ Σ_j u_j x_j`` — the direction of
   Algorithm 2's update, a length of η times the current trainable weights' norm (1 if they
   are all 0). ``step="absolute"`` is Algorithm 2's update as written.
@@ -149,7 +150,7 @@ class GradientObjective(Objective):
 
 
 class Hinge(GradientObjective):
-    """Pairwise margin-rescaled hinge loss (001 §4)."""
+    """Pairwise margin-rescaled hinge loss (Hieber & Riezler 2015, §4)."""
 
     name = "hinge"
 
@@ -231,7 +232,7 @@ class ListMLE(GradientObjective):
 
 
 class ListMLETE(ListMLE):
-    """Top-rank enhanced ListMLE (000 §4)."""
+    """Top-rank enhanced ListMLE (Chen et al. 2017, §4)."""
 
     name = "listmle-te"
     position_cost = True
@@ -239,7 +240,7 @@ class ListMLETE(ListMLE):
 
 class OrdinalPerceptron(Objective):
     """Perceptron ordinal regression with uneven margins, sentence-level updates, averaged
-    (004 Algorithm 2 with eqs. 3–5)."""
+    (Shen & Joshi 2004, Algorithm 2 with eqs. 3–5)."""
 
     name = "perceptron"
 

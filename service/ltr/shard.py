@@ -1,5 +1,5 @@
-"""One shard of the training queries, and iterative parameter mixing (001 §4; McDonald et al.
-2010, "Distributed Training Strategies for the Structured Perceptron").
+"""One shard of the training queries, and iterative parameter mixing (Hieber & Riezler 2015, §4;
+McDonald et al. 2010, "Distributed Training Strategies for the Structured Perceptron").
 
 A :class:`Shard` builds its training examples once (it decodes its own queries: with several
 worker processes, decoding — the most expensive step — runs in parallel too), keeps them and

@@ -1,4 +1,5 @@
-"""Feature names ↔ columns of the weight vector learned by learning to rank (001 §4).
+"""Feature names ↔ columns of the weight vector learned by learning to rank
+(Hieber & Riezler 2015, §4).
 
 The BOW-FD score of a document is ``w · Φ(h*_d)`` with ``Φ`` the features of its best
 derivation: the SMT features of the edges, ``IR_BM25`` (whose weight is ``v``), the per-term IR
@@ -63,10 +64,10 @@ class FeatureSpace:
         ``IR_BM25``, else ``IR_BM25``; LEX features if ``lex``; the rest (SMT) if ``smt``
         (``freeze_smt`` turns it off).
 
-        With per-term weights, ``v`` is 001 §3's *default* weight: each term's weight starts at
-        ``v`` and learns its own δ_t, and a term without one (unseen in training) keeps ``v``.
-        Learning ``v`` too would move every term at once, and the hinge then shrinks all IR
-        weights together: with ~100 candidates per query most preference pairs are
+        With per-term weights, ``v`` is the *default* weight of Hieber & Riezler 2015, §3: each
+        term's weight starts at ``v`` and learns its own δ_t, and a term without one (unseen in
+        training) keeps ``v``. Learning ``v`` too would move every term at once, and the hinge then
+        shrinks all IR weights together: with ~100 candidates per query most preference pairs are
         violated, and shrinking every score difference lowers their loss (measured on zh:
         ``v`` fell from 1.0 to 0.11 within 200 training queries and the stopping MAP dropped
         from .46 to .38 in one epoch; with ``v`` fixed it rose to .466)."""

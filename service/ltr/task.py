@@ -1,4 +1,5 @@
-"""The learning-to-rank task: parameters, the job entry point and ``clir train-ltr`` (001 §4).
+"""The learning-to-rank task: parameters, the job entry point and ``clir train-ltr``
+(Hieber & Riezler 2015, §4).
 
 :class:`LtrParams` (pydantic; also the admin API's request body) names the model bundle, the
 index, the training and dev queries and qrels, the objective and the learning settings;
@@ -25,12 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
-from service.ltr.backends import make_backend
+from service.jobs.context import JobContext
+from service.ltr.backends import BACKENDS, make_backend
 from service.ltr.examples import (
     Decoding,
     DevSet,
@@ -41,7 +43,6 @@ from service.ltr.objectives import OBJECTIVES
 from service.ltr.shard import shard_specs
 from service.ltr.trainer import (
     BUILD_SHARE,
-    JobContext,
     NullContext,
     Reporter,
     TrainOutcome,
@@ -53,8 +54,13 @@ from service.settings import Settings, get_settings
 
 __all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
 
-Objective = Literal["hinge", "listnet", "listmle", "listmle-te", "perceptron"]
-assert set(OBJECTIVES) == {"hinge", "listnet", "listmle", "listmle-te", "perceptron"}
+# The names the registries know (the API's validation and its OpenAPI enums come from them).
+if TYPE_CHECKING:
+    Objective = str
+    BackendName = str
+else:
+    Objective = Literal[tuple(OBJECTIVES)]
+    BackendName = Literal[tuple(BACKENDS)]
 
 
 class LtrParams(BaseModel):
@@ -76,15 +82,16 @@ class LtrParams(BaseModel):
     objective: Objective = Field("hinge", description="Loss / update rule.")
     epochs: int = Field(10, ge=1, le=1000)
     shards: int = Field(1, ge=1, le=64, description="Shards for iterative parameter mixing.")
-    backend: Literal["inline", "local", "ray"] | None = Field(
+    backend: BackendName | None = Field(
         None, description="Where shards run; default inline for 1 shard, else settings.ltr_backend."
     )
     freeze_smt: bool = Field(False, description="Learn only the IR (and LEX) weights.")
     lex: bool = Field(False, description="Add and learn the sparse LEX features.")
     ir_terms: bool = Field(
         True,
-        description="Learn a weight per English term (001 §3's sparse IR features, added to "
-        "the default weight v, which then stays fixed); false: learn the single IR weight v.",
+        description="Learn a weight per English term (the sparse IR features of Hieber & "
+        "Riezler 2015, §3, added to the default weight v, which then stays fixed); false: learn "
+        "the single IR weight v.",
     )
     v: float = Field(1.0, description="IR weight to start from if the weights carry none.")
     candidates: int = Field(100, ge=1, le=1000, description="Top BOW-FD documents per query.")
@@ -99,7 +106,9 @@ class LtrParams(BaseModel):
     rate: float = Field(
         0.01, gt=0, le=10, description="Perceptron step, relative to the trainable weights' norm."
     )
-    tau: float = Field(1.0, gt=0, le=1e6, description="Perceptron margin τ (004 Algorithm 2).")
+    tau: float = Field(
+        1.0, gt=0, le=1e6, description="Perceptron margin τ (Shen & Joshi 2004, Algorithm 2)."
+    )
 
     def objective_options(self) -> dict[str, float]:
         """The learning settings that apply to the chosen objective."""

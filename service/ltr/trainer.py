@@ -1,12 +1,13 @@
-"""The learning-to-rank epoch loop: parameter mixing, dev evaluation, early stopping (001 §4).
+"""The learning-to-rank epoch loop: parameter mixing, dev evaluation, early stopping
+(Hieber & Riezler 2015, §4).
 
 Every epoch each shard trains one pass from the mixed weights and the results are averaged
 (iterative parameter mixing, McDonald et al. 2010; with one shard this is plain training).
 After the epoch the mixed output weights rank the pre-decoded dev queries by BOW-FD at depth
 1000 and MAP, NDCG@1000 and PRES are reported through the job context. Regularisation is early
-stopping on dev MAP (001 §4): training stops after ``patience`` epochs without a new best, and
-the best epoch's weights are kept — epoch 0, the starting weights, included, so a run that
-never beats them returns them unchanged.
+stopping on dev MAP (Hieber & Riezler 2015, §4): training stops after ``patience`` epochs without a
+new best, and the best epoch's weights are kept — epoch 0, the starting weights, included, so a run
+that never beats them returns them unchanged.
 """
 
 from __future__ import annotations
@@ -14,23 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from service.errors import JobCancelled
+from service.jobs.context import JobContext
 from service.ltr.backends import Backend
 from service.ltr.examples import DevSet
 from service.ltr.shard import ShardEpoch, ShardSpec, mix
-
-
-class JobContext(Protocol):
-    """What a training run sees of its job (structurally identical to
-    ``service.jobs.context.JobContext``, which this package does not import)."""
-
-    def progress(self, fraction: float, message: str) -> None: ...
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None: ...
-
-    def cancelled(self) -> bool: ...
 
 
 class NullContext:

@@ -1,9 +1,10 @@
 """Word alignment of a tokenised parallel corpus: eflomal in both directions, then symmetrisation.
 
-This is the alignment stage of the translation-model pipeline. 001 §5 ("Data and Systems")
-builds its Hiero system from word alignments (there made with fast_align); 000 §5.1 builds its
-Hiero system from alignments "in both directions ... refined under the grow-diag-final-and
-method", which is what this module does, with eflomal in place of GIZA++.
+This is the alignment stage of the translation-model pipeline. Hieber & Riezler 2015 (§5,
+"Data and Systems") build their Hiero system from word alignments (there made with fast_align);
+Chen et al. 2017 (§5.1) build their Hiero system from alignments "in both directions ... refined
+under the grow-diag-final-and method", which is what this module does, with eflomal in place of
+GIZA++.
 
 * :func:`align_corpus` runs eflomal (Östling & Tiedemann 2016, an HMM+fertility model fitted by
   collapsed Gibbs sampling) once; one run writes both the forward and the reverse links. It calls

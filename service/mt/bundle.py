@@ -1,6 +1,6 @@
 """Model bundles: what ``clir train-model`` writes and the decoder loads.
 
-A bundle ``models/<src>-<tgt>/`` (DESIGN.md "Contracts") holds
+A bundle ``models/<src>-<tgt>/`` holds
 
 * ``manifest.json``: languages, feature names, data checksums, settings, counts, component
   versions, per-stage timings — written last, so a directory without it is not a bundle;

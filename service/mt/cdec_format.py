@@ -1,7 +1,7 @@
-"""cdec's text grammar format: export and import (issue 3, item 5).
+"""cdec's text grammar format: export and import.
 
-One rule per line (Dyer et al. 2010, the decoder 001 §3 builds on), fields separated by the
-token ``|||``::
+One rule per line (Dyer et al. 2010, the decoder that Hieber & Riezler 2015, §3, build on), fields
+separated by the token ``|||``::
 
     [X] ||| [X,1] des [X,2] ||| [X,2] of the [X,1] ||| LogPEgivenF=-0.5 Arity=2 ||| 1-2 3-3
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.mt import cube_kernel as K
 from service.mt.decoder import (
     TOP,
@@ -183,7 +183,7 @@ class CompiledDecoder(Decoder):
         (nl, ni, nj, nleft, nright, nlen, eh, et0, et1, er, elm, eoov, ei, ej) = out[:14]
         best, pops, minus_lm = float(out[14]), int(out[15]), int(out[16])
         if not len(eh) or er[-1] != K.GOAL:  # cannot happen: pass-through covers every word
-            raise InvalidInputError("the sentence could not be parsed")
+            raise InternalError("the sentence could not be parsed (pass-through covers every word)")
         t2 = time.perf_counter()
         stats.timings["cube_pruning"] = t2 - t1
         nodes: tuple[NDArray[Any], ...] = (nl, ni, nj, nleft, nright, nlen)

@@ -1,11 +1,11 @@
 """The SCFG decoder: CKY+ parsing and language-model integration by cube pruning.
 
-001 §3 ("Dynamic Programming on Hypergraphs") and Chiang (2007) §5: a tokenised source
-sentence is parsed with the Hiero grammar filtered to its n-grams and gapped patterns
-(:meth:`service.mt.grammar.Grammar.filter`) into the −LM forest: one node ``X[i,j]`` per source
-span that some rule derives (non-glue spans at most ``max_span`` words), pass-through rules
-for words no rule translates alone (feature ``PassThrough``), and the glue rules
-``S → X`` and ``S → S X`` over prefixes ``[0, j]``.
+Hieber & Riezler 2015, §3 ("Dynamic Programming on Hypergraphs") and Chiang 2007, §5: a
+tokenised source sentence is parsed with the Hiero grammar filtered to its n-grams and gapped
+patterns (:meth:`service.mt.grammar.Grammar.filter`) into the −LM forest: one node ``X[i,j]``
+per source span that some rule derives (non-glue spans at most ``max_span`` words),
+pass-through rules for words no rule translates alone (feature ``PassThrough``), and the glue
+rules ``S → X`` and ``S → S X`` over prefixes ``[0, j]``.
 
 The language model is integrated by cube pruning (Chiang 2007 §5.3.3; Huang & Chiang 2007):
 spans are visited bottom-up; at each −LM node every group of rules sharing one source side and
@@ -20,10 +20,10 @@ candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed by
 the edge gives their full history (``LanguageModel``, natural log) with ``LanguageModel_OOV``;
 a final edge adds ``<s>`` and ``</s>``. So the Viterbi derivation of the +LM forest under the
 decoder's weights is the cube-pruning 1-best, and every retrieval method can rescore the same
-forest with other weights (001 eq. 4).
+forest with other weights (Hieber & Riezler 2015, eq. 4).
 
-With ``use_lm=False`` (the ``--no-lm`` ablation of 001 Table 2) the LM features are left out
-and each −LM node keeps one +LM node.
+With ``use_lm=False`` (the ``--no-lm`` ablation of Hieber & Riezler 2015, Table 2) the LM
+features are left out and each −LM node keeps one +LM node.
 
 Before the forest is handed on, the nodes and edges that no derivation of the goal uses are
 dropped (:func:`service.mt.hypergraph.prune_unreachable`; ``DecoderConfig.prune_unreachable``):
@@ -34,7 +34,7 @@ full bundles to about 1/20 of the nodes and 1/10 of the edges, bench/README.md, 
 unreachable +LM nodes"). ``DecodeStats.search_nodes``/``search_edges`` keep the search's own
 counts.
 
-Speed (issue #4): candidates are scored with :func:`service.mt.lm_context.combine_ids`, the
+Speed: candidates are scored with :func:`service.mt.lm_context.combine_ids`, the
 tested fast form of ``combine`` over interned LM contexts whose steps are memoised per thread
 across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
 a new +LM node; and the cyclic garbage collector is paused during the search
@@ -56,7 +56,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from service.errors import InputTooLargeError, InvalidInputError
+from service.errors import InputTooLargeError, InternalError, InvalidInputError
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.lm import LanguageModel
@@ -79,7 +79,8 @@ TOP = "TOP"
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """Search parameters (defaults from 001 §5: pop limit 200; Chiang 2007: span 10)."""
+    """Search parameters (defaults: pop limit 200, Hieber & Riezler 2015, §5; span 10,
+    Chiang 2007)."""
 
     pop_limit: int = 200
     max_span: int = 10
@@ -547,7 +548,7 @@ class _CubeSearch:
                 self.stats.minus_lm_nodes += 1
                 s_items[j] = self._fill_cell(S, (0, j), cubes)
         if n not in s_items:  # cannot happen: pass-through covers every word
-            raise InvalidInputError("the sentence could not be parsed")
+            raise InternalError("the sentence could not be parsed (pass-through covers every word)")
         goal = self.builder.add_node(TOP, (0, n))
         best = -np.inf
         for item in s_items[n]:

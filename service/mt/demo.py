@@ -1,4 +1,4 @@
-"""The small demo bundle committed under ``models/demo-de-en`` (issue #3 item 8).
+"""The small demo bundle committed under ``models/demo-de-en``.
 
 ``make serve`` on a fresh clone needs a model without the full training run. The demo is a
 real bundle, built by the same pipeline (:func:`service.mt.train.train_model`) from a subset:

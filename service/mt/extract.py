@@ -1,4 +1,5 @@
-"""Hiero rule extraction from word-aligned sentence pairs (Chiang 2007, §3.2; 001 §3, §5).
+"""Hiero rule extraction from word-aligned sentence pairs (Chiang 2007, §3.2;
+Hieber & Riezler 2015, §3, §5).
 
 Input: tokenised sentence pairs with a symmetrised word alignment, links ``(i, j)`` =
 (source position, target position). Output: every Hiero rule with its fractional count, the

@@ -1,4 +1,5 @@
-"""Rule features of the Hiero grammar, pruning, and the glue rules (Chiang 2007 §5; 000 §2.2).
+"""Rule features of the Hiero grammar, pruning, and the glue rules (Chiang 2007 §5;
+Chen et al. 2017, §2.2).
 
 Per rule ``X -> <f, e>`` with fractional count ``c(f, e)`` (:mod:`service.mt.extract`):
 

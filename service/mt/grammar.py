@@ -1,7 +1,7 @@
-"""Binary storage of a Hiero grammar and its per-sentence lookup (issue 3, item 5).
+"""Binary storage of a Hiero grammar and its per-sentence lookup.
 
-The decoder of 001 §3 (a CKY+ parser over the SCFG of Chiang 2007, §3 and §5.1) starts each
-sentence by *filtering* the grammar to the rules whose source side matches a span of the
+The decoder of Hieber & Riezler 2015, §3 (a CKY+ parser over the SCFG of Chiang 2007, §3 and §5.1)
+starts each sentence by *filtering* the grammar to the rules whose source side matches a span of the
 sentence. This module stores the grammar so that the filter is fast and the grammar loads in
 seconds, and keeps the slow, obviously correct reference filter the fast one is tested against.
 
@@ -40,12 +40,8 @@ has die at once, so the work is bounded by the matches, not by the grammar's siz
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,23 +50,23 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from service import arraydir
+from service.arraydir import MANIFEST
 from service.errors import (
     ConfigurationError,
     DataFormatError,
     InvalidInputError,
-    MissingResourceError,
 )
 from service.mt.rules import ALL_FEATURES, Rule, nt, nt_index
 
 FORMAT_NAME = "clir-hiero-grammar"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 DEFAULT_MAX_SPAN = 10
 MAX_ALIGNED_POSITION = 127  # alignment positions are stored as int8
 
 PAD = int(np.iinfo(np.int32).min)  # pads source sides in sort keys; sorts before every symbol
 _BIAS = 1 << 31  # symbol + _BIAS is the low 32 bits of a trie key
-_CHUNK = 1 << 24  # bytes read at a time when hashing a file
+_REWRITE = "rewrite the grammar"
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -575,63 +571,12 @@ def _text_blob(words: list[str]) -> npt.NDArray[np.uint8]:
     return np.frombuffer("\n".join(words).encode("utf-8"), dtype=np.uint8).copy()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_dir(path: Path, arrays: dict[str, npt.NDArray[Any]], manifest: dict[str, Any]) -> Path:
     if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or _is_grammar(path))):
         raise ConfigurationError(
             f"{path}: exists and is not a grammar directory; refusing to replace it"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    old: Path | None = None
-    try:
-        for name, arr in arrays.items():
-            file = tmp / f"{name}.npy"
-            with file.open("wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            manifest["arrays"][name] = {
-                "file": file.name,
-                "dtype": arr.dtype.str,
-                "shape": list(arr.shape),
-                "bytes": file.stat().st_size,
-                "sha256": _sha256(file),
-            }
-        with (tmp / MANIFEST).open("w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=1, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        _fsync(tmp)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / "grammar")
-        os.replace(tmp, path)
-        _fsync(path.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not path.exists():
-            os.replace(old / "grammar", path)  # put the previous grammar back
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    arraydir.write_array_dir(path, arrays, manifest, indent=1, ensure_ascii=False)
     return path
 
 
@@ -664,60 +609,29 @@ _ARRAYS = {  # name -> (dtype, number of dimensions); offsets may also be "<i4"
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
-    if not path.is_dir():
-        raise MissingResourceError(f"{path}: no grammar directory here")
-    mpath = path / MANIFEST
-    if not mpath.is_file():
-        raise MissingResourceError(
-            f"{mpath}: missing; {path} is not a complete grammar (rewrite it)"
-        )
-    try:
-        manifest = json.loads(mpath.read_text("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(mpath, None, f"not valid JSON ({exc}); rewrite the grammar") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise DataFormatError(mpath, None, f"not a {FORMAT_NAME} manifest")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise DataFormatError(
-            mpath,
-            None,
-            f"format version {manifest.get('version')!r}, this code reads {FORMAT_VERSION}; "
-            "rebuild or convert the grammar",
-        )
-    for key in ("counts", "feature_names", "labels", "arrays"):
-        if key not in manifest:
-            raise DataFormatError(mpath, None, f"manifest lacks {key!r}")
-    return manifest
+    return arraydir.read_manifest(
+        path,
+        what="grammar",
+        format_name=FORMAT_NAME,
+        version_key="version",
+        version=FORMAT_VERSION,
+        hint=_REWRITE,
+        required=("counts", "feature_names", "labels"),
+    )
 
 
-def _load_array(path: Path, spec: Any, name: str, verify: bool) -> npt.NDArray[Any]:
-    file = path / f"{name}.npy"
-    if not isinstance(spec, dict) or spec.get("file") != file.name:
-        raise DataFormatError(path / MANIFEST, None, f"no valid entry for array {name!r}")
-    if not file.is_file():
-        raise DataFormatError(file, None, "array file missing; the grammar is incomplete")
-    size = file.stat().st_size
-    if size != spec.get("bytes"):
-        raise DataFormatError(
-            file, None, f"{size} bytes, manifest says {spec.get('bytes')}: truncated or replaced"
-        )
-    if verify and _sha256(file) != spec.get("sha256"):
-        raise DataFormatError(file, None, "checksum mismatch: the array file is corrupted")
-    try:
-        arr = np.load(file, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataFormatError(file, None, f"unreadable array ({exc})") from exc
+def _load_array(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> npt.NDArray[Any]:
+    arr = arraydir.load_array(path, name, manifest, verify=verify, hint=_REWRITE)
     dtype, ndim = _ARRAYS[name]
     if name in _OFFSETS and arr.dtype.str == "<i4":
         dtype = "<i4"
-    if arr.dtype.str != dtype or list(arr.shape) != spec.get("shape") or arr.ndim != ndim:
+    if arr.dtype.str != dtype or arr.ndim != ndim:
         raise DataFormatError(
-            file,
+            path / f"{name}.npy",
             None,
-            f"array is {arr.dtype.str}{list(arr.shape)}, expected {dtype}{spec.get('shape')}",
+            f"array is {arr.dtype.str}{list(arr.shape)}, expected {dtype} with {ndim} dimensions",
         )
-    loaded: npt.NDArray[Any] = arr
-    return loaded
+    return arr
 
 
 def load_grammar(path: str | Path, *, verify: bool = True) -> Grammar:
@@ -769,8 +683,7 @@ class Grammar:
         all files once); without it only sizes, dtypes and shapes are checked."""
         path = Path(path)
         manifest = _read_manifest(path)
-        specs = manifest["arrays"]
-        arrays = {name: _load_array(path, specs.get(name), name, verify) for name in _ARRAYS}
+        arrays = {name: _load_array(path, manifest, name, verify) for name in _ARRAYS}
         _check_consistency(path, manifest, arrays)
         return cls(path, manifest, arrays)
 

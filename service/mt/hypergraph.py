@@ -1,8 +1,8 @@
 """Translation forests: ordered, directed, acyclic hypergraphs ⟨V, E, goal⟩.
 
-001 §3 ("Dynamic Programming on Hypergraphs"): decoding with a synchronous CFG builds a
-hypergraph whose nodes are items (nonterminal, source span and, in the +LM forest, an LM
-state) and whose hyperedges are rule applications. Each hyperedge ``e`` has a head node, an
+Hieber & Riezler 2015, §3 ("Dynamic Programming on Hypergraphs"): decoding with a synchronous
+CFG builds a hypergraph whose nodes are items (nonterminal, source span and, in the +LM forest,
+an LM state) and whose hyperedges are rule applications. Each hyperedge ``e`` has a head node, an
 ordered tuple of tail nodes (tail ``i`` fills the rule's gap ``[X,i+1]``), a target yield in
 which gaps are referenced by tail position, and a sparse feature vector ``φ(e)``; its weight
 is ``W(e; w) = w · φ(e)``. A derivation is a tree of hyperedges rooted at the goal node.
@@ -43,11 +43,6 @@ _WEIGHT_CACHE_SIZE = 8
 def target_yield(target: Sequence[str]) -> Yield:
     """A rule's target side with gaps ``[X,k]`` replaced by tail positions ``k - 1``."""
     return tuple(k - 1 if (k := nt_index(s)) else s for s in target)
-
-
-def dense_vector(features: Mapping[str, float], names: Sequence[str]) -> FloatArray:
-    """The sparse feature vector ``features`` as a dense vector over ``names`` (absent: 0)."""
-    return np.array([features.get(n, 0.0) for n in names], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)

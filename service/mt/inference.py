@@ -1,6 +1,6 @@
 """Inside, outside and Viterbi over translation forests, generic over a semiring.
 
-001 §3 ("Dynamic Programming on Hypergraphs"): the inside score of the goal,
+Hieber & Riezler 2015, §3 ("Dynamic Programming on Hypergraphs"): the inside score of the goal,
 ``α(g) = ⊕_{h} ⊗_{e ∈ h} W(e; w)``, is computed in one pass over the topologically sorted
 forest; under the tropical semiring it is the score of the Viterbi translation, under the log
 semiring the log partition function, under the counting semiring the number of derivations.
@@ -8,12 +8,16 @@ Outside scores and edge posteriors follow Goodman (1999) / Li & Eisner (2009).
 
 ``weights`` is either a weight vector (feature name → weight; edge weights then come from
 :meth:`Hypergraph.edge_weights`, cached) or an array of per-edge weights ``W(e)`` — the form
-bag-of-words forced decoding uses for its document-dependent weights ``W'(e, d)`` (001 eq. 4).
+bag-of-words forced decoding uses for its document-dependent weights ``W'(e, d)``
+(Hieber & Riezler 2015, eq. 4).
 
 :func:`viterbi_scores` is the vectorised Viterbi (numba, over :class:`HypergraphArrays`), for
 one or a batch of weight vectors; it is tested against the generic :func:`viterbi`. Its first
 call in a process costs about 0.5 s (numba start-up and loading the compiled kernel from the
 on-disk cache); call it once at start-up to keep that off the request path.
+
+A forest without a derivation of its goal is a bug, not bad input (the decoders' pass-through
+rules cover every word): the functions that need one raise :class:`~service.errors.InternalError`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.jit import compiled
 from service.mt.hypergraph import Derivation, DerivationNode, FloatArray, Hypergraph
 from service.mt.semiring import LOG, TROPICAL, Semiring
@@ -121,13 +125,13 @@ def tree_from_backpointers(hg: Hypergraph, back: list[int] | NDArray[np.int64]) 
         if node is None:
             e = int(back[v])
             if e < 0:
-                raise InvalidInputError(f"node {v} has no derivation")
+                raise InternalError(f"node {v} has no derivation")
             node = DerivationNode(e, tuple(build(u) for u in hg.edges[e].tails))
             memo[v] = node
         return node
 
     if int(back[hg.goal]) < 0:
-        raise InvalidInputError(
+        raise InternalError(
             f"the forest has no derivation of its goal node {hg.goal}: the parse failed"
         )
     return build(hg.goal)
@@ -151,7 +155,7 @@ def edge_posteriors(hg: Hypergraph, weights: Weights) -> FloatArray:
     beta = outside(hg, w, LOG, alpha)
     z = alpha[hg.goal]
     if z == -math.inf:
-        raise InvalidInputError(f"the forest has no derivation of its goal node {hg.goal}")
+        raise InternalError(f"the forest has no derivation of its goal node {hg.goal}")
     out = np.empty(hg.num_edges, dtype=np.float64)
     for e in range(hg.num_edges):
         out[e] = math.exp(beta[hg.edges[e].head] + edge_value(hg, e, w, alpha, LOG) - z)
@@ -165,7 +169,7 @@ def node_posteriors(hg: Hypergraph, weights: Weights) -> FloatArray:
     beta = outside(hg, w, LOG, alpha)
     z = alpha[hg.goal]
     if z == -math.inf:
-        raise InvalidInputError(f"the forest has no derivation of its goal node {hg.goal}")
+        raise InternalError(f"the forest has no derivation of its goal node {hg.goal}")
     return np.array([math.exp(a + b - z) for a, b in zip(alpha, beta, strict=True)])
 
 
@@ -179,12 +183,6 @@ def enumerate_derivations(hg: Hypergraph, node: int | None = None) -> Iterator[D
         subtrees = [list(enumerate_derivations(hg, u)) for u in hg.edges[e].tails]
         for children in itertools.product(*subtrees):
             yield DerivationNode(e, tuple(children))
-
-
-def tree_score(hg: Hypergraph, tree: DerivationNode, weights: Weights) -> float:
-    """Σ W(e) over the edges of ``tree``, summed in preorder."""
-    w = resolve_edge_weights(hg, weights)
-    return float(sum(float(w[e]) for e in tree.preorder()))
 
 
 # --- vectorised Viterbi ---------------------------------------------------------------------

@@ -23,9 +23,9 @@ either way the pops follow that key. Target strings are built from the edges' wo
 only an edge whose gap order the arrays do not give (a gap among words, or two gaps) is asked
 for its :attr:`Hyperedge.target`, once, and only when it lies on an extracted derivation.
 
-The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (001 §3). :func:`unique_kbest` keeps the
-first (best) derivation of each distinct target string, as n-best lists for tuning, PSQ and
-translation retrieval need; since spurious ambiguity can put thousands of derivations of one
+The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (Hieber & Riezler 2015, §3). :func:`unique_kbest`
+keeps the first (best) derivation of each distinct target string, as n-best lists for tuning, PSQ
+and translation retrieval need; since spurious ambiguity can put thousands of derivations of one
 string ahead of the next string, it is bounded by time (:data:`UNIQUE_KBEST_TIME_BUDGET_S`)
 rather than by a number of derivations.
 """

@@ -1,4 +1,4 @@
-"""The lexical translation table w(e|f), w(f|e) (Koehn et al. 2003, §3.3; 000 §2.2).
+"""The lexical translation table w(e|f), w(f|e) (Koehn et al. 2003, §3.3; Chen et al. 2017, §2.2).
 
 Estimated from the symmetrised word alignments by relative frequency of links:
 ``w(e|f) = c(f, e) / Σ_e' c(f, e')`` and ``w(f|e) = c(f, e) / Σ_f' c(f', e)``, where every

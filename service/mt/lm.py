@@ -2,7 +2,8 @@
 
 The decoder scores target words left to right through hashable LM states, so that hypotheses
 with equal states recombine (Chiang 2007 §5.3 and §5.3.2 "cube pruning": +LM items are split by
-their LM boundary words; 001 §3 uses the same forest with a 4-gram model). The protocol:
+their LM boundary words; Hieber & Riezler 2015, §3, use the same forest with a 4-gram model). The
+protocol:
 
 * ``begin_state()``: the context ``<s>`` at a sentence start; ``null_state()``: no context at
   all (for scoring a fragment whose left context is not known yet, e.g. the first words of a

@@ -3,7 +3,7 @@
 Implements Chen & Goodman (1998), "An empirical study of smoothing techniques for language
 modeling", §3 (interpolated Kneser-Ney, eq. 26 for the discounts) as KenLM's ``lmplz`` does
 it (Heafield, Pouzyrevsky, Clark & Koehn 2013, "Scalable modified Kneser-Ney language model
-estimation", §3.1-3.4), for the 4-gram LM of issue #3 item 6:
+estimation", §3.1-3.4), for the model bundle's 4-gram LM:
 
 * **Counting** (§3.1): every sentence is ``<s> w1 … wk </s>``; n-grams never cross sentences.
 * **Adjusted counts** (§3.2): ``a(w_1^n) = c(w_1^n)`` if ``n = N`` or ``w_1 = <s>``, else the

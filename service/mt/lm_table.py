@@ -64,10 +64,7 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
-import secrets
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -78,12 +75,13 @@ from itertools import chain, islice
 from operator import itemgetter
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO
+from typing import Any
 
 import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from service import arraydir
 from service.errors import DataFormatError, MissingResourceError
 from service.mt.lm import BOS, EOS, LN10, UNK
 
@@ -1611,62 +1609,14 @@ def _open_cache(cache: Path, arpa: Path, verify: bool) -> tuple[LmTable | None, 
 
 
 def _write_cache(cache: Path, table: LmTable, manifest: dict[str, Any]) -> None:
-    """Write the cache into a temporary directory beside ``cache``, then rename it into place."""
-    parent = cache.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(cache)
-    tmp = parent / f".{cache.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    os.mkdir(tmp)  # not tempfile.mkdtemp: the cache is read by other users (the umask decides)
-    try:
+    """Write the cache atomically (:func:`service.arraydir.atomic_directory`), the manifest
+    last, after removing what interrupted writers left beside it."""
+    arraydir.remove_leftovers(cache, _STALE_TEMP_SECONDS)
+    with arraydir.atomic_directory(cache) as tmp:
         files: dict[str, int] = {}
         for name in _ARRAYS:
-            save = partial(_save_npy, getattr(table, name))
-            files[f"{name}.npy"] = _write_file(tmp / f"{name}.npy", save)
+            files[f"{name}.npy"] = arraydir.save_array(tmp / f"{name}.npy", getattr(table, name))
         text = "".join(w + "\n" for w in table.vocab).encode("utf-8")
-        files[VOCAB_FILE] = _write_file(tmp / VOCAB_FILE, lambda fh: fh.write(text))
+        files[VOCAB_FILE] = arraydir.write_file(tmp / VOCAB_FILE, text)
         body = json.dumps({**manifest, "files": files}, indent=1, sort_keys=True) + "\n"
-        _write_file(tmp / MANIFEST, lambda fh: fh.write(body.encode("utf-8")))  # last
-        _fsync_dir(tmp)
-        old: Path | None = None
-        if cache.exists():
-            old = parent / f".{cache.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.rename(cache, old)
-        os.rename(tmp, cache)
-        _fsync_dir(parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _save_npy(arr: NDArray[Any], fh: BinaryIO) -> None:
-    np.save(fh, arr, allow_pickle=False)
-
-
-def _write_file(path: Path, write: Callable[[BinaryIO], object]) -> int:
-    with open(path, "wb") as fh:
-        write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return path.stat().st_size
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_leftovers(cache: Path) -> None:
-    """Remove what interrupted writers left beside ``cache`` (old tables, stale temp dirs)."""
-    now = time.time()
-    for path in cache.parent.glob(f".{cache.name}.*"):
-        try:
-            stale = ".old-" in path.name or now - path.stat().st_mtime > _STALE_TEMP_SECONDS
-        except OSError:
-            continue
-        if stale and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        arraydir.write_file(tmp / MANIFEST, body.encode("utf-8"))

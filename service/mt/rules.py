@@ -8,7 +8,7 @@ sides, the index linking a source gap to its target gap. A rule carries its feat
 included, as in cdec's grammar files).
 
 Feature values are on the log scale so that a positive weight rewards a larger value
-(001 §3, eq. 2: ``F_smt = w_smt · Φ_smt``).
+(Hieber & Riezler 2015, §3, eq. 2: ``F_smt = w_smt · Φ_smt``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def is_nt(symbol: str) -> bool:
 
 
 # --- feature names ---------------------------------------------------------------------------
-# Rule features, estimated at extraction time (000 §2.2; Chiang 2007 §5).
+# Rule features, estimated at extraction time (Chen et al. 2017, §2.2; Chiang 2007 §5).
 LOG_P_E_GIVEN_F = "LogPEgivenF"  # log p(e|f), relative frequency of the target side
 LOG_P_F_GIVEN_E = "LogPFgivenE"  # log p(f|e)
 LOG_LEX_E_GIVEN_F = "LogLexEgivenF"  # log lexical weight lex(e|f) (Koehn et al. 2003)

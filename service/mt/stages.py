@@ -22,15 +22,6 @@ from typing import Any
 from service.data.io import atomic_write
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def stage_key(**parts: Any) -> str:
     """A stable key for the inputs and settings of a stage."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()

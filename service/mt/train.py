@@ -1,4 +1,4 @@
-"""Offline training of a model bundle: ``clir train-model`` (issue #3, DESIGN.md data flow).
+"""Offline training of a model bundle: ``clir train-model``.
 
 Stages, each resumable (:mod:`service.mt.stages`) in the work directory ``<out>.work/``:
 
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from service import __version__
+from service.arraydir import sha256_file
 from service.data import read_parallel
 from service.data.io import atomic_write, iter_lines
 from service.errors import ConfigurationError, InvalidInputError
@@ -58,7 +59,7 @@ from service.mt.lexical import LexicalTable
 from service.mt.lm_estimate import train_lm
 from service.mt.lm_table import load_lm_table
 from service.mt.rules import ALL_FEATURES
-from service.mt.stages import StageRunner, file_sha256, peak_rss_mb, stage_key
+from service.mt.stages import StageRunner, peak_rss_mb, stage_key
 from service.mt.weights import WeightsStore
 from service.text import preprocess
 from service.text.clean import CorpusCleaner
@@ -150,8 +151,8 @@ def train_model(
         raise ConfigurationError("source and target language must differ")
     say(f"checksumming {parallel} and {lm_text}")
     data = {
-        "parallel": {"path": str(parallel), "sha256": file_sha256(parallel)},
-        "lm_text": {"path": str(lm_text), "sha256": file_sha256(lm_text)},
+        "parallel": {"path": str(parallel), "sha256": sha256_file(parallel)},
+        "lm_text": {"path": str(lm_text), "sha256": sha256_file(lm_text)},
     }
     build_key = stage_key(data=data, config=asdict(config), format=BUNDLE_FORMAT)
     manifest_path = out / MANIFEST

@@ -63,6 +63,7 @@ class Scorer(ABC):
     """A retrieval method over one index. Subclasses set ``name`` and implement ``_rank``."""
 
     name: ClassVar[str]
+    ranks_documents: ClassVar[bool] = True  # False: it ranks a sentence pool (TR), not documents
 
     def __init__(self, index: InvertedIndex, **params: Any) -> None:
         self.index = index
@@ -119,6 +120,15 @@ def get_scorer(name: str, index: InvertedIndex, **params: Any) -> Scorer:
         valid = ", ".join(sorted(SCORERS))
         raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
     return factory(index, **params)
+
+
+def document_methods() -> tuple[str, ...]:
+    """The names of the registered scorers that rank documents, sorted: the ``method`` of
+    search, evaluation and runs (CLI and API)."""
+    _load_builtin_scorers()
+    return tuple(
+        sorted(name for name, cls in SCORERS.items() if getattr(cls, "ranks_documents", True))
+    )
 
 
 def _load_builtin_scorers() -> None:

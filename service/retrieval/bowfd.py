@@ -1,7 +1,7 @@
 """Bag-of-words forced decoding (BOW-FD): retrieval by decoding towards each document.
 
-001 §3. The score of an English document ``d`` for a source sentence is the score of the
-best derivation ``h`` of the sentence's +LM translation forest under the document-dependent
+Hieber & Riezler 2015, §3. The score of an English document ``d`` for a source sentence is the score
+of the best derivation ``h`` of the sentence's +LM translation forest under the document-dependent
 edge weights of equation 4,
 
     W'(e, d) = w_smt · φ(e) + v · Σ_{t ∈ target terminals of e} bm25(t, d),
@@ -21,8 +21,8 @@ is the bm25 weight its occurrences in ``h`` earn; learning to rank gives it a we
 ``t`` earns ``(v + δ_t)·bm25(t, d)`` and a term without a learned weight (an unseen named
 entity) keeps the default ``v``. Without ``ir:`` weights the model is the one above.
 
-Candidates (001 §3 "Implementation and Complexity Analysis"): only documents that share at
-least one target word of non-zero weight (rsj ≠ 0) with some edge of the forest are scored.
+Candidates (Hieber & Riezler 2015, §3 "Implementation and Complexity Analysis"): only documents that
+share at least one target word of non-zero weight (rsj ≠ 0) with some edge of the forest are scored.
 Every other document's score is exactly the SMT Viterbi score — a lower bound on every
 document's score, carrying no evidence — so such documents are **not returned**: a ranking
 may hold fewer than ``k`` hits. (They do take part in the multi-sentence combination, see
@@ -33,8 +33,10 @@ Two implementations return the same ranking:
 * :func:`reference_scores` — the paper's procedure, obviously correct: per candidate document
   build W'(·, d) and run one Viterbi pass over the whole forest.
 * :func:`rank_sentence` — fast and exact (bench/bench_bowfd.py records the measurements):
-  1. the forest is cut to its *live* part (:class:`LiveForest`): cube pruning leaves most +LM
-     nodes unreachable from the goal, and they never change a goal score (5–10× fewer edges);
+  1. the forest is cut to its *live* part (:class:`LiveForest`): nodes and edges on no
+     derivation of the goal never change a goal score (the decoders already drop the +LM
+     nodes cube pruning leaves unreachable, :func:`service.mt.hypergraph.prune_unreachable`;
+     the cut still matters after ``beam`` pruning and for forests from elsewhere);
   2. documents are scored in blocks by one compiled (max, +) inside pass over the live forest
      with the documents as the innermost, vectorised loop (:func:`_block_kernel`), with the
      reference's arithmetic in the reference's order, so scores are identical to the bit;
@@ -47,15 +49,15 @@ Two implementations return the same ranking:
   A per-document incremental pass (recomputing only nodes above activated edges, from a heap)
   was measured too: its branchy, random-access inner loop was 20× slower than the block pass.
 
-Multi-sentence queries (001 §3): each sentence ranks its top ``K'`` documents; the product of
-experts multiplies the sentence scores ``exp(score_s(d))``, i.e. **sums the log scores**; a
-document missing from sentence ``s``'s list takes the list's minimum score (the paper's
+Multi-sentence queries (Hieber & Riezler 2015, §3): each sentence ranks its top ``K'`` documents;
+the product of experts multiplies the sentence scores ``exp(score_s(d))``, i.e. **sums the log
+scores**; a document missing from sentence ``s``'s list takes the list's minimum score (the paper's
 smoothing) — or, when the list holds every candidate of that sentence (fewer than ``K'``), the
 sentence's SMT Viterbi score, which is then that document's exact score.
 
-Beam (001 §3, approximate decoding): ``beam=b`` keeps at every node the ``b`` incoming edges
-with the best SMT value ``w(e) + Σ inside(tails)`` (the max is "discontinued once the number of
-considered incoming edges exceeds the size of the beam") and scores on that pruned forest.
+Beam (Hieber & Riezler 2015, §3, approximate decoding): ``beam=b`` keeps at every node the ``b``
+incoming edges with the best SMT value ``w(e) + Σ inside(tails)`` (the max is "discontinued once the
+number of considered incoming edges exceeds the size of the beam") and scores on that pruned forest.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.mt.grammar import Grammar
@@ -164,8 +166,9 @@ class LiveForest:
     """The part of a forest on some derivation of the goal, renumbered, as flat arrays.
 
     Nodes and edges whose best SMT score through them is −∞ (not reachable from the goal, or
-    without a derivation) never change a goal score, whatever the document: cube pruning
-    leaves many of them (most +LM items are never used above their cell). Ids keep their
+    without a derivation) never change a goal score, whatever the document (cube pruning
+    leaves many, which the decoders drop before handing the forest on; beam pruning makes
+    more). Ids keep their
     order (nodes stay topological, incoming edges keep their order); ``nodes``/``edges`` map
     back to the forest's ids. ``occ_term`` is the local term of each target word occurrence
     (see :class:`PreparedSentence`); ``parents[parent_ptr[v]:parent_ptr[v+1]]`` the heads of the
@@ -292,7 +295,7 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
         a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, smt, inside, a.goal, outside, through
     )
     if inside[a.goal] == -np.inf:
-        raise InvalidInputError(
+        raise InternalError(
             f"the forest has no derivation of its goal node {a.goal}: nothing to score"
         )
     node_through = inside + outside
@@ -468,7 +471,7 @@ def reference_scores(
     v: float,
     weights: Mapping[str, float] | None = None,
 ) -> tuple[Int32Array, FloatArray]:
-    """BOW-FD scores of every candidate document, the paper's way (001 §3).
+    """BOW-FD scores of every candidate document, the paper's way (Hieber & Riezler 2015, §3).
 
     Candidates are the documents containing a target word of the forest with rsj ≠ 0. For
     each, ``W'(e, d) = smt[e] + v · Σ_{occurrences of t on e} bm25(t, d)`` is built and one
@@ -953,7 +956,7 @@ def best_derivation(
 # --- the scorer ---------------------------------------------------------------------------------
 @register("bowfd")
 class BowFdScorer(Scorer):
-    """Bag-of-words forced decoding (001 §3) over one index.
+    """Bag-of-words forced decoding (Hieber & Riezler 2015, §3) over one index.
 
     Parameters: ``v`` the default IR weight (≥ 0 lets the search prune with bounds),
     ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of

@@ -1,8 +1,9 @@
-"""Direct translation (DT): the 1-best translation as a monolingual BM25 query (001 §5).
+"""Direct translation (DT): the 1-best translation as a monolingual BM25 query
+(Hieber & Riezler 2015, §5).
 
-The baseline of 001 §5 ("Data and Systems"; Chin et al. 2008): each sentence of the query is
-translated by its Viterbi derivation in the +LM forest (the forest the decoder built, with the
-weights it was pruned with), the translations are concatenated, and the resulting English
+The baseline of Hieber & Riezler 2015, §5 ("Data and Systems"; Chin et al. 2008): each sentence of
+the query is translated by its Viterbi derivation in the +LM forest (the forest the decoder built,
+with the weights it was pruned with), the translations are concatenated, and the resulting English
 token list is a BM25 query against the index (every occurrence of a token adds its weight,
 like rank_bm25; :meth:`~service.index.inverted.InvertedIndex.bm25_topk`). The explanation of a
 hit is the translation and the query terms the document contains.
@@ -11,8 +12,6 @@ hit is the translation and the query terms the document contains.
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from service.index.inverted import InvertedIndex
 from service.mt.inference import fast_viterbi
@@ -26,16 +25,7 @@ def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
 
 def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[str]:
     """The distinct ``terms`` (in first-seen order) that occur in document ``docno``."""
-    out: list[str] = []
-    for t in dict.fromkeys(terms):
-        tid = index.term_id(t)
-        if tid is None:
-            continue
-        docs = index.postings(tid).docs
-        pos = int(np.searchsorted(docs, docno))
-        if pos < len(docs) and int(docs[pos]) == docno:
-            out.append(t)
-    return out
+    return [t for t in dict.fromkeys(terms) if index.contains(t, docno)]
 
 
 @register("dt")

@@ -1,8 +1,8 @@
 """Sparse lexical (LEX) features of forest hyperedges, for bag-of-words forced decoding.
 
-001 §3 ("Decomposable Retrieval Features", last paragraph): besides the BM25 term weights,
-BOW-FD can use sparse indicator features "for each alignment, insertion, or deletion of words
-in source and target", which let learning to rank adapt lexical choice and the dropping of
+Hieber & Riezler 2015, §3 ("Decomposable Retrieval Features", last paragraph): besides the BM25 term
+weights, BOW-FD can use sparse indicator features "for each alignment, insertion, or deletion of
+words in source and target", which let learning to rank adapt lexical choice and the dropping of
 function words for retrieval. They are local to a hyperedge, read from its rule's word
 alignment (:attr:`service.mt.rules.Rule.alignment`, positions counting gaps):
 
@@ -13,7 +13,8 @@ alignment (:attr:`service.mt.rules.Rule.alignment`, positions counting gaps):
 A pass-through edge (rule id ``-1`` with the ``PassThrough`` feature) copies an unknown source
 word ``w`` and fires ``lex:w_w``; glue and goal edges (rule id ``-1``, no terminals) fire
 nothing. The features are doc-independent, so their weighted sum joins the SMT part of the
-edge weight W'(e, d) (001 eq. 4); their weights come from learning to rank (issue #6).
+edge weight W'(e, d) (Hieber & Riezler 2015, eq. 4); their weights come from learning to rank
+(:mod:`service.ltr`).
 """
 
 from __future__ import annotations
@@ -76,10 +77,6 @@ class LexFeatures:
         if PASS_THROUGH in edge.features:
             return tuple(f"lex:{w}_{w}" for w in edge.target_terminals)
         return ()
-
-    def of_edges(self, hg: Hypergraph) -> list[tuple[str, ...]]:
-        """The LEX features fired by every edge of ``hg``."""
-        return [self.of_edge(e) for e in hg.edges]
 
     def edge_weights(self, hg: Hypergraph, weights: Mapping[str, float]) -> FloatArray:
         """Σ of the weights of the LEX features each edge fires (features without weight: 0).

@@ -1,8 +1,8 @@
 """Source–target word links of a whole derivation, built from its rules' alignments.
 
-PSQ (Ture et al. 2012, as used by 001 §5) needs, for each derivation of the n-best list,
-which target words each source word produced. A Hiero rule stores the word alignment between
-its own terminals as pairs ``(i, j)`` of positions in its source and target symbol sequences
+PSQ (Ture et al. 2012, as used by Hieber & Riezler 2015, §5) needs, for each derivation of the
+n-best list, which target words each source word produced. A Hiero rule stores the word alignment
+between its own terminals as pairs ``(i, j)`` of positions in its source and target symbol sequences
 (:mod:`service.mt.rules`). A derivation places every rule: the rule's source side covers the
 hyperedge's span, with each gap ``[X,k]`` covering the span of tail ``k − 1``; its target
 terminals land at known positions of the derivation's output string. Composing the two gives

@@ -1,8 +1,8 @@
-"""Probabilistic structured queries (PSQ) from n-best derivations (001 §5; Darwish & Oard
-2003; Ture, Lin & Oard 2012).
+"""Probabilistic structured queries (PSQ) from n-best derivations (Hieber & Riezler 2015, §5;
+Darwish & Oard 2003; Ture, Lin & Oard 2012).
 
-The PSQ baseline of 001 §5 ("Data and Systems", λ = 0.4, L = 0, C = 1, n = 1000) turns the
-query into one *structured* term per source word ``f``: a distribution over English words.
+The PSQ baseline of Hieber & Riezler 2015, §5 ("Data and Systems", λ = 0.4, L = 0, C = 1, n = 1000)
+turns the query into one *structured* term per source word ``f``: a distribution over English words.
 
 1. **n-best probabilities** (Ture et al. 2012). The ``n`` best derivations of each sentence's
    +LM forest get posteriors ``p_k = softmax(score_k)`` over the list. Each derivation's word
@@ -267,15 +267,7 @@ def _explain(index: InvertedIndex, terms: Sequence[StructuredTerm], docno: int) 
     """Per source word: its translations that occur in the document, with Pr(e|f)."""
     out: dict[str, Any] = {}
     for term in terms:
-        found = {}
-        for e, p in term.translations.items():
-            tid = index.term_id(e)
-            if tid is None:
-                continue
-            docs = index.postings(tid).docs
-            pos = int(np.searchsorted(docs, docno))
-            if pos < len(docs) and int(docs[pos]) == docno:
-                found[e] = round(p, 6)
+        found = {e: round(p, 6) for e, p in term.translations.items() if index.contains(e, docno)}
         if found:
             out[term.source] = found
     return out

@@ -1,8 +1,8 @@
-"""From query text to a :class:`~service.retrieval.base.DecodedQuery` (001 §3, DESIGN.md).
+"""From query text to a :class:`~service.retrieval.base.DecodedQuery` (Hieber & Riezler 2015, §3).
 
-The query is split into sentences (001 §3 "Multi-Sentence Queries"), each normalised and
-tokenised exactly like the grammar's source side (:func:`service.text.preprocess`) and
-decoded into its +LM forest. Sentences that normalise to nothing are dropped; a query with no
+The query is split into sentences (Hieber & Riezler 2015, §3 "Multi-Sentence Queries"), each
+normalised and tokenised exactly like the grammar's source side (:func:`service.text.preprocess`)
+and decoded into its +LM forest. Sentences that normalise to nothing are dropped; a query with no
 sentence left is an error.
 """
 

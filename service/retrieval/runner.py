@@ -1,20 +1,22 @@
-"""Running retrieval methods over query sets: decode, rank, write runs, evaluate (001 §5; 002 §3).
+"""Running retrieval methods over query sets: decode, rank, write runs, evaluate
+(Hieber & Riezler 2015, §5; TR paper, §3).
 
 The library side of ``clir search``, ``clir run``, ``clir eval`` and ``clir eval-tr``
-(DESIGN.md): load a model bundle and an index, decode every query once into its +LM forests
-(with a progress bar on stderr), rank with a scorer from the registry at depth 1000 (001 §5
-evaluates the top 1,000), and write the rankings as a TREC run (``clir run``, no judgments
-needed) or evaluate them against TREC qrels with :mod:`service.evaluation`. ``--no-lm`` decodes
-with ``DecoderConfig(use_lm=False)`` (001 §5, Table 2). Only queries of the query file are
-evaluated (qrels of other queries are ignored); a query that cannot be decoded (nothing left
-after normalisation) is reported and scores 0.
+(README.md, "The `clir` command"): load a model bundle and an index, decode every query once into
+its +LM forests (with a progress bar on stderr), rank with a scorer from the registry at depth 1000
+(Hieber & Riezler 2015, §5, evaluate the top 1,000), and write the rankings as a TREC run
+(``clir run``, no judgments needed) or evaluate them against TREC qrels with
+:mod:`service.evaluation`. ``--no-lm`` decodes with ``DecoderConfig(use_lm=False)``
+(Hieber & Riezler 2015, §5, Table 2). Only queries of the query file are evaluated (qrels of other
+queries are ignored); a query that cannot be decoded (nothing left after normalisation) is reported
+and scores 0.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -28,7 +30,7 @@ from service.index.tokenize import TOKENIZERS, tokenizer_signature
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import QrelsDict, RunDict, ScoredDoc
-from service.retrieval.base import DecodedQuery, Ranking, Scorer, get_scorer
+from service.retrieval.base import Ranking, Scorer, get_scorer
 from service.retrieval.query import decode_query
 
 DEPTH = 1000
@@ -110,11 +112,6 @@ def run_queries(
         out.decode_seconds[qid] = t1 - t0
         out.rank_seconds[qid] = time.perf_counter() - t1
     return out
-
-
-def rank_decoded(scorer: Scorer, queries: Sequence[DecodedQuery], k: int) -> dict[str, Ranking]:
-    """Rank already decoded queries (e.g. several scorers on the same forests)."""
-    return {q.qid: scorer.rank(q, k) for q in queries}
 
 
 def _select(
@@ -264,7 +261,7 @@ def evaluate_tr(
     use_lm: bool = True,
     run_out: str | Path | None = None,
 ) -> dict[str, Any]:
-    """``clir eval-tr``: the translation-retrieval measures of 002 (f@n, p@n, r@n, MRR)."""
+    """``clir eval-tr``: the translation-retrieval measures of the TR paper (f@n, p@n, r@n, MRR)."""
     start = time.perf_counter()
     queries, qrels = _select(queries_path, qrels_path, limit)
     bundle = load_bundle(model)

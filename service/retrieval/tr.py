@@ -1,14 +1,15 @@
 """Translation retrieval (TR) for translators: N-best query translation, cosine retrieval over
-a sentence pool and Levenshtein re-weighting (002 §1–2, Algorithms 1 and 2).
+a sentence pool and Levenshtein re-weighting (TR paper, §1–2, Algorithms 1 and 2).
 
 A translator's source sentence ``s`` should find English pool sentences ``d`` that translate
-it. 002 ranks them by ``Pr(d|s) = Σ_t Pr(t|s)·Pr(d|t)`` over the N-best translations ``t``:
+it. The TR paper ranks them by ``Pr(d|s) = Σ_t Pr(t|s)·Pr(d|t)`` over the N-best translations
+``t``:
 
-* ``Pr(t|s)``: the log-linear model's probability (002 eq. 1) renormalised over the list, i.e.
+* ``Pr(t|s)``: the log-linear model's probability (TR paper, eq. 1) renormalised over the list, i.e.
   the softmax of the derivations' model scores over the N distinct best strings.
   A query of several sentences is translated sentence by sentence and the lists combined by
   a beam: the N best concatenations by summed score.
-* ``Pr(d|t)`` (002 eq. 2 and its Levenshtein variant) ``= cos(t, d)^λ1 · E(t, d)^λ2`` with
+* ``Pr(d|t)`` (TR paper, eq. 2 and its Levenshtein variant) ``= cos(t, d)^λ1 · E(t, d)^λ2`` with
   query weights ``w_{t,t'} = lg(N/f_{t'}) + 1`` and document weights
   ``w_{d,t'} = lg(f_{d,t'} + 1)``, ``lg`` = log10. *Our reading of the guide:* here ``N`` is
   the number of pool sentences and ``f_{t'}`` the number of pool sentences containing
@@ -108,7 +109,7 @@ def query_vector(index: InvertedIndex, tokens: Sequence[str]) -> tuple[list[int]
 def cosine_candidates(
     index: InvertedIndex, tokens: Sequence[str]
 ) -> tuple[npt.NDArray[np.int32], FloatArray]:
-    """Every pool sentence sharing a term with ``t`` and its cosine with ``t`` (002 eq. 2)."""
+    """Every pool sentence sharing a term with ``t`` and its cosine with ``t`` (TR paper, eq. 2)."""
     ids, weights = query_vector(index, tokens)
     if not ids:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
@@ -156,7 +157,9 @@ class TRResult:
 
 @register("tr")
 class TranslationRetrieval(Scorer):
-    """Ranks pool sentences by ``Σ_t Pr(t|s)·Pr(d|t)`` (002 Algorithms 1 and 2)."""
+    """Ranks pool sentences by ``Σ_t Pr(t|s)·Pr(d|t)`` (TR paper, Algorithms 1 and 2)."""
+
+    ranks_documents = False
 
     def __init__(
         self,

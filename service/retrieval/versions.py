@@ -34,12 +34,12 @@ from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
 from service.mt.rules import ALL_FEATURES
 from service.mt.weights import WeightsVersion, check_version_name
+from service.retrieval.base import document_methods
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 from service.retrieval.query import decode_query
 from service.retrieval.runner import make_scorer
 
-DOC_METHODS: tuple[str, ...] = ("dt", "psq", "bowfd")
 PROBE_WORDS = 3
 PROBE_POP_LIMIT = 20
 
@@ -88,7 +88,8 @@ def check_servable(
     methods: Sequence[str] | None = None,
 ) -> None:
     """Decode a probe query with ``record``'s weights and rank it with every method in
-    ``methods`` (default :data:`DOC_METHODS`); refuse (ConflictError) if any of them cannot."""
+    ``methods`` (default: :func:`~service.retrieval.base.document_methods`); refuse
+    (ConflictError) if any of them cannot."""
     config = DecoderConfig(pop_limit=PROBE_POP_LIMIT)
     try:
         decoder = bundle.make_decoder(record.weights, config)
@@ -99,7 +100,7 @@ def check_servable(
             f"refused: weights version {record.version!r} of {bundle.name} cannot decode: "
             f"{exc}; the active version keeps serving"
         ) from exc
-    for method in DOC_METHODS if methods is None else methods:
+    for method in document_methods() if methods is None else methods:
         try:
             make_scorer(method, index, bundle).rank(query, 1)
         except ClirError as exc:

@@ -1,6 +1,6 @@
 """Text processing: normalisation, tokenisation per language, sentence splitting, cleaning.
 
-Issue #3 item 1 (001 §5 "Data and Systems"; 001 §3 "Multi-Sentence Queries"). The same
+Hieber & Riezler 2015, §5 "Data and Systems" and §3 "Multi-Sentence Queries": the same
 :func:`normalize` + tokenizer (:func:`preprocess`) is applied to both sides of the training
 corpus and to queries; :func:`tokenize_en` is also the tokenizer of the document index, so a
 target word of the grammar and an index term are the same string.

@@ -1,8 +1,9 @@
 """Cleaning of the parallel corpus before word alignment and rule extraction.
 
-Issue #3 item 1 (001 §5 "Data and Systems"): both sides of every pair are normalised
-(:func:`service.text.normalize.normalize`) and tokenised (:func:`service.text.get_tokenizer`),
-and a pair is dropped, by the first rule that applies, when
+The translation model is trained on tokenised text (Hieber & Riezler 2015, §5 "Data and
+Systems"): both sides of every pair are normalised (:func:`service.text.normalize.normalize`) and
+tokenised (:func:`service.text.get_tokenizer`), and a pair is dropped, by the first rule that
+applies, when
 
 1. ``empty``: a side has no token left (e.g. a string that was only ``%s`` or markup);
 2. ``too_long``: a side has more than ``max_tokens`` tokens (default 80);

@@ -1,7 +1,7 @@
 """A faster run of the Moses tokenizer (sacremoses) that gives exactly its output.
 
-The English tokenizer also tokenises the ~16k documents of the index (001 §3: a target word
-of the grammar and an index term must be the same string), so it has to be quick.
+The English tokenizer also tokenises the ~16k documents of the index (Hieber & Riezler 2015, §3: a
+target word of the grammar and an index term must be the same string), so it has to be quick.
 ``sacremoses.MosesTokenizer.tokenize`` applies a chain of regular expressions with very large
 character classes to the whole string; most of the words it sees are frequent. This module
 runs the same chain, using sacremoses' own compiled expressions and prefix lists, on one

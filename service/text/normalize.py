@@ -3,9 +3,9 @@
 The parallel corpus is made of gettext catalogs and LibreOffice help (``../shared/data``
 README §3): its strings carry printf/brace placeholders, markup, entities and keyboard
 accelerators that a translator never types into a search box. :func:`normalize` removes or
-unescapes them so that the translation model (issue #3, item 1; 001 §5 "Data and Systems")
-is trained on the same kind of text it later sees in queries (001 §3). It is the one
-function applied to both sides of the training corpus and to every query.
+unescapes them so that the translation model (Hieber & Riezler 2015, §5 "Data and Systems") is
+trained on the same kind of text it later sees in queries (§3). It is the one function applied to
+both sides of the training corpus and to every query.
 
 Steps, in order (each documented on its helper):
 

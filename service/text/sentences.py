@@ -1,7 +1,9 @@
-"""Sentence splitting of multi-sentence queries (001 §3 "Multi-Sentence Queries").
+"""Sentence splitting of multi-sentence queries (Hieber & Riezler 2015, §3 "Multi-Sentence
+Queries").
 
 A query of several sentences is translated and ranked sentence by sentence and the rankings
-are combined as a product of experts (001 §3); this module cuts the query into sentences.
+are combined as a product of experts (Hieber & Riezler 2015, §3); this module cuts the query into
+sentences.
 
 * German (and English): after ``.``, ``!`` or ``?`` (plus closing quotes or brackets) that
   is followed by whitespace and an upper-case letter (after optional opening quotes or

@@ -1,8 +1,8 @@
 """Tokenisation per language behind one base class and a registry by language code.
 
-Issue #3 item 1 (001 §5 "Data and Systems": the translation model is trained on tokenised
-text; 001 §3: target words of derivations are matched against index terms, so English is
-tokenised by the same code for the grammar and for the documents of the index).
+The translation model is trained on tokenised text (Hieber & Riezler 2015, §5 "Data and Systems"),
+and target words of derivations are matched against index terms (§3), so English is tokenised by
+the same code for the grammar and for the documents of the index.
 
 * ``en``, ``de``: the Moses tokenizer (sacremoses), ``escape=False`` (tokens are the text's
   own characters, not ``&amp;``), with aggressive dash splitting: ``Datei-Manager`` →

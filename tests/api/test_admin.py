@@ -304,8 +304,8 @@ def test_full_flow_job_writes_a_version_that_serves_after_activation(
 
 
 def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_copy: Path) -> None:
-    # 001 §3's sparse IR features: a large weight on "home" (d2's word) lifts d2 over d1,
-    # which the default weights rank first for "das haus ist groß"
+    # the sparse IR features of Hieber & Riezler 2015, §3: a large weight on "home" (d2's word)
+    # lifts d2 over d1, which the default weights rank first for "das haus ist groß"
     weights = weights_store(bundle_copy)
     old = weights.active_version()
     before = [h["id"] for h in search(admin)["results"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,14 @@ from service.errors import (
     ConfigurationError,
     DataFormatError,
     InputTooLargeError,
+    InternalError,
     InvalidInputError,
     NotFoundError,
 )
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
+from service.mt.decoder import DecodeStats, Forest
+from service.mt.hypergraph import HypergraphBuilder
 from service.settings import Settings
 
 
@@ -43,6 +47,7 @@ def test_error_status_mapping() -> None:
     assert status_for(InputTooLargeError("x")) == 413
     assert status_for(InvalidInputError("x")) == 422
     assert status_for(NotFoundError("x")) == 404
+    assert status_for(InternalError("x")) == 500
 
 
 DOMAIN_ERRORS = sorted(
@@ -53,10 +58,10 @@ DOMAIN_ERRORS = sorted(
 
 @pytest.mark.parametrize("cls", DOMAIN_ERRORS, ids=lambda c: c.__name__)
 def test_every_domain_error_has_a_deliberate_status(cls: type[ClirError]) -> None:
-    # listed itself, not caught by the fallback of a base class or answered 500
+    # listed itself, not caught by the fallback of a base class; 500 only for a bug
     assert cls in {listed for listed, _ in STATUS_BY_ERROR}
     status = status_for(cls.__new__(cls))
-    assert 400 <= status < 600 and status != 500
+    assert 400 <= status < 600 and (status != 500 or cls is InternalError)
 
 
 @pytest.mark.parametrize(
@@ -77,6 +82,60 @@ def test_a_domain_error_in_a_route_is_not_a_500(
     r = client.get("/v1/test-fail")
     assert r.status_code == status
     assert r.json() == {"detail": str(error)}
+
+
+def _internal_error_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "service.api.errors"]
+
+
+def test_an_internal_error_is_a_500_logged_with_the_request_id(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    def fail() -> None:
+        raise InternalError("the forest has no derivation of its goal node 7")
+
+    client.app.add_api_route("/v1/test-bug", fail)  # type: ignore[attr-defined]
+    caplog.set_level(logging.INFO)
+    r = client.get("/v1/test-bug", headers={"X-Request-ID": "bug-1"})
+    assert r.status_code == 500
+    assert r.headers["x-request-id"] == "bug-1"
+    body = r.json()
+    assert body["request_id"] == "bug-1" and "bug-1" in body["detail"]
+    assert "derivation" not in body["detail"]  # the message is for the log, not the client
+    (record,) = _internal_error_logs(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.__dict__["request_id"] == "bug-1"
+    assert "the forest has no derivation of its goal node 7" in record.getMessage()
+    assert record.exc_info is not None  # with the traceback
+    requests = [x for x in caplog.records if x.name == "service.requests"]
+    assert [x.__dict__["status"] for x in requests] == [500]
+
+
+def test_a_search_that_breaks_an_invariant_answers_500(
+    client: TestClient, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a decoder forest always has a derivation of its goal (pass-through covers every word);
+    # one without is a bug that BOW-FD finds, not the searcher's fault
+    b = HypergraphBuilder()
+    x = b.add_node("X", (0, 1))
+    b.add_node("S", (0, 1))
+    b.add_edge(x, [], ["house"], {})
+    broken = b.build(1)
+
+    def decode(
+        _decoder: object, sentences: list[tuple[str, ...]], *_args: object, **_kwargs: object
+    ) -> tuple[list[Forest], None]:
+        return [Forest(tuple(s), broken, 0.0, DecodeStats(), False) for s in sentences], None
+
+    monkeypatch.setattr("service.api.serving.decode_sentences", decode)
+    caplog.set_level(logging.INFO)
+    r = client.post("/v1/search", json={"query": "das Haus", "lang": "de", "method": "bowfd"})
+    assert r.status_code == 500
+    rid = r.headers["x-request-id"]
+    assert r.json()["request_id"] == rid and rid in r.json()["detail"]
+    (record,) = _internal_error_logs(caplog)
+    assert record.levelno == logging.ERROR and record.__dict__["request_id"] == rid
+    assert "no derivation of its goal" in record.getMessage()
 
 
 def test_ready_when_a_bundle_and_an_index_load(

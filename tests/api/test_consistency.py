@@ -1,4 +1,4 @@
-"""One vocabulary across the API (issue 17, item 9): ``query`` is the input text of every
+"""One vocabulary across the API: ``query`` is the input text of every
 endpoint (``text``/``sentence`` stay accepted, deprecated, for one version), search responses
 count the documents a method retrieved (``total``, ``total_relation``), and every id the API
 returns resolves on ``GET /v1/documents/{id}`` (suggestions' pool sentences included)."""

@@ -1,4 +1,4 @@
-"""Schema-driven fuzzing of the whole API, and hand-written bad input (issue 8 item 3).
+"""Schema-driven fuzzing of the whole API, and hand-written bad input.
 
 schemathesis reads the app's own OpenAPI document and generates requests for every operation,
 valid ones and invalid ones, seeded (``deterministic``) and bounded (25 examples per operation

@@ -1,4 +1,4 @@
-"""Request hardening (issue 8 items 1 and 4): the body guard (413 by Content-Length and by
+"""Request hardening: the body guard (413 by Content-Length and by
 counted chunks, 415 for non-JSON bodies, 422 for non-UTF-8), clear answers for malformed JSON,
 CORS only when configured, and overload answered with 503 + Retry-After instead of a queue."""
 

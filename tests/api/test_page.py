@@ -1,4 +1,4 @@
-"""The web page at ``/`` (issue 7 item 4; issue 16 item 3).
+"""The web page at ``/``.
 
 Fast checks with TestClient: the page and its static files carry the security headers, only
 the page's own files are served, the HTML has no inline script or style and labels every
@@ -10,8 +10,8 @@ over the committed demo bundle and demo indexes, and drive Debian's headless Chr
 chromedriver (``make browser`` installs both): a German search with highlighted terms, an
 explanation, pagination, the translator tab reached with the keyboard, a suggestion with its
 diff marks, injected HTML shown as text, an API error in the alert region, a phone-width
-layout, and the script's diff and snippet helpers on hand-computed examples. Issue 16 item 3
-adds: result titles link to a document view (``#doc=<id>``; full text with the server's
+layout, and the script's diff and snippet helpers on hand-computed examples. And, as a
+searcher expects: result titles link to a document view (``#doc=<id>``; full text with the server's
 highlights, the translation that found it, back without searching again, a direct link, a 404
 message), errors clear stale results, scores and the scorer signature behind "Details", the
 controls readable at 360, 768 and 1280 px, long queries cut short in the heading, the inputs
@@ -612,7 +612,7 @@ def test_snippet_parsing_by_hand(page: WebDriver) -> None:
     ]
 
 
-# --- issue 16 item 3: the page as a searcher expects -----------------------------------------
+# --- the page as a searcher expects ------------------------------------------------------------
 
 
 def explanation_terms(explanation: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The API process SIGKILLed while it answers requests (issue 8 item 2): after a restart it
+"""The API process SIGKILLed while it answers requests: after a restart it
 serves again, with the same active weights version and the same answers."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_translation_retrieval_measures_by_hand() -> None:
     assert tr_precision(ranked, qrels, 5) == pytest.approx(1 / 4)
     assert tr_recall(ranked, qrels, 5) == pytest.approx(1 / 2)
     assert tr_fmeasure(ranked, qrels, 5) == pytest.approx(1 / ((4 + 2) / 2))
-    # f is the harmonic mean of p and r (002 §3.2)
+    # f is the harmonic mean of p and r (TR paper, §3.2)
     p, r = tr_precision(ranked, qrels, 5), tr_recall(ranked, qrels, 5)
     assert tr_fmeasure(ranked, qrels, 5) == pytest.approx(2 * p * r / (p + r))
     assert tr_fmeasure(ranked, qrels, 1) == 0.0

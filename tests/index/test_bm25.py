@@ -1,5 +1,5 @@
-"""BM25 weights and scores of the index against a brute-force computation of 001 §3's formula
-and against rank_bm25, and the three policies for negative rsj."""
+"""BM25 weights and scores of the index against a brute-force computation of the formula
+in Hieber & Riezler 2015, §3, and against rank_bm25, and the three policies for negative rsj."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.arraydir import sha256_file
 from service.errors import ConfigurationError, DataFormatError, MissingResourceError, NotFoundError
 from service.index import InvertedIndex, build_docs_index, is_current, read_manifest, storage
 from service.records import Doc
@@ -41,7 +42,7 @@ def test_round_trip_keeps_documents_vocabulary_and_postings(
     assert manifest["format_version"] == storage.FORMAT_VERSION
     assert manifest["build"]["k1"] == 1.2 and manifest["build"]["b"] == 0.75
     assert manifest["build"]["tokenizer"] == "regex"
-    assert manifest["build"]["source_sha256"] == storage.file_sha256(seven_docs)
+    assert manifest["build"]["source_sha256"] == sha256_file(seven_docs)
     assert manifest["counts"]["n_docs"] == 7
     assert again.signature()["rsj"] == "floor"
     with pytest.raises(NotFoundError, match="nope"):

@@ -1,4 +1,4 @@
-"""Faults around training jobs (issue 8 item 2 and item 3): a disk that fills up while a job
+"""Faults around training jobs: a disk that fills up while a job
 writes its weights version, and malformed training inputs, each end as a failed job with a
 message that names the problem, while the active weights keep serving."""
 

@@ -178,7 +178,8 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
     ltr_data: dict[str, Path],
     ltr_settings: Settings,
 ) -> None:
-    # 001 §3: a weight per English term (ir:<t>, added to v), learned with the rest
+    # Hieber & Riezler 2015, §3: a weight per English term (ir:<t>, added to v), learned with the
+    # rest
     (spec,), start = make_specs(toy_bundle, toy_index, ltr_data, 1, freeze_smt=True)
     shard = Shard(spec, toy_bundle, toy_index)
     shard.build()
@@ -189,7 +190,8 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
         w = shard.epoch(start).weights
         w = shard.epoch(w).weights
         moved[ir_terms] = {n for n, x in w.items() if is_ir_term_feature(n) and x != 0.0}
-        # v is the default weight of the terms: fixed when they learn their own (001 §3)
+        # v is the default weight of the terms: fixed when they learn their own
+        # (Hieber & Riezler 2015, §3)
         assert (w[IR_FEATURE] == start[IR_FEATURE]) == ir_terms
     assert moved[True] and not moved[False]
     # a stored version leaves out the per-term weights that stayed 0 and records the option

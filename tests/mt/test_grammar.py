@@ -1,4 +1,4 @@
-"""Binary grammar storage, sentence filtering and cdec text format (issue 3, item 5)."""
+"""Binary grammar storage, sentence filtering and cdec text format."""
 
 from __future__ import annotations
 

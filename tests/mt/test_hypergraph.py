@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.mt.hypergraph import DerivationNode, HypergraphBuilder, target_yield
 from service.mt.inference import (
     edge_posteriors,
@@ -221,7 +221,7 @@ def test_viterbi_needs_a_selective_semiring() -> None:
         viterbi_backpointers(toy_forest(), TOY_WEIGHTS, LOG)
 
 
-def test_goal_without_derivation_is_a_clear_error() -> None:
+def test_goal_without_derivation_is_an_internal_error() -> None:
     b = HypergraphBuilder()
     x = b.add_node("X", (0, 1))
     goal = b.add_node("S", (0, 1))
@@ -229,7 +229,7 @@ def test_goal_without_derivation_is_a_clear_error() -> None:
     hg = b.build(goal)
     assert inside(hg, {}, COUNTING) == [0, 0]
     for f in (viterbi, fast_viterbi, edge_posteriors):
-        with pytest.raises(InvalidInputError, match="no derivation of its goal"):
+        with pytest.raises(InternalError, match="no derivation of its goal"):
             f(hg, {})
 
 

@@ -1,5 +1,5 @@
-"""Bag-of-words forced decoding (001 §3): hand-worked scores, the fast search against the
-reference (and the reference against brute-force enumeration), beam, multi-sentence
+"""Bag-of-words forced decoding (Hieber & Riezler 2015, §3): hand-worked scores, the fast search
+against the reference (and the reference against brute-force enumeration), beam, multi-sentence
 combination, LEX features, explanations and feature vectors."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
@@ -182,9 +182,9 @@ def test_feature_vector_of_the_best_derivation() -> None:
     assert sum(w.get(n, 0.0) * x for n, x in phi.items()) == -1.25
 
 
-# Per-term IR weights (001 §3: "sparse, lexicalized, real-valued IR features", w_ir = v·1 by
-# default): with δ_burning = −1 and δ_home = +1 (v = 1) "burning" earns nothing and "home" twice
-# its bm25.
+# Per-term IR weights (Hieber & Riezler 2015, §3: "sparse, lexicalized, real-valued IR features",
+# w_ir = v·1 by default): with δ_burning = −1 and δ_home = +1 (v = 1) "burning" earns nothing and
+# "home" twice its bm25.
 #   D1: "the house is burning" −4.25 + 2.0 + 0 = −2.25 loses to "the house burns" −4.0 + 2.0
 #       = −2.0 (and to nothing else: "the house"+"is burning" −4.75 + 2.0 = −2.75)
 #   D2: "the home burns" −5.25 + 2·2.5 = −0.25
@@ -317,8 +317,8 @@ def test_fast_equals_reference_on_random_forests(seed: int, n_docs: int, v: floa
     smt = np.array(hg.edge_weights(weights))
     docs = random_docs(rng, n_docs)
     index = hand_index(docs)
-    if not all_trees(hg, hg.goal):
-        with pytest.raises(InvalidInputError):
+    if not all_trees(hg, hg.goal):  # no derivation: a decoder never hands such a forest on
+        with pytest.raises(InternalError):
             prepare_sentence(hg, smt, index)
         assume(False)
     cand, ref = reference_scores(hg, smt, index, v)
@@ -383,7 +383,7 @@ def test_beam_equals_reference_on_the_pruned_forest(seed: int, beam: int, v: flo
     index = hand_index(random_docs(rng, 6))
     try:
         prep = prepare_sentence(hg, smt, index, beam=beam)
-    except InvalidInputError:
+    except InternalError:  # no derivation of the goal
         assume(False)
         raise
     pruned = prep.hypergraph
@@ -409,13 +409,15 @@ def test_a_word_twice_in_a_derivation_earns_twice() -> None:
     assert [(h.doc_id, h.score) for h in hits] == [("dA", 2.0)]
 
 
-def test_forest_without_derivation_is_refused() -> None:
+def test_forest_without_derivation_is_an_internal_error() -> None:
+    # the decoders' pass-through rules give every sentence a derivation: a forest without
+    # one is a bug, not the caller's input
     b = HypergraphBuilder()
     x = b.add_node("X", (0, 1))
     b.add_node("S", (0, 1))
     b.add_edge(x, [], ["a"], {})
     hg = b.build(1)
-    with pytest.raises(InvalidInputError, match="no derivation"):
+    with pytest.raises(InternalError, match="no derivation"):
         BowFdScorer(hand_index({"d": {"a": 1.0}})).rank(query_of(hg), k=1)
 
 

@@ -1,4 +1,4 @@
-"""Sentence splitting of multi-sentence queries (001 §3)."""
+"""Sentence splitting of multi-sentence queries (Hieber & Riezler 2015, §3)."""
 
 from __future__ import annotations
 

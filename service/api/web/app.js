@@ -1,7 +1,7 @@
 /*
- * The CLIR web page (issue 7 item 4): a search tab (POST /v1/search, 001 §3: BOW-FD, DT, PSQ
- * with the derivation that retrieved each document) and a translator tab (POST /v1/suggest,
- * 002: reference sentences from the pool, each with its word-level differences to the query's
+ * The CLIR web page: a search tab (POST /v1/search, Hieber & Riezler 2015, §3: BOW-FD, DT,
+ * PSQ with the derivation that retrieved each document) and a translator tab (POST /v1/suggest,
+ * TR paper: reference sentences from the pool, each with its word-level differences to the query's
  * 1-best translation).
  *
  * Safety rule: text from the API or the user is only ever put into the page with textContent

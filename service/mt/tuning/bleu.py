@@ -4,7 +4,7 @@ Corpus BLEU (Papineni et al. 2002) is a function of per-sentence sufficient stat
 clipped n-gram matches and n-gram totals for n = 1..4, hypothesis length and reference
 length — summed over the corpus; MERT (Och 2003) sums them along its line search.
 Sentence BLEU for ranking k-best lists uses the add-one smoothing of Lin & Och (2004), as
-000_b705a4cc6023f712.txt §2.3 does: 1 is added to the match and total counts of every order
+Chen et al. 2017 (§2.3) do: 1 is added to the match and total counts of every order
 n > 1. All scores are fractions in [0, 1]; :func:`sacrebleu_corpus_bleu` reports sacrebleu's
 number (in percent) on already-tokenised text, and agrees with :func:`corpus_bleu` whenever
 every order has a match (tested). One reference per sentence.

@@ -1,4 +1,4 @@
-"""Tuning data: LibreOffice help paragraph pairs of the dev pages (issue #4 item 5).
+"""Tuning data: LibreOffice help paragraph pairs of the dev pages.
 
 The translation-retrieval dev set ``tr/<src>-en/`` pairs each foreign paragraph (query) with
 the pool entry (entries) holding its English reference; joining ``queries.dev.tsv``,

@@ -1,4 +1,4 @@
-"""The k-best decoder of the tuning loop for a model bundle (000_b705a4cc6023f712.txt, Alg. 1).
+"""The k-best decoder of the tuning loop for a model bundle (Chen et al. 2017, Alg. 1).
 
 :func:`bundle_kbest_decoder` returns the ``decode_kbest(weights)`` callable that
 :func:`service.mt.tuning.loop.tune` calls once per iteration: it builds a decoder for the

@@ -1,10 +1,10 @@
 """k-best lists as tuning data: entries scored by BLEU, merging, and dense feature arrays.
 
 A :class:`KbestEntry` is one translation of a dev sentence with its feature vector, BLEU
-sufficient statistics and add-one smoothed sentence BLEU (000_b705a4cc6023f712.txt §2.3). The
-two ways of building the training set of Algorithm 1 (000 §3.2) are here: *k-best merging*
-(one list per sentence, the union of the lists of all iterations, deduplicated by string) and
-*instance aggregating* (every iteration's list of every sentence is its own instance).
+sufficient statistics and add-one smoothed sentence BLEU (Chen et al. 2017, §2.3). The
+two ways of building the training set of Algorithm 1 (Chen et al. 2017, §3.2) are here: *k-best
+merging* (one list per sentence, the union of the lists of all iterations, deduplicated by string)
+and *instance aggregating* (every iteration's list of every sentence is its own instance).
 :class:`FeatureSpace` fixes an order of the feature names so the optimisers work on arrays.
 """
 
@@ -74,7 +74,8 @@ def score_list(hyps: Iterable[Hypothesis], reference: Sequence[str]) -> list[Kbe
 
 
 def merge_lists(lists: Iterable[Sequence[KbestEntry]]) -> list[KbestEntry]:
-    """k-best merging (000 §3.2): the union of a sentence's lists, first occurrence kept."""
+    """k-best merging (Chen et al. 2017, §3.2): the union of a sentence's lists, first
+    occurrence kept."""
     seen: set[tuple[str, ...]] = set()
     out: list[KbestEntry] = []
     for lst in lists:

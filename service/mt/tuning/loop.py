@@ -1,9 +1,9 @@
-"""The iterative tuning loop: Algorithm 1 of 000_b705a4cc6023f712.txt (§3.2).
+"""The iterative tuning loop: Algorithm 1 of Chen et al. 2017 (§3.2).
 
 Iteration ``i`` decodes the dev set with ``w^i`` into k-best lists, adds them to the training
 set ``T`` and optimises ``w^{i+1} = Optimization(T, w^i)``. ``T`` is built either by
-**instance aggregating** (000 §3.2, the default for the listwise losses: every iteration's
-list of every sentence is its own training instance, ``T = {E_f^j | f, j ≤ i}``) or by
+**instance aggregating** (Chen et al. 2017, §3.2, the default for the listwise losses: every
+iteration's list of every sentence is its own training instance, ``T = {E_f^j | f, j ≤ i}``) or by
 **k-best merging** (one list per sentence, the union of its lists of all iterations,
 deduplicated by string; the default of MERT and PRO, which need one list per sentence).
 As in the paper the merged list is not truncated.
@@ -12,8 +12,8 @@ Each decode also scores the weights that produced it: the corpus BLEU (sacrebleu
 tokenised text) of the first entry of every list, the decoder's 1-best. After the last
 optimisation the dev set is decoded once more to score the final weights, so ``iterations``
 optimisations cost ``iterations + 1`` decodes. The weights with the best dev BLEU are
-returned (000 §5.2), with the per-iteration history; with ``patience`` the loop stops after
-that many decodes without a new best. Weights are not normalised (see
+returned (Chen et al. 2017, §5.2), with the per-iteration history; with ``patience`` the loop stops
+after that many decodes without a new best. Weights are not normalised (see
 :mod:`.optimizers`).
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.lists import Hypothesis, KbestEntry, merge_lists, score_list
 from service.mt.tuning.optimizers import Merge, Optimizer
@@ -70,7 +70,7 @@ def tune(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> TuneResult:
-    """Run Algorithm 1 of 000 and return the weights with the best dev BLEU.
+    """Run Algorithm 1 of Chen et al. 2017 and return the weights with the best dev BLEU.
 
     ``decode_kbest(weights)`` decodes the dev set and returns one k-best list per sentence (in
     decoder order, best first) of objects with ``tokens`` and ``features``
@@ -165,7 +165,7 @@ def _decode(
     for s, (hyps, ref) in enumerate(zip(raw, refs, strict=True)):
         lst = score_list(list(hyps)[:k], ref)
         if not lst:
-            raise InvalidInputError(
+            raise InternalError(
                 f"the k-best decoder returned an empty list for dev sentence {s}; every "
                 "sentence needs at least one translation (check the grammar and pass-through)"
             )

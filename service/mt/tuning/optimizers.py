@@ -1,4 +1,4 @@
-"""Weight optimisers for tuning: MERT, PRO and the listwise losses of 000_b705a4cc6023f712.txt.
+"""Weight optimisers for tuning: MERT, PRO and the listwise losses of Chen et al. 2017.
 
 Every optimiser is an :class:`Optimizer`: ``optimize(weights, lists, rng)`` takes the current
 weights and the training lists (k-best lists of :class:`~.lists.KbestEntry`) and returns new
@@ -15,16 +15,16 @@ weights. They are registered by name in :data:`OPTIMIZERS` (:func:`get_optimizer
   sentence BLEU differs by more than 0.05, take the Ξ = 50 with the largest difference, and fit
   an L2-regularised logistic regression (L-BFGS, no intercept) on the feature differences
   (both signs); the weights are its coefficients.
-- ``listnet`` — top-one ListNet (000 §3.1.2): cross entropy between the softmax of the BLEU
-  scores and the softmax of the model scores ``s = w·φ`` over each list.
-- ``listmle`` — ListMLE (000 eq. 5): negative log Plackett–Luce likelihood under ``s`` of the
-  permutation that sorts the list by sentence BLEU.
+- ``listnet`` — top-one ListNet (Chen et al. 2017, §3.1.2): cross entropy between the softmax of the
+  BLEU scores and the softmax of the model scores ``s = w·φ`` over each list.
+- ``listmle`` — ListMLE (Chen et al. 2017, eq. 5): negative log Plackett–Luce likelihood under ``s``
+  of the permutation that sorts the list by sentence BLEU.
 - ``listmle-top5`` — top-k ListMLE (Xia et al. 2008): only the first k = 5 factors.
-- ``listmle-te`` — top-rank enhanced ListMLE (000 §4): factor ``j`` weighted by the position
-  cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list's length.
+- ``listmle-te`` — top-rank enhanced ListMLE (Chen et al. 2017, §4): factor ``j`` weighted by the
+  position cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list's length.
 
-The listwise losses are minimised by Algorithm 2 of 000: epochs over the training lists in
-shuffled mini-batches of 10, each batch's summed gradient applied by AdaDelta (Zeiler 2012,
+The listwise losses are minimised by Algorithm 2 of Chen et al. 2017: epochs over the training lists
+in shuffled mini-batches of 10, each batch's summed gradient applied by AdaDelta (Zeiler 2012,
 ρ = 0.95, ε = 1e-6; its running averages start from zero at every call, i.e. every outer
 iteration, so the first steps are about √ε small). The paper says ``eval(·)`` is sentence
 BLEU but not its scale; we use BLEU in percent (0–100) for ListNet's target distribution,
@@ -151,7 +151,8 @@ def listmle_loss_grad(
 
 
 class ListwiseOptimizer(Optimizer):
-    """Algorithm 2 of 000: AdaDelta over shuffled mini-batches of lists for some epochs."""
+    """Algorithm 2 of Chen et al. 2017: AdaDelta over shuffled mini-batches of lists for some
+    epochs."""
 
     def __init__(
         self, epochs: int = 100, batch_size: int = 10, rho: float = 0.95, eps: float = 1e-6
@@ -261,7 +262,7 @@ class ListNet(ListwiseOptimizer):
 
 class ListMLE(ListwiseOptimizer):
     """ListMLE; ``top_k`` keeps the first k factors, ``position_cost`` weights factor j by
-    ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` (top-rank enhanced, 000 eq. 6)."""
+    ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` (top-rank enhanced, Chen et al. 2017, eq. 6)."""
 
     name = "listmle"
 

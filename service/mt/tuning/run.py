@@ -1,7 +1,7 @@
 """``clir tune``: tune a bundle's weights on dev data and store them as a new version.
 
-The dev pairs come from :mod:`service.mt.tuning.data`; Algorithm 1 of 000 runs with the chosen
-optimiser (:mod:`service.mt.tuning.optimizers`) from the bundle's active weights; the best
+The dev pairs come from :mod:`service.mt.tuning.data`; Algorithm 1 of Chen et al. 2017 runs with the
+chosen optimiser (:mod:`service.mt.tuning.optimizers`) from the bundle's active weights; the best
 weights by dev BLEU are evaluated once on the held-out part and saved (with both BLEU
 scores) as the version ``tune-<method>-<time>`` (in the bundle's weights state directory,
 :mod:`service.mt.weights`); ``activate`` makes them active when they beat the active version's

@@ -1,7 +1,7 @@
 """Listwise losses (ListNet top-one, ListMLE, top-k, top-rank enhanced) and AdaDelta.
 
 The fast padded implementations are checked against slow per-list references written from
-the formulas of 000_b705a4cc6023f712.txt §3.1.2 and §4, their gradients against finite
+the formulas of Chen et al. 2017, §3.1.2 and §4, their gradients against finite
 differences, and AdaDelta against a two-step update worked by hand.
 """
 

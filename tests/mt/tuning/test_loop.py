@@ -1,5 +1,5 @@
-"""The tuning loop (Algorithm 1 of 000): training-set construction, selection, early stop,
-and end to end with a synthetic k-best decoder whose candidates' BLEU follows a hidden
+"""The tuning loop (Algorithm 1 of Chen et al. 2017): training-set construction, selection, early
+stop, and end to end with a synthetic k-best decoder whose candidates' BLEU follows a hidden
 weight vector."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.lists import KbestEntry, ListArrays
 from service.mt.tuning.loop import tune
@@ -192,11 +192,16 @@ def test_bad_input() -> None:
         tune(dec, [*dec.refs, ("a",)], BAD, opt, iterations=1)
     with pytest.raises(InvalidInputError, match="dev set is empty"):
         tune(dec, [], BAD, opt)
-    with pytest.raises(InvalidInputError, match="empty list for dev sentence 0"):
-        tune(lambda w: [[], [], []], dec.refs, BAD, opt)
     with pytest.raises(ConfigurationError, match="merge"):
         tune(dec, dec.refs, BAD, opt, merge="union")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="patience"):
         tune(dec, dec.refs, BAD, opt, patience=0)
     with pytest.raises(InvalidInputError, match="all lists empty"):
         get_optimizer("listmle").optimize(BAD, [[], []])
+
+
+def test_an_empty_kbest_list_is_an_internal_error() -> None:
+    # pass-through gives every dev sentence a translation: an empty list is the decoder's bug
+    dec = SyntheticDecoder(sentences=3)
+    with pytest.raises(InternalError, match="empty list for dev sentence 0"):
+        tune(lambda w: [[], [], []], dec.refs, BAD, Scripted([GOOD]))

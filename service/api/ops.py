@@ -1,0 +1,54 @@
+"""Operations endpoints, outside ``/v1``: liveness (``/healthz``), readiness (``/readyz``: what
+is loaded and what is missing) and the Prometheus series (``/metrics``). They read the app's
+state (settings, metrics, query service, resources) that :func:`service.api.app.create_app`
+sets up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from service.api import admin
+from service.api.metrics import CONTENT_TYPE, Metrics
+from service.api.resources import Resources
+from service.settings import Settings
+
+router = APIRouter(tags=["ops"])
+
+
+def cache_gauges(app: FastAPI) -> None:
+    """Set the result-cache gauges of the app's metrics from its query service's cache."""
+    metrics: Metrics = app.state.metrics
+    cache = app.state.service.cache
+    metrics.set_cache(len(cache), cache.size, cache.bytes)
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    """Readiness: 200 when a model and an index are loaded, else 503 with what is missing."""
+    settings: Settings = request.app.state.settings
+    resources: Resources | None = getattr(request.app.state, "resources", None)
+    page = {"max_query_chars": settings.max_query_chars}  # the web page's input maxlength
+    if resources is None:
+        body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
+        return JSONResponse(body | page, status_code=503)
+    body = resources.status() | page
+    return JSONResponse(body, status_code=200 if body["ready"] else 503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def prometheus_metrics(request: Request) -> PlainTextResponse:
+    """Request counts and latencies, decode times, cache hits and process figures
+    (Prometheus text format), summed over the API processes when there are several."""
+    app: FastAPI = request.app
+    cache_gauges(app)
+    metrics: Metrics = app.state.metrics
+    return PlainTextResponse(metrics.render() + admin.job_gauges(app), media_type=CONTENT_TYPE)
