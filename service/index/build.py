@@ -35,6 +35,7 @@ from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
+from service.index.inverted import InvertedIndex
 from service.index.storage import Manifest, read_manifest, write_index_dir
 from service.index.tokenize import (
     TOKENIZERS,
@@ -219,6 +220,31 @@ def build_arrays(
         "dropped_terms": int(dropped.sum()),
     }
     return arrays, stats
+
+
+def build_in_memory(
+    docs: Iterable[Doc],
+    tokenize: TokenizeFn,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+    rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
+    analysis: str = "none",
+    kind: IndexKind = "docs",
+) -> InvertedIndex:
+    """An index of ``docs`` held in memory, with the manifest a built one would have (kernel
+    warm-up and tests; nothing is written)."""
+    chain = Analyzer.from_spec(analysis).name
+    params = BuildParams(
+        kind=kind, tokenizer="custom", tokenizer_signature="custom", k1=float(k1), b=float(b),
+        rsj=RsjPolicy(rsj_policy).value, keep_tokens=False, analysis=chain,
+        analysis_signature=analysis_signature(chain),
+    )  # fmt: skip
+    arrays, counts = build_arrays(
+        docs, tokenize, k1=params.k1, b=params.b, rsj_policy=params.rsj, analysis=chain
+    )
+    manifest: Manifest = {"build": asdict(params), "counts": counts}
+    return InvertedIndex(Path("<in-memory>"), manifest, arrays)
 
 
 def write_index(

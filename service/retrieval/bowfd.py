@@ -68,7 +68,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -837,26 +836,12 @@ def warm_up() -> float:
     """Compile (or load from numba's on-disk cache) every kernel on a tiny forest and index,
     to keep that cost (about 1 s; several the first time ever) off the request path.
     Returns the seconds it took."""
-    from service.index.analysis import analysis_signature
-    from service.index.build import build_arrays
+    from service.index.build import build_in_memory
     from service.records import Doc
 
     t0 = time.perf_counter()
     docs = [Doc("w0", "", "a"), Doc("w1", "", "b"), Doc("w2", "", "c")]
-    arrays, counts = build_arrays(docs, str.split, k1=1.2, b=0.75)
-    manifest = {
-        "build": {
-            "kind": "docs",
-            "k1": 1.2,
-            "b": 0.75,
-            "rsj": "floor",
-            "tokenizer": "regex",
-            "analysis": "none",
-            "analysis_signature": analysis_signature("none"),
-        },
-        "counts": counts,
-    }
-    index = InvertedIndex(Path("<warm-up>"), manifest, arrays)
+    index = build_in_memory(docs, str.split)
     builder = HypergraphBuilder()
     x = builder.add_node("X", (0, 1))
     builder.add_edge(x, [], ["a"], {"f": 1.0})

@@ -192,3 +192,16 @@ def test_a_pool_from_before_analysis_chains_is_read_as_every_token_a_term(tmp_pa
     _edit_manifest(tmp_path / "p", analysis=None, analysis_signature=None)
     index = InvertedIndex.load(tmp_path / "p")
     assert index.analyzer.is_identity and index.term_id("?") is not None
+
+
+def test_an_index_in_memory_equals_the_one_written(docs_file: Path, tmp_path: Path) -> None:
+    from service.index import build_in_memory
+
+    build_docs_index(docs_file, tmp_path / "ix", tokenizer="regex", analysis="word+min2")
+    disk = InvertedIndex.load(tmp_path / "ix")
+    memory = build_in_memory(DOCS, regex_tokenize, analysis="word+min2")
+    assert memory.analyzer.name == "word+min2" and memory.n_docs == disk.n_docs
+    assert memory.vocab.terms() == disk.vocab.terms()
+    for t in range(disk.n_terms):
+        assert memory.postings(t).docs.tolist() == disk.postings(t).docs.tolist()
+        assert memory.postings(t).weights.tolist() == disk.postings(t).weights.tolist()
