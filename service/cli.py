@@ -524,17 +524,11 @@ _OBJECTIVES = _Registry(_ltr_objectives)
 _BACKENDS = _Registry(_ltr_backends)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="clir", description="Cross-lingual retrieval with bag-of-words forced decoding."
-    )
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+VerbAdder = Callable[[str, str, Handler], argparse.ArgumentParser]
 
-    def verb(name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(handler=handler)
-        return p
 
+def _model_verbs(verb: VerbAdder) -> None:
+    """Verbs that build models and indexes: train-model, build-demo, tune, build-index."""
     p = verb("train-model", "Train a Hiero model bundle (grammar + LM).", _cmd_train_model)
     p.add_argument("--parallel", type=Path, required=True, help="origin<TAB>foreign<TAB>english")
     p.add_argument("--lm-text", type=Path, required=True, help="English text, one line each")
@@ -592,6 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
+
+def _query_verbs(verb: VerbAdder) -> None:
+    """Verbs that translate, search and evaluate: translate, search, eval, eval-tr."""
     p = verb("translate", "Translate text (or stdin lines) with a model.", _cmd_translate)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("text", nargs="?", help="text to translate; without it, one line per stdin line")
@@ -642,6 +639,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
 
+
+def _run_verbs(verb: VerbAdder) -> None:
+    """Verbs over runs and weights versions."""
     p = verb(
         "run",
         "Rank every topic of a query file and write a TREC run (no judgments needed).",
@@ -696,6 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _add_eval_flags(p)
 
+
+def _service_verbs(verb: VerbAdder) -> None:
+    """Learning to rank and the service: train-ltr, serve, worker."""
     p = verb("train-ltr", "Learn ranking weights from relevance judgments.", _cmd_train_ltr)
     for flag in ("--model", "--index", "--queries", "--qrels", "--dev-queries", "--dev-qrels"):
         p.add_argument(flag, type=Path, required=True)
@@ -740,6 +743,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("worker", "Run the background job worker (training jobs).", _cmd_worker)
     p.add_argument("--once", action="store_true", help="Run at most one queued job, then exit.")
     p.add_argument("--poll-s", type=float, default=None, help="Seconds between queue polls.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clir", description="Cross-lingual retrieval with bag-of-words forced decoding."
+    )
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        return p
+
+    for add in (_model_verbs, _query_verbs, _run_verbs, _service_verbs):
+        add(verb)
     return parser
 
 
