@@ -308,7 +308,8 @@ def install_limits(app: FastAPI, settings: Settings) -> None:
             CORSMiddleware,
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],  # readable by the calling page
             max_age=600,
         )
     app.add_exception_handler(RequestValidationError, validation_error_handler)

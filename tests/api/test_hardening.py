@@ -309,6 +309,16 @@ def test_cors_allows_only_the_configured_origins(make_client: MakeClient) -> Non
     r = client.post("/v1/search", json=body, headers=ok)
     assert r.status_code == 200
     assert r.headers["access-control-allow-origin"] == "https://app.example"
+    # a page on that origin may send its own request id and read the echoed one
+    assert "access-control-expose-headers" in r.headers
+    assert "x-request-id" in r.headers["access-control-expose-headers"].lower()
+    r = client.options(
+        "/v1/search",
+        headers={**ok, **PREFLIGHT, "access-control-request-headers": "content-type,x-request-id"},
+    )
+    assert (
+        r.status_code == 200 and "x-request-id" in r.headers["access-control-allow-headers"].lower()
+    )
     r = client.post("/v1/search", json=body, headers=evil)
     assert "access-control-allow-origin" not in r.headers
     # the body guard's answers carry the header too (CORS wraps it), so browsers can read them
