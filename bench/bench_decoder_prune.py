@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_decoder import DATA, ROOT, load_sources, log, ms, percentile
+from bench.bench_decoder import DATA, ROOT, load_sources, log, ms, percentile, timed
 from service.api.serving import BYTES_PER_ARRAY_EDGE, query_bytes
 from service.data import load_queries
 from service.mt.bundle import ModelBundle, load_bundle
@@ -115,33 +115,22 @@ def bench_sentences(
         same_vit = same_kbest = 0
         for i, s in enumerate(sentences):
             if i % 2 == 0:
-                t0 = time.perf_counter()
-                a = on.forest(s)
-                t1 = time.perf_counter()
-                b = off.forest(s)
-                t2 = time.perf_counter()
-                t_on, t_off = t1 - t0, t2 - t1
+                a, t_on = timed(on.forest, s)
+                b, t_off = timed(off.forest, s)
             else:
-                t0 = time.perf_counter()
-                b = off.forest(s)
-                t1 = time.perf_counter()
-                a = on.forest(s)
-                t2 = time.perf_counter()
-                t_on, t_off = t2 - t1, t1 - t0
+                b, t_off = timed(off.forest, s)
+                a, t_on = timed(on.forest, s)
             assert b.stats.nodes == a.stats.search_nodes and b.stats.edges == a.stats.search_edges
-            t0 = time.perf_counter()
-            fast_viterbi(a.hypergraph, weights)
-            t1 = time.perf_counter()
-            fast_viterbi(b.hypergraph, weights)
-            t2 = time.perf_counter()
+            _, vit_on = timed(fast_viterbi, a.hypergraph, weights)
+            _, vit_off = timed(fast_viterbi, b.hypergraph, weights)
             v, k = same_translations(a, b, weights)
             same_vit += v
             same_kbest += k
             for key, x in (
                 ("search_nodes", a.stats.search_nodes), ("search_edges", a.stats.search_edges),
                 ("nodes", a.stats.nodes), ("edges", a.stats.edges), ("t_on", t_on),
-                ("t_off", t_off), ("t_prune", a.stats.timings["prune"]), ("vit_on", t1 - t0),
-                ("vit_off", t2 - t1), ("words", len(s)),
+                ("t_off", t_off), ("t_prune", a.stats.timings["prune"]), ("vit_on", vit_on),
+                ("vit_off", vit_off), ("words", len(s)),
             ):  # fmt: skip
                 rec[key].append(x)
         n = len(sentences)

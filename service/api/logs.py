@@ -36,8 +36,10 @@ from typing import Any, Literal, TextIO
 from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI
 from pythonjsonlogger.core import RESERVED_ATTRS
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
+
+from service.api.asgi import StatusSend, route_template
 
 REQUEST_ID_HEADER = "X-Request-ID"
 REQUEST_LOGGER = "service.requests"
@@ -79,20 +81,13 @@ class RequestLogMiddleware:
         fields: dict[str, Any] = dict.fromkeys(QUERY_FIELDS)
         token = _FIELDS.set(fields)
         start = time.perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusSend(send)
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive, recorder)
         finally:
             _FIELDS.reset(token)
             ms = round((time.perf_counter() - start) * 1000, 1)
-            route = scope.get("route")
+            status = recorder.status
             method, path = str(scope.get("method", "")), str(scope.get("path", ""))
             for key in ("decode_ms", "rank_ms"):
                 if fields[key] is not None:
@@ -105,7 +100,7 @@ class RequestLogMiddleware:
                 ms,
                 extra={
                     "request_id": correlation_id.get(),
-                    "route": str(getattr(route, "path", "other")),
+                    "route": route_template(scope),
                     "path": path,
                     "http_method": method,
                     "status": status,

@@ -51,6 +51,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from service.api.asgi import StatusSend, route_template
 from service.jobs.store import pid_alive
 
 Scope = MutableMapping[str, Any]
@@ -238,21 +239,15 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusSend(send)
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive, recorder)
         finally:
-            route = scope.get("route")
-            endpoint = str(getattr(route, "path", "other"))
             self.metrics.observe_request(
-                endpoint, str(scope.get("method", "")), status, time.perf_counter() - start
+                route_template(scope),
+                str(scope.get("method", "")),
+                recorder.status,
+                time.perf_counter() - start,
             )
             if self.after is not None:
                 self.after()

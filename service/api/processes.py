@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings
@@ -65,20 +66,19 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
     from service.api.logs import logging_config
 
     app = "service.api.app:create_app"
-    log_config = logging_config(settings.log_format, log_level)  # access_log: ours replaces it
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "log_config": logging_config(settings.log_format, log_level),
+        "access_log": False,  # the request record of service.api.logs replaces it
+    }
     if workers <= 1:
         if os.environ.get(MULTIPROC_ENV):  # multiprocess mode chosen by hand: start afresh
             with metrics_directory(Path(os.environ[MULTIPROC_ENV])):
                 pass
-        uvicorn.run(
-            app,
-            factory=True,
-            host=host,
-            port=port,
-            log_level=log_level,
-            log_config=log_config,
-            access_log=False,
-        )
+        uvicorn.run(app, **options)
         return
     worker = EmbeddedWorker(settings) if settings.embedded_worker else None
     configured = settings.metrics_dir
@@ -91,14 +91,9 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
             with _environment(CLIR_EMBEDDED_WORKER="false", **{MULTIPROC_ENV: metrics_dir}):
                 uvicorn.run(
                     app,
-                    factory=True,
-                    host=host,
-                    port=port,
-                    log_level=log_level,
                     workers=workers,
                     timeout_worker_healthcheck=settings.worker_healthcheck_s,
-                    log_config=log_config,
-                    access_log=False,
+                    **options,
                 )
         finally:
             if worker is not None:

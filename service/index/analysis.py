@@ -110,14 +110,11 @@ class Analyzer:
     def signature(self) -> str:
         return analysis_signature(self.name)
 
-    @property
-    def is_identity(self) -> bool:
-        return not self.steps
-
     def term(self, token: str) -> str | None:
-        """The index term of ``token`` (memoised: a vocabulary is small, tokens repeat)."""
+        """The index term of ``token`` (memoised: a vocabulary is small, tokens repeat); an
+        empty token is never a term."""
         if not self.steps:
-            return token
+            return token or None
         try:
             return self._memo[token]
         except KeyError:

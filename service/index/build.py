@@ -99,12 +99,10 @@ class _Blob:
 
 def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = None) -> list[str]:
     """The terms a document is indexed under: its title's, then its text's (line by line),
-    through the analysis chain when one is given."""
+    through the analysis chain (default: every non-empty token)."""
     tokens = tokenize_lines(tokenize, doc.title) if doc.title else []
     tokens += tokenize_lines(tokenize, doc.text)
-    if analyzer is not None and not analyzer.is_identity:
-        return analyzer.terms(tokens)
-    return [t for t in tokens if t]
+    return (analyzer or get_analyzer("none")).terms(tokens)
 
 
 def build_arrays(

@@ -216,8 +216,6 @@ class InvertedIndex:
     def term_ids(self, tokens: Iterable[str]) -> list[int]:
         """Ids of the index terms of ``tokens`` that are in the vocabulary, in order, repeats
         kept (each token goes through the analysis chain, as in :meth:`term_id`)."""
-        if self.analyzer.is_identity:
-            return self.vocab.ids(tokens)
         return self.vocab.ids(self.analyzer.terms(tokens))
 
     def term_id(self, token: str) -> int | None:

@@ -101,6 +101,14 @@ def _before(pa, sa, pb, sb):  # type: ignore[no-untyped-def]
     return pa < pb or (pa == pb and sa < sb)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _heap_set(hp, hs, hv, i, p, s, v):  # type: ignore[no-untyped-def]
+    """Put key ``(p, s)`` and value ``v`` at heap position ``i``."""
+    hp[i] = p
+    hs[i] = s
+    hv[i] = v
+
+
 @njit(cache=True, nogil=True)
 def _heap_push(hp, hs, hv, n, p, s, v):  # type: ignore[no-untyped-def]
     """Push value ``v`` with key ``(p, s)`` onto the min-heap of size ``n``; the new size."""
@@ -108,15 +116,11 @@ def _heap_push(hp, hs, hv, n, p, s, v):  # type: ignore[no-untyped-def]
     while i > 0:
         par = (i - 1) >> 1
         if _before(p, s, hp[par], hs[par]):
-            hp[i] = hp[par]
-            hs[i] = hs[par]
-            hv[i] = hv[par]
+            _heap_set(hp, hs, hv, i, hp[par], hs[par], hv[par])
             i = par
         else:
             break
-    hp[i] = p
-    hs[i] = s
-    hv[i] = v
+    _heap_set(hp, hs, hv, i, p, s, v)
     return n + 1
 
 
@@ -134,15 +138,11 @@ def _heap_pop(hp, hs, hv, n):  # type: ignore[no-untyped-def]
         if c + 1 < n and _before(hp[c + 1], hs[c + 1], hp[c], hs[c]):
             c += 1
         if _before(hp[c], hs[c], p, s):
-            hp[i] = hp[c]
-            hs[i] = hs[c]
-            hv[i] = hv[c]
+            _heap_set(hp, hs, hv, i, hp[c], hs[c], hv[c])
             i = c
         else:
             break
-    hp[i] = p
-    hs[i] = s
-    hv[i] = v
+    _heap_set(hp, hs, hv, i, p, s, v)
     return top, n
 
 

@@ -505,6 +505,18 @@ def reachable(hg: Hypergraph) -> tuple[list[int], list[int]]:
     return sorted(seen), [e.id for e in hg.edges if e.head in seen]
 
 
+def _renumbered_node(v: Node, new: Mapping[int, int] | Sequence[int]) -> Node:
+    """Node ``v`` with the id ``new[v.id]``."""
+    return Node(new[v.id], v.label, v.span, v.state)
+
+
+def _renumbered_edge(eid: int, e: Hyperedge, new: Mapping[int, int] | Sequence[int]) -> Hyperedge:
+    """Edge ``e`` as edge ``eid``, its head and tails renumbered by ``new`` (old id -> new id)."""
+    return Hyperedge(
+        eid, new[e.head], tuple(new[t] for t in e.tails), e.target, e.features, e.span, e.rule_id
+    )
+
+
 def prune_unreachable(hg: Hypergraph) -> Hypergraph:
     """The sub-forest of the nodes and edges reachable from the goal (:func:`reachable`).
 
@@ -519,21 +531,8 @@ def prune_unreachable(hg: Hypergraph) -> Hypergraph:
     if len(nodes) == hg.num_nodes and len(edges) == hg.num_edges:
         return hg
     new = {old: i for i, old in enumerate(nodes)}
-    kept_nodes = [
-        Node(new[v.id], v.label, v.span, v.state) for v in (hg.nodes[old] for old in nodes)
-    ]
-    kept_edges = [
-        Hyperedge(
-            i,
-            new[e.head],
-            tuple(new[t] for t in e.tails),
-            e.target,
-            e.features,
-            e.span,
-            e.rule_id,
-        )
-        for i, e in enumerate(hg.edges[old] for old in edges)
-    ]
+    kept_nodes = [_renumbered_node(hg.nodes[old], new) for old in nodes]
+    kept_edges = [_renumbered_edge(i, hg.edges[old], new) for i, old in enumerate(edges)]
     return Hypergraph(kept_nodes, kept_edges, new[hg.goal])
 
 
@@ -694,17 +693,6 @@ class HypergraphBuilder:
         for pos, old in enumerate(order):
             new[old] = pos
         self.renumbering = new
-        nodes = [Node(new[v.id], v.label, v.span, v.state) for v in (self._nodes[o] for o in order)]
-        edges = [
-            Hyperedge(
-                e.id,
-                new[e.head],
-                tuple(new[t] for t in e.tails),
-                e.target,
-                e.features,
-                e.span,
-                e.rule_id,
-            )
-            for e in self._edges
-        ]
+        nodes = [_renumbered_node(self._nodes[o], new) for o in order]
+        edges = [_renumbered_edge(e.id, e, new) for e in self._edges]
         return Hypergraph(nodes, edges, new[goal], self._parts, new)

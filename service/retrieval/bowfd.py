@@ -1032,15 +1032,25 @@ class BowFdScorer(Scorer):
         self, preps: Sequence[PreparedSentence], k: int, v: float | None = None
     ) -> tuple[Int32Array, FloatArray, list[SentenceRanking]]:
         """Top ``k`` (documents, scores) of prepared sentences, and each sentence's list
-        (``v``: the IR weight, default the scorer's)."""
+        (``v``: the IR weight, default the scorer's).
+
+        A document whose score is no better than the sum of the sentences' SMT Viterbi scores
+        earned no BM25 weight (a forest word made it a candidate, but its best derivation does
+        not use it): like DT for a document without a query term, it is not retrieved, so a
+        query of only "???" retrieves nothing rather than ties ranked by document number. Every
+        caller (search, evaluation, learning to rank) gets the same ranking from here."""
         v = self.v if v is None else v
         depth = k if len(preps) == 1 else max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
         # K' is at least k (a smaller per_sentence_k is raised to k)
         lists = [self._rank_one(p, depth, v) for p in preps]
         if len(lists) == 1:
-            return lists[0].docs, lists[0].scores, lists
-        docs, scores = combine_sentences(lists)
-        return docs[:k], scores[:k], lists
+            docs, scores = lists[0].docs, lists[0].scores
+        else:
+            docs, scores = combine_sentences(lists)
+            docs, scores = docs[:k], scores[:k]
+        floor = float(sum(p.viterbi for p in preps))
+        keep = scores > floor + 1e-9 * max(1.0, abs(floor))
+        return docs[keep], scores[keep], lists
 
     def _rank_one(self, prep: PreparedSentence, depth: int, v: float) -> SentenceRanking:
         if self.engine == "fast":
@@ -1066,13 +1076,6 @@ class BowFdScorer(Scorer):
         preps = self.prepare(query)
         t1 = time.perf_counter()
         docs, scores, lists = self.rank_prepared(preps, k, v)
-        # a document whose score is no better than the SMT Viterbi score of every sentence
-        # earned no BM25 weight (a forest word made it a candidate, but its best derivation
-        # does not use it): like DT for a document without a query term, it is not retrieved
-        # ("???" retrieves nothing rather than ties ranked by document number)
-        floor = float(sum(p.viterbi for p in preps))
-        keep = scores > floor + 1e-9 * max(1.0, abs(floor))
-        docs, scores = docs[keep], scores[keep]
         t2 = time.perf_counter()
         hits = []
         for d, s in zip(docs.tolist(), scores.tolist(), strict=True):

@@ -114,16 +114,22 @@ def run_queries(
     return out
 
 
-def _select(
-    queries_path: str | Path, qrels_path: str | Path, limit: int | None
-) -> tuple[dict[str, str], QrelsDict]:
-    queries = load_queries(queries_path)
+def _load_first(path: str | Path, limit: int | None, what: str) -> dict[str, str]:
+    """The first ``limit`` (all when None) queries of a query file; none is an error."""
+    queries = load_queries(path)
     if limit is not None:
         if limit < 1:
             raise InvalidInputError(f"--limit must be at least 1, got {limit}")
         queries = dict(islice(queries.items(), limit))
     if not queries:
-        raise InvalidInputError(f"{queries_path}: no queries")
+        raise InvalidInputError(f"{path}: no {what}")
+    return queries
+
+
+def _select(
+    queries_path: str | Path, qrels_path: str | Path, limit: int | None
+) -> tuple[dict[str, str], QrelsDict]:
+    queries = _load_first(queries_path, limit, "queries")
     qrels = {q: j for q, j in load_qrels(qrels_path).items() if q in queries}
     if not qrels:
         raise InvalidInputError(f"{qrels_path}: no judgments for the queries of {queries_path}")
@@ -133,6 +139,35 @@ def _select(
 def _mean(values: Iterable[float]) -> float:
     vals = list(values)
     return sum(vals) / len(vals) if vals else 0.0
+
+
+def _rank_all(
+    model: str | Path,
+    index_path: str | Path,
+    method: str,
+    params: Mapping[str, Any] | None,
+    queries: Mapping[str, str],
+    *,
+    use_lm: bool,
+    k: int,
+    progress: bool,
+    desc: str,
+) -> tuple[QueryRun, Scorer]:
+    """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``)."""
+    bundle = load_bundle(model)
+    index = load_index(index_path)
+    scorer = make_scorer(method, index, bundle, **dict(params or {}))
+    qrun = run_queries(
+        scorer,
+        decoder_for(bundle, use_lm),
+        queries,
+        bundle.src,
+        k=k,
+        weights_version=bundle.active_weights().version,
+        progress=progress,
+        desc=desc,
+    )
+    return qrun, scorer
 
 
 def _payload(
@@ -165,16 +200,14 @@ def evaluate_method(
     """``clir eval``: the CLIR metrics of ``method`` on a query set (one JSON object)."""
     start = time.perf_counter()
     queries, qrels = _select(queries_path, qrels_path, limit)
-    bundle = load_bundle(model)
-    index = load_index(index_path)
-    scorer = make_scorer(method, index, bundle, **dict(params or {}))
-    qrun = run_queries(
-        scorer,
-        decoder_for(bundle, use_lm),
+    qrun, scorer = _rank_all(
+        model,
+        index_path,
+        method,
+        params,
         queries,
-        bundle.src,
+        use_lm=use_lm,
         k=depth,
-        weights_version=bundle.active_weights().version,
         progress=progress,
         desc=f"{method} queries",
     )
@@ -214,23 +247,15 @@ def run_topics(
     if hits < 1:
         raise InvalidInputError(f"--hits must be at least 1, got {hits}")
     tag = check_run_tag(tag if tag is not None else (method if use_lm else f"{method}-nolm"))
-    topics = load_queries(topics_path)
-    if limit is not None:
-        if limit < 1:
-            raise InvalidInputError(f"--limit must be at least 1, got {limit}")
-        topics = dict(islice(topics.items(), limit))
-    if not topics:
-        raise InvalidInputError(f"{topics_path}: no topics")
-    bundle = load_bundle(model)
-    index = load_index(index_path)
-    scorer = make_scorer(method, index, bundle, **dict(params or {}))
-    qrun = run_queries(
-        scorer,
-        decoder_for(bundle, use_lm),
+    topics = _load_first(topics_path, limit, "topics")
+    qrun, scorer = _rank_all(
+        model,
+        index_path,
+        method,
+        params,
         topics,
-        bundle.src,
+        use_lm=use_lm,
         k=hits,
-        weights_version=bundle.active_weights().version,
         progress=progress,
         desc=f"{method} topics",
     )
@@ -264,18 +289,15 @@ def evaluate_tr(
     """``clir eval-tr``: the translation-retrieval measures of the TR paper (f@n, p@n, r@n, MRR)."""
     start = time.perf_counter()
     queries, qrels = _select(queries_path, qrels_path, limit)
-    bundle = load_bundle(model)
-    index = load_index(pool_path)
-    scorer = make_scorer(
-        "tr", index, bundle, nbest=nbest, levenshtein=levenshtein, max_candidates=max_candidates
-    )
-    qrun = run_queries(
-        scorer,
-        decoder_for(bundle, use_lm),
+    params = {"nbest": nbest, "levenshtein": levenshtein, "max_candidates": max_candidates}
+    qrun, scorer = _rank_all(
+        model,
+        pool_path,
+        "tr",
+        params,
         queries,
-        bundle.src,
+        use_lm=use_lm,
         k=10,
-        weights_version=bundle.active_weights().version,
         progress=progress,
         desc=f"tr N={nbest}",
     )

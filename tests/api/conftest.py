@@ -14,6 +14,7 @@ from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.settings import Settings
 
+ROOT = Path(__file__).resolve().parents[2]
 POOL = [
     ("p1", "the house is big"),
     ("p2", "a red car"),
@@ -32,6 +33,31 @@ def pool_index(tmp_path_factory: pytest.TempPathFactory) -> InvertedIndex:
     root = tmp_path_factory.mktemp("pool")
     build_pool_index(write_pool(root / "pool.tsv", POOL), root / "idx")
     return InvertedIndex.load(root / "idx")
+
+
+def bare_settings(jobs: Path, **overrides: object) -> Settings:
+    """No models or indexes (for what needs only the app itself), no embedded worker, the job
+    store in the directory ``jobs``; ``overrides`` set these or other fields."""
+    fields: dict[str, object] = {
+        "model_bundles": [],
+        "doc_indexes": [],
+        "pool_indexes": [],
+        "job_store": jobs / "jobs.sqlite3",
+        "embedded_worker": False,
+    }
+    fields.update(overrides)
+    return Settings.model_validate(fields)
+
+
+def demo_settings(jobs: Path, **overrides: object) -> Settings:
+    """The committed demo: German bundle, LibreOffice help pages and their paragraphs."""
+    fields: dict[str, object] = {
+        "model_bundles": [ROOT / "models" / "demo-de-en"],
+        "doc_indexes": [ROOT / "indexes" / "demo"],
+        "pool_indexes": [ROOT / "indexes" / "demo-pool"],
+    }
+    fields.update(overrides)
+    return bare_settings(jobs, **fields)
 
 
 MakeClient = Callable[..., TestClient]

@@ -14,10 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.settings import Settings
-from tests.api.conftest import POOL
+from tests.api.conftest import POOL, demo_settings
 
-ROOT = Path(__file__).resolve().parents[2]
 HOUSE = "das haus ist groß"
 
 # endpoint -> (the deprecated name of its input text, a body without the text)
@@ -176,16 +174,7 @@ def test_pool_sentences_resolve_without_a_document_index(make_client: Any, tmp_p
 @pytest.fixture(scope="module")
 def demo_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The committed demo: German bundle, LibreOffice help pages and their paragraphs."""
-    settings = Settings.model_validate(
-        {
-            "model_bundles": [ROOT / "models" / "demo-de-en"],
-            "doc_indexes": [ROOT / "indexes" / "demo"],
-            "pool_indexes": [ROOT / "indexes" / "demo-pool"],
-            "job_store": tmp_path_factory.mktemp("jobs") / "jobs.sqlite3",
-            "embedded_worker": False,
-        }
-    )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(demo_settings(tmp_path_factory.mktemp("jobs")))) as client:
         yield client
 
 

@@ -13,57 +13,31 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from service.api.app import create_app
 from service.settings import Settings
+from tests.api.browser import LiveServer, headless_chromium
+from tests.api.conftest import bare_settings
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,1000",
-    # an offline host: every name but the loopback address fails to resolve
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-]
+# an offline host: every name but the loopback address fails to resolve
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 OPERATIONS = ["/v1/search", "/v1/translate", "/v1/suggest", "/healthz", "/metrics"]
 
 
 def _settings(tmp: Path) -> Settings:
     """No models or indexes: the docs pages need only the OpenAPI document."""
-    return Settings.model_validate(
-        {
-            "model_bundles": [],
-            "doc_indexes": [],
-            "pool_indexes": [],
-            "job_store": tmp / "jobs.sqlite3",
-            "embedded_worker": False,
-            "warm_up": False,
-        }
-    )
+    return bare_settings(tmp, warm_up=False)
 
 
 class _Assets(HTMLParser):
@@ -102,58 +76,17 @@ def test_docs_pages_reference_only_local_assets(tmp_path: Path, page: str) -> No
 # --- the browser test ------------------------------------------------------------------------
 
 
-class _LiveServer:
-    """The app, served by uvicorn in a thread on a free loopback port."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(create_app(settings), log_level="warning", ws="none", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> _LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the app did not start; see the log above")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
-def docs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_LiveServer]:
-    with _LiveServer(_settings(tmp_path_factory.mktemp("docs"))) as server:
+def docs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(_settings(tmp_path_factory.mktemp("docs"))) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def offline_chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not path.exists():
-            pytest.fail(f"{path} is missing: run `make browser` (Debian chromium, chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-docs-profile')}")
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(30)
-    try:
+    profile = tmp_path_factory.mktemp("chromium-docs-profile")
+    with headless_chromium(profile, ("performance", "browser"), [OFFLINE]) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _requested_urls(driver: WebDriver) -> list[str]:
@@ -178,7 +111,7 @@ def _leaving(urls: list[str]) -> list[str]:
 
 @pytest.mark.browser
 def test_swagger_ui_renders_the_operations_offline(
-    offline_chrome: WebDriver, docs_server: _LiveServer
+    offline_chrome: WebDriver, docs_server: LiveServer
 ) -> None:
     _requested_urls(offline_chrome)  # forget earlier pages
     offline_chrome.get(docs_server.url + "/docs")
@@ -197,7 +130,7 @@ def test_swagger_ui_renders_the_operations_offline(
 
 @pytest.mark.browser
 def test_redoc_renders_the_operations_offline(
-    offline_chrome: WebDriver, docs_server: _LiveServer
+    offline_chrome: WebDriver, docs_server: LiveServer
 ) -> None:
     _requested_urls(offline_chrome)
     offline_chrome.get(docs_server.url + "/redoc")

@@ -8,11 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +19,8 @@ from fastapi.testclient import TestClient
 from service.api.logs import REQUEST_LOGGER, TextFormatter, logging_config, resolve_format
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from tests.servers import free_port, wait_ready
+from tests.servers import clir_serve, serve_env, wait_ready
 
-ROOT = Path(__file__).resolve().parents[2]
 SEARCH = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 3}
 
 
@@ -119,32 +114,19 @@ def test_text_lines_carry_the_fields() -> None:
 def test_clir_serve_writes_one_json_line_per_request(
     toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
 ) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
-    env.update(
-        {
-            "CLIR_MODEL_BUNDLES": json.dumps([str(toy_bundle.path)]),
-            "CLIR_DOC_INDEXES": json.dumps([str(toy_index.path)]),
-            "CLIR_POOL_INDEXES": "[]",
-            "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
-            "CLIR_EMBEDDED_WORKER": "false",
-            "CLIR_LOG_FORMAT": "json",
-        }
+    env = serve_env(
+        toy_bundle.path,
+        toy_index.path,
+        tmp_path,
+        CLIR_EMBEDDED_WORKER="false",
+        CLIR_LOG_FORMAT="json",
     )
     log_path = tmp_path / "serve.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
-        try:
-            wait_ready(url, proc, 90, log_path)
-            r = httpx.post(f"{url}/v1/search", json=SEARCH, headers={"X-Request-ID": "e2e-1"})
-            assert r.status_code == 200 and r.headers["x-request-id"] == "e2e-1"
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
+    # the log holds stderr only: every line of it must be JSON
+    with clir_serve(env, log_path, stdout_to_log=False) as (proc, url):
+        wait_ready(url, proc, 90, log_path)
+        r = httpx.post(f"{url}/v1/search", json=SEARCH, headers={"X-Request-ID": "e2e-1"})
+        assert r.status_code == 200 and r.headers["x-request-id"] == "e2e-1"
     lines = [line for line in log_path.read_text().splitlines() if line.strip()]
     records: list[dict[str, Any]] = [json.loads(line) for line in lines]  # every line is JSON
     searches = [r for r in records if r.get("route") == "/v1/search"]

@@ -22,23 +22,16 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -47,23 +40,11 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from service.api.app import create_app
 from service.api.page import STATIC_FILES, WEB_DIR
-from service.settings import Settings
+from tests.api.browser import LiveServer, headless_chromium
+from tests.api.conftest import bare_settings, demo_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,1000",
-]
 XSS = "<img src=x onerror=alert(1)>"
 MAX_QUERY_CHARS = 1500  # the live server's max_query_chars (the page's default is 2000)
 
@@ -72,16 +53,7 @@ MAX_QUERY_CHARS = 1500  # the live server's max_query_chars (the page's default 
 
 @pytest.fixture
 def page_client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings.model_validate(
-        {
-            "model_bundles": [],
-            "doc_indexes": [],
-            "pool_indexes": [],
-            "job_store": tmp_path / "jobs.sqlite3",
-            "embedded_worker": False,
-        }
-    )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(bare_settings(tmp_path))) as client:
         yield client
 
 
@@ -215,17 +187,7 @@ def test_query_inputs_have_the_default_maxlength() -> None:
 
 
 def test_readyz_tells_the_page_the_maximum_query_length(tmp_path: Path) -> None:
-    settings = Settings.model_validate(
-        {
-            "model_bundles": [],
-            "doc_indexes": [],
-            "pool_indexes": [],
-            "job_store": tmp_path / "jobs.sqlite3",
-            "embedded_worker": False,
-            "max_query_chars": 123,
-        }
-    )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(bare_settings(tmp_path, max_query_chars=123))) as client:
         r = client.get("/readyz")
         assert r.status_code == 503
         assert r.json()["max_query_chars"] == 123
@@ -241,82 +203,17 @@ def test_script_never_parses_text_as_html() -> None:
 # --- the browser test ----------------------------------------------------------------------
 
 
-class LiveServer:
-    """The real app, served by uvicorn in a thread on a free loopback port."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(create_app(settings), log_level="warning", ws="none", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the app did not start; see the log above")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
-        self.sock.close()
-
-    def get(self, path: str, **params: Any) -> Any:
-        query = urllib.parse.urlencode(params, doseq=True)
-        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=60) as response:
-            return json.load(response)
-
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(
-            self.url + path,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)
-
-
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    settings = Settings.model_validate(
-        {
-            "model_bundles": [ROOT / "models" / "demo-de-en"],
-            "doc_indexes": [ROOT / "indexes" / "demo"],
-            "pool_indexes": [ROOT / "indexes" / "demo-pool"],
-            "job_store": tmp_path_factory.mktemp("jobs") / "jobs.sqlite3",
-            "embedded_worker": False,
-            "max_query_chars": MAX_QUERY_CHARS,
-        }
-    )
+    settings = demo_settings(tmp_path_factory.mktemp("jobs"), max_query_chars=MAX_QUERY_CHARS)
     with LiveServer(settings) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not path.exists():
-            pytest.fail(f"{path} is missing: run `make browser` (Debian chromium, chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(30)
-    try:
+    with headless_chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ processes, one job worker, requests answered by every process."""
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import signal
@@ -21,10 +20,10 @@ from service.api.metrics import api_pids, forget_dead_processes
 from service.api.processes import metrics_directory
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from tests.servers import free_port, wait_ready
+from tests.servers import clir_serve, serve_env, wait_ready
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "multi-process-token"
+TWO_PROCESSES = ("--workers", "2", "--log-level", "warning")
 
 
 def test_metrics_directory_is_created_or_emptied_at_start(tmp_path: Path) -> None:
@@ -83,27 +82,11 @@ def _metric(text: str, pattern: str) -> float:
 def test_two_processes_share_one_port_one_worker_and_one_metrics_view(
     toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
 ) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
-    env.update(
-        {
-            "CLIR_MODEL_BUNDLES": json.dumps([str(toy_bundle.path)]),
-            "CLIR_DOC_INDEXES": json.dumps([str(toy_index.path)]),
-            "CLIR_POOL_INDEXES": "[]",
-            "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
-            "CLIR_ADMIN_TOKEN": TOKEN,
-            "CLIR_WORKER_POLL_S": "0.2",
-        }
+    env = serve_env(
+        toy_bundle.path, toy_index.path, tmp_path, CLIR_ADMIN_TOKEN=TOKEN, CLIR_WORKER_POLL_S="0.2"
     )
-    log = (tmp_path / "serve.log").open("w")
     children: list[tuple[int, str]] = []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2",
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    with clir_serve(env, tmp_path / "serve.log", *TWO_PROCESSES) as (proc, url):
         wait_ready(url, proc, 90, tmp_path / "serve.log", times=5)  # both processes up
         children = _children(proc.pid)
         workers = [c for c in children if "service.jobs.worker" in c[1]]
@@ -138,15 +121,6 @@ def test_two_processes_share_one_port_one_worker_and_one_metrics_view(
                 break
             time.sleep(0.2)
         assert state.json()["state"] == "succeeded", state.text
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            pytest.fail("clir serve --workers 2 did not stop on SIGTERM")
-        finally:
-            log.close()
     deadline = time.monotonic() + 10
     for pid, cmd in children:  # the API processes and the job worker stopped with it
         while _state(pid) not in ("gone", "Z") and time.monotonic() < deadline:
@@ -208,23 +182,17 @@ def test_killing_an_api_process_never_lowers_the_totals(
 ) -> None:
     # Prometheus reads a counter that goes down as a reset: what a killed process counted must
     # stay in the totals after uvicorn replaces it.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    env.update(
-        {
-            "CLIR_MODEL_BUNDLES": json.dumps([str(toy_bundle.path)]),
-            "CLIR_DOC_INDEXES": json.dumps([str(toy_index.path)]),
-            "CLIR_POOL_INDEXES": "[]",
-            "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
-            "CLIR_EMBEDDED_WORKER": "false",
-            "CLIR_METRICS_DIR": str(tmp_path / "metrics"),
-            # a process killed right after a liveness ping is noticed when the next ping
-            # times out: keep that short
-            "CLIR_WORKER_HEALTHCHECK_S": "5",
-        }
+    env = serve_env(
+        toy_bundle.path,
+        toy_index.path,
+        tmp_path,
+        CLIR_EMBEDDED_WORKER="false",
+        CLIR_METRICS_DIR=str(tmp_path / "metrics"),
+        # a process killed right after a liveness ping is noticed when the next ping
+        # times out: keep that short
+        CLIR_WORKER_HEALTHCHECK_S="5",
     )
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     query = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 3}
     search = r'clir_http_requests_total\{endpoint="/v1/search",.*status="200"'
 
@@ -235,13 +203,7 @@ def test_killing_an_api_process_never_lowers_the_totals(
         with ThreadPoolExecutor(4) as pool:
             assert list(pool.map(one, range(n))) == [200] * n
 
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2",
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    with clir_serve(env, tmp_path / "serve.log", *TWO_PROCESSES) as (proc, url):
         wait_ready(url, proc, 90, tmp_path / "serve.log", times=5)
         before = _api_children(proc.pid)
         assert len(before) == 2, _children(proc.pid)
@@ -264,13 +226,6 @@ def test_killing_an_api_process_never_lowers_the_totals(
         searches(10)
         for _ in range(6):
             scrapes.append(httpx.get(f"{url}/metrics", timeout=10).text)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
     for i, (earlier, later) in enumerate(itertools.pairwise(map(_counts, scrapes))):
         lower = {k: (v, later.get(k)) for k, v in earlier.items() if later.get(k, -1.0) < v}

@@ -11,11 +11,14 @@ from __future__ import annotations
 import itertools
 import random
 
+from hypothesis import strategies as st
+
 from service.mt.hypergraph import DerivationNode, Hypergraph, HypergraphBuilder
 from service.mt.rules import GLUE, LOG_P_E_GIVEN_F, WORD_PENALTY, nt
 
 P, WP = LOG_P_E_GIVEN_F, WORD_PENALTY
 TOY_WEIGHTS = {P: 1.0, WP: -0.5, GLUE: -0.25}
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)  # for random.Random(seed)
 
 
 def toy_forest() -> Hypergraph:

@@ -9,7 +9,6 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.mt.hypergraph import DerivationNode, HypergraphBuilder, target_yield
@@ -27,6 +26,7 @@ from service.mt.inference import (
 from service.mt.rules import GLUE, nt
 from service.mt.semiring import COUNTING, LOG, REAL, TROPICAL
 from tests.mt.forests import (
+    SEEDS,
     TOY_WEIGHTS,
     WP,
     P,
@@ -37,7 +37,6 @@ from tests.mt.forests import (
     toy_forest,
 )
 
-SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
 
 

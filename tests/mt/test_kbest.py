@@ -16,7 +16,6 @@ from itertools import groupby
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import service.mt.kbest as kbest_module
 from service.mt.hypergraph import (
@@ -32,6 +31,7 @@ from service.mt.rules import GLUE
 from service.mt.semiring import TROPICAL
 from service.settings import get_settings
 from tests.mt.forests import (
+    SEEDS,
     TOY_WEIGHTS,
     WP,
     P,
@@ -41,7 +41,6 @@ from tests.mt.forests import (
     toy_forest,
 )
 
-SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
 
 # All 18 derivations of the toy forest, worked out by hand (see tests/mt/forests.py),

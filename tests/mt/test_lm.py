@@ -20,29 +20,7 @@ from service.mt.lm import (
     load_language_model,
 )
 from service.mt.lm_estimate import LMPLZ_DISCOUNT_FALLBACK, estimate_kneser_ney, write_arpa
-
-TOY_ARPA = """\\data\\
-ngram 1=5
-ngram 2=3
-ngram 3=1
-
-\\1-grams:
--1.0\t<unk>
--99\t<s>\t-0.5
--0.7\t</s>
--0.6\ta\t-0.3
--0.8\tb\t-0.2
-
-\\2-grams:
--0.4\t<s> a\t-0.1
--0.5\ta b\t-0.25
--0.3\tb </s>
-
-\\3-grams:
--0.2\t<s> a b
-
-\\end\\
-"""
+from tests.mt.toy_lm import TOY_ARPA
 
 
 @pytest.fixture
@@ -57,7 +35,7 @@ def toy_lm(request: pytest.FixtureRequest, toy_arpa: Path) -> LanguageModel:
     return load_language_model(toy_arpa, request.param)
 
 
-# log10 values worked out from TOY_ARPA:
+# log10 values worked out from TOY_ARPA (tests/data/toy_trigram.arpa):
 #   "a b":   p(a|<s>) = -0.4 (listed); p(b|<s> a) = -0.2 (listed);
 #            p(</s>|a b): "a b </s>" unlisted -> bo(a b) + p(</s>|b) = -0.25 + -0.3 = -0.55
 #            total -1.15

@@ -29,34 +29,13 @@ from service.mt.lm_table import (
     logp10,
     mix,
 )
+from tests.mt.toy_lm import TOY_ARPA
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_LM = ROOT / "models" / "demo-de-en" / "lm.arpa"
 
-TOY_ARPA = """\\data\\
-ngram 1=5
-ngram 2=3
-ngram 3=1
-
-\\1-grams:
--1.0\t<unk>
--99\t<s>\t-0.5
--0.7\t</s>
--0.6\ta\t-0.3
--0.8\tb\t-0.2
-
-\\2-grams:
--0.4\t<s> a\t-0.1
--0.5\ta b\t-0.25
--0.3\tb </s>
-
-\\3-grams:
--0.2\t<s> a b
-
-\\end\\
-"""
-
-# A 4-gram model pruned as SRILM prunes: "y x a </s>" is listed, its suffixes "x a </s>" and
+# TOY_ARPA is tests/data/toy_trigram.arpa; PRUNED_ARPA adds words and n-grams to it:
+# a 4-gram model pruned as SRILM prunes: "y x a </s>" is listed, its suffixes "x a </s>" and
 # "a </s>" are not. KenLM inserts them as blanks holding the backed-off probabilities (its
 # probing tables need room for them: hence the extra trigrams).
 PRUNED_ARPA = """\\data\\
@@ -171,6 +150,22 @@ def pruned_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[LmTable, Ke
     return build_lm_table(arpa, verify=True), KenLM(arpa), ArpaLM(arpa)
 
 
+def assert_score(
+    models: tuple[LmTable, KenLM, ArpaLM],
+    context: tuple[str, ...],
+    word: str,
+    expected: float,
+    decimal: float,
+) -> None:
+    """The table's score is ``expected`` (the hand-computed ``decimal`` in float32), KenLM's
+    to the bit, and ArpaLM's to float32 precision (ArpaLM adds in float64)."""
+    table, kenlm, arpalm = models
+    assert table.logp10(context, word) == expected
+    assert expected == pytest.approx(decimal, abs=1e-6)
+    assert table.logp(context, word) == kenlm.logp(context, word)
+    assert table.logp(context, word) == pytest.approx(arpalm.logp(context, word), abs=1e-6)
+
+
 @pytest.mark.parametrize(("context", "word", "expected", "decimal"), TOY_CASES)
 def test_toy_scores_by_hand_and_against_kenlm_and_arpalm(
     toy_models: tuple[LmTable, KenLM, ArpaLM],
@@ -179,13 +174,8 @@ def test_toy_scores_by_hand_and_against_kenlm_and_arpalm(
     expected: float,
     decimal: float,
 ) -> None:
-    table, kenlm, arpalm = toy_models
-    assert table.logp10(context, word) == expected
-    assert expected == pytest.approx(decimal, abs=1e-6)
-    assert table.logp(context, word) == expected * LN10
-    assert table.logp(context, word) == kenlm.logp(context, word)
-    # ArpaLM adds in float64, so it agrees to float32 precision only
-    assert table.logp(context, word) == pytest.approx(arpalm.logp(context, word), abs=1e-6)
+    assert_score(toy_models, context, word, expected, decimal)
+    assert toy_models[0].logp(context, word) == expected * LN10
 
 
 @pytest.mark.parametrize(("context", "word", "expected", "decimal"), PRUNED_CASES)
@@ -196,11 +186,7 @@ def test_pruned_suffixes_are_filled_in_as_kenlm_does(
     expected: float,
     decimal: float,
 ) -> None:
-    table, kenlm, arpalm = pruned_models
-    assert table.logp10(context, word) == expected
-    assert expected == pytest.approx(decimal, abs=1e-6)
-    assert table.logp(context, word) == kenlm.logp(context, word)
-    assert table.logp(context, word) == pytest.approx(arpalm.logp(context, word), abs=1e-6)
+    assert_score(pruned_models, context, word, expected, decimal)
 
 
 def test_blanks_are_counted(pruned: Path, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
@@ -23,6 +22,7 @@ from service.mt.inference import fast_viterbi, inside, viterbi
 from service.mt.kbest import kbest, unique_kbest
 from service.mt.semiring import COUNTING, LOG
 from tests.mt.forests import (
+    SEEDS,
     TOY_WEIGHTS,
     brute_force,
     random_forest,
@@ -36,7 +36,6 @@ from tests.mt.test_compiled_decoder import (
     forest_difference,
 )
 
-SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 PROPERTY = settings(max_examples=200, derandomize=True, deadline=None)
 
 

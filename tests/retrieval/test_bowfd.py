@@ -135,8 +135,10 @@ def test_v_scales_the_bonus() -> None:
     # without any forest word, so neither is retrieved; D5 −4.0 + 0.0625.
     scorer = BowFdScorer(hand_index(DOCS), v=0.5)
     scores = {h.doc_id: h.score for h in scorer.rank(query_of(toy_forest()), k=10).hits}
-    assert scores["D1"] == -2.75
     assert scores == {"D1": -2.75, "D5": -3.9375}
+    # learning to rank ranks prepared sentences directly: the same documents
+    docs, _, _ = scorer.rank_prepared(scorer.prepare(query_of(toy_forest())), 10)
+    assert [scorer.index.doc_id(int(d)) for d in docs] == ["D1", "D5"]
 
 
 def test_ir_weight_in_the_weight_vector_overrides_the_default_v() -> None:
