@@ -130,6 +130,17 @@ class CompiledDecoder(Decoder):
                 np.zeros(1, np.float32),
             )
         )
+        self._st_arrays = (
+            lm_table.structure_arrays()
+            if lm_table is not None and self._use_lm
+            else (
+                np.zeros(1, np.uint64),
+                np.zeros(1, np.float32),
+                np.zeros(1, np.float32),
+                np.zeros(1, np.bool_),
+                np.zeros(1, np.bool_),
+            )
+        )
         clash = set(grammar.feature_names) & set(_EXTRA)
         if clash:
             raise ConfigurationError(f"grammar features clash with decoder features: {clash}")
@@ -179,14 +190,17 @@ class CompiledDecoder(Decoder):
             self._base,
             words.extra_lm,
             self._lm_arrays,
+            self._st_arrays,
+            self.config.minimise_lm_states,
+            self.config.cube_rules == "all",
         )
-        (nl, ni, nj, nleft, nright, nlen, eh, et0, et1, er, elm, eoov, ei, ej) = out[:14]
+        (nl, ni, nj, nleft, nright, nfull, eh, et0, et1, er, elm, eoov, ei, ej) = out[:14]
         best, pops, minus_lm = float(out[14]), int(out[15]), int(out[16])
         if not len(eh) or er[-1] != K.GOAL:  # cannot happen: pass-through covers every word
             raise InternalError("the sentence could not be parsed (pass-through covers every word)")
         t2 = time.perf_counter()
         stats.timings["cube_pruning"] = t2 - t1
-        nodes: tuple[NDArray[Any], ...] = (nl, ni, nj, nleft, nright, nlen)
+        nodes: tuple[NDArray[Any], ...] = (nl, ni, nj, nleft, nright, nfull)
         edges: tuple[NDArray[Any], ...] = (eh, et0, et1, er, elm, eoov, ei, ej)
         stats.search_nodes, stats.search_edges = len(nl), len(eh)
         if self.config.prune_unreachable:
@@ -373,7 +387,7 @@ class _ArrayForest:
         self.arrays = arrays
         return Hypergraph.from_arrays(arrays, self.node, self.edge)
 
-    def _context(self, packed: int, length: int) -> tuple[str, ...]:
+    def _context(self, packed: int) -> tuple[str, ...]:
         out: list[str] = []
         field = (1 << K.BITS) - 1
         while packed:
@@ -382,10 +396,10 @@ class _ArrayForest:
         return tuple(reversed(out))
 
     def node(self, v: int) -> Node:
-        label, ni, nj, left, right, length = (int(a[v]) for a in self.nodes)
+        label, ni, nj, left, right, full = (int(a[v]) for a in self.nodes)
         state = None
         if self.dec._use_lm and label != K.LABEL_TOP:
-            state = Boundary(self._context(left, length), self._context(right, length), length)
+            state = Boundary(self._context(left), self._context(right), bool(full))
         return Node(v, _LABELS[label], (ni, nj), state)
 
     def edge(self, e: int) -> Hyperedge:

@@ -2,19 +2,25 @@
 
 The same search as :class:`service.mt.decoder._CubeSearch`, the tested reference, over flat
 arrays instead of Python objects: spans bottom-up, one cube per (−LM node, pattern match) with
-its rules sorted by −LM score and its tails' +LM items sorted by score plus LM heuristic, a
-binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM node, the
-popped candidate's neighbours pushed in dimension order, and candidates recombined into +LM
-nodes by their LM boundary (:mod:`service.mt.lm_context`). Every choice that decides the shape
+its rules sorted by −LM score and its tails' +LM items sorted by score plus LM heuristic, every
+rule's best corner in the heap at the start (or, with ``all_rules`` off, the rules as one more
+axis), a binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM
+node, the popped candidate's neighbours pushed in dimension order, and candidates recombined
+into +LM nodes by their minimised LM boundary (:mod:`service.mt.lm_context`: left state,
+right state, whether the item is full). Every choice that decides the shape
 of the forest — chart order, cube order, heap tie-breaks, the stable sort of a cell's items,
-the boundary semantics of ``combine_ids`` and ``finish`` — is the reference's, so the forests
-are identical node for node and edge for edge (tests/mt/test_compiled_decoder.py).
+the boundary semantics of ``combine_ids`` and ``finish_ids`` and their order of additions — is
+the reference's, so the forests are identical node for node and edge for edge
+(tests/mt/test_compiled_decoder.py).
 
 LM contexts are packed into one ``uint64``: up to three decoder word ids (the LM order is at
 most 4) of 21 bits each, stored as id + 1, newest in the low bits, 0 the empty context. A
-context and a word are scored through :func:`service.mt.lm_table.logp10`, memoised per sentence
-in an open-addressing table. Word ids are the grammar's target vocabulary, then ``<s>`` and
-``</s>``, then the sentence's pass-through words outside the vocabulary.
+context and a word are scored through :func:`service.mt.lm_table.logp10`, and the next context
+minimised through :func:`~service.mt.lm_table.droppable`, memoised per sentence in an
+open-addressing table; left-state steps (:func:`~service.mt.lm_table.left_extends_ids`) have a
+memo of their own, and a full item's backoff charge reads
+:func:`~service.mt.lm_table.backoff10`. Word ids are the grammar's target vocabulary, then
+``<s>`` and ``</s>``, then the sentence's pass-through words outside the vocabulary.
 
 The kernel takes and returns only arrays and scalars; it allocates its scratch space per call
 and releases the GIL (``nogil``), so several sentences decode in parallel threads.
@@ -31,7 +37,7 @@ import math
 import numpy as np
 from numba import njit
 
-from service.mt.lm_table import logp10
+from service.mt.lm_table import backoff10, droppable, left_extends_ids, logp10
 
 BITS = 21  # bits per word id in a packed context
 MAX_CONTEXT = 3  # words per packed context: LM order at most 4
@@ -52,6 +58,7 @@ LABEL_S = 1
 LABEL_TOP = 2
 
 _MEMO_BITS = 17
+_LEFT_MEMO_BITS = 14
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -61,21 +68,20 @@ def _push_word(ctx: np.uint64, d: np.int64, mask: np.uint64) -> np.uint64:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _field(packed, r):  # type: ignore[no-untyped-def]
+    """The decoder word id in field ``r`` (0: the newest) of a packed context."""
+    return np.int64((packed >> (_B * np.uint64(r))) & _FIELD) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _lm_word(d, base, extra):  # type: ignore[no-untyped-def]
     nb = base.shape[0]
     return base[d] if d < nb else extra[d - nb]
 
 
-@njit(cache=True, nogil=True)
-def _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n):  # type: ignore[no-untyped-def]
-    """Natural-log p(word ``d`` | packed context ``ctx``), memoised for the sentence."""
-    mask = np.uint64(memo_c.shape[0] - 1)
-    h = ctx * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(d + 1) * np.uint64(0xC2B2AE3D27D4EB4F)
-    slot = np.int64((h ^ (h >> np.uint64(29))) & mask)
-    while memo_w[slot] != 0:
-        if memo_w[slot] == d + 1 and memo_c[slot] == ctx:
-            return memo_v[slot]
-        slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
+@njit(cache=True, nogil=True, inline="always")
+def _unpack(ctx, base, extra, buf):  # type: ignore[no-untyped-def]
+    """LM ids of the words of packed context ``ctx`` into ``buf``, oldest first; how many."""
     n = 0
     x = ctx
     while x != np.uint64(0):
@@ -84,15 +90,77 @@ def _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n):  # type
     for q in range(n):
         field = np.int64((ctx >> (_B * np.uint64(n - 1 - q))) & _FIELD) - 1
         buf[q] = _lm_word(field, base, extra)
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _step(ctx, d, mask, minimise, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_x, memo_n):  # type: ignore[no-untyped-def]
+    """Natural-log p(word ``d`` | packed context ``ctx``) and the minimised context after it
+    (:meth:`service.mt.lm_context.ContextTable.step`), memoised for the sentence."""
+    size = np.uint64(memo_c.shape[0] - 1)
+    h = ctx * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(d + 1) * np.uint64(0xC2B2AE3D27D4EB4F)
+    slot = np.int64((h ^ (h >> np.uint64(29))) & size)
+    while memo_w[slot] != 0:
+        if memo_w[slot] == d + 1 and memo_c[slot] == ctx:
+            return memo_v[slot], memo_x[slot]
+        slot = np.int64((np.uint64(slot) + np.uint64(1)) & size)
     keys, probs, backoffs, uni_probs, uni_backoffs = lm
+    n = _unpack(ctx, base, extra, buf)
     p10 = logp10(keys, probs, backoffs, uni_probs, uni_backoffs, buf, n, _lm_word(d, base, extra))
     value = np.float64(p10) * _LN10
+    nxt = _push_word(ctx, d, mask)
+    if minimise:
+        # drop the oldest word while the context is unlisted or listed without extension
+        k = _unpack(nxt, base, extra, buf)
+        while k > 0 and droppable(keys, backoffs, uni_backoffs, buf, k):
+            for q in range(k - 1):
+                buf[q] = buf[q + 1]
+            k -= 1
+            nxt &= (np.uint64(1) << (_B * np.uint64(k))) - np.uint64(1)
     if memo_n[0] * 10 < memo_c.shape[0] * 7:
         memo_n[0] += 1
         memo_w[slot] = d + 1
         memo_c[slot] = ctx
         memo_v[slot] = value
-    return value
+        memo_x[slot] = nxt
+    return value, nxt
+
+
+@njit(cache=True, nogil=True)
+def _left_step(left, d, minimise, st, base, extra, buf, lm_c, lm_v, lm_n):  # type: ignore[no-untyped-def]
+    """Whether left state ``left`` (fewer than ``h`` words) extends by word ``d``
+    (:meth:`service.mt.lm_context.ContextTable.left_step`), memoised for the sentence."""
+    if not minimise:
+        return True
+    key = (left << _B) | np.uint64(d + 1)
+    size = np.uint64(lm_c.shape[0] - 1)
+    hk = key * np.uint64(0x9E3779B97F4A7C15)
+    slot = np.int64((hk ^ (hk >> np.uint64(29))) & size)
+    while lm_v[slot] >= 0:
+        if lm_c[slot] == key:
+            return lm_v[slot] == 1
+        slot = np.int64((np.uint64(slot) + np.uint64(1)) & size)
+    keys, _, _, left_ext, uni_left_ext = st
+    n = _unpack(key, base, extra, buf)
+    ok = left_extends_ids(keys, left_ext, uni_left_ext, buf, n)
+    if lm_n[0] * 10 < lm_c.shape[0] * 7:
+        lm_n[0] += 1
+        lm_c[slot] = key
+        lm_v[slot] = 1 if ok else 0
+    return ok
+
+
+@njit(cache=True, nogil=True)
+def _charge(ctx, j, st, base, extra, buf):  # type: ignore[no-untyped-def]
+    """:func:`service.mt.lm_context.charge`: the backoffs of the suffixes of ``ctx`` longer
+    than ``j`` words, shortest first, in natural log."""
+    keys, backoffs, uni_backoffs, _, _ = st
+    n = _unpack(ctx, base, extra, buf)
+    total = 0.0
+    for length in range(j + 1, n + 1):
+        bo = backoff10(keys, backoffs, uni_backoffs, buf[n - length : n], length)
+        total += np.float64(bo) * _LN10
+    return total
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -175,6 +243,9 @@ def decode_chart(  # type: ignore[no-untyped-def]
     base,
     extra,
     lm,
+    st,
+    minimise,
+    all_rules,
 ):
     """Cube pruning over one sentence's chart; the +LM forest as arrays.
 
@@ -182,9 +253,12 @@ def decode_chart(  # type: ignore[no-untyped-def]
     ``m_nopt`` options from ``m_optlo`` in the option arrays (rule id, w·φ, LM OOV count),
     sorted by decreasing score (stable). ``pass_sym[i]``/``pass_oov[i]``: the pass-through word
     of source word ``i``. ``h`` is the LM order − 1 (0 without LM), ``base``/``extra`` map
-    decoder word ids to LM ids, ``lm`` is :meth:`service.mt.lm_table.LmTable.arrays`.
+    decoder word ids to LM ids, ``lm`` is :meth:`service.mt.lm_table.LmTable.arrays` and ``st``
+    :meth:`~service.mt.lm_table.LmTable.structure_arrays`; ``minimise``: minimised LM states
+    (:mod:`service.mt.lm_context`); ``all_rules``: every rule's best corner starts in the heap
+    (``DecoderConfig.cube_rules``).
 
-    Returns node arrays (label, i, j, left, right, length), edge arrays (head, tail 0, tail 1,
+    Returns node arrays (label, i, j, left, right, full), edge arrays (head, tail 0, tail 1,
     rule or kind, LM log-probability, OOV count, i, j), the best score, the number of pops and
     the number of −LM nodes.
     """
@@ -202,9 +276,17 @@ def decode_chart(  # type: ignore[no-untyped-def]
         if m_end[m] == m_start[m] + 1 and m_gaps[m, 0] < 0:
             has_unary[m_start[m]] = True
     maxcubes = n + 1
+    maxinit = n + 1  # candidates a cell starts with
     for key in range(W * W):
-        if sp_lo[key] >= 0 and sp_hi[key] - sp_lo[key] + 1 > maxcubes:
-            maxcubes = sp_hi[key] - sp_lo[key] + 1
+        if sp_lo[key] >= 0:
+            if sp_hi[key] - sp_lo[key] + 1 > maxcubes:
+                maxcubes = sp_hi[key] - sp_lo[key] + 1
+            if all_rules:
+                total = 1
+                for m in range(sp_lo[key], sp_hi[key]):
+                    total += m_nopt[m]
+                maxinit = max(maxinit, total)
+    maxinit = max(maxinit, maxcubes)
     ncells = n * min(n, max_span) + n
     cap = pop_limit * ncells + 1
     # +LM items (a cell's items are contiguous, sorted by priority once the cell is done)
@@ -214,7 +296,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
     it_left = np.empty(cap, np.uint64)
     it_leftlen = np.empty(cap, np.int64)
     it_right = np.empty(cap, np.uint64)
-    it_len = np.empty(cap, np.int64)
+    it_full = np.empty(cap, np.bool_)
     it_rawest = np.empty(cap)
     # the forest
     nd_label = np.empty(cap, np.int8)
@@ -222,7 +304,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
     nd_j = np.empty(cap, np.int32)
     nd_left = np.empty(cap, np.uint64)
     nd_right = np.empty(cap, np.uint64)
-    nd_len = np.empty(cap, np.int32)
+    nd_full = np.empty(cap, np.bool_)
     ecap = cap + pop_limit
     e_head = np.empty(ecap, np.int32)
     e_t0 = np.empty(ecap, np.int32)
@@ -233,14 +315,15 @@ def decode_chart(  # type: ignore[no-untyped-def]
     e_i = np.empty(ecap, np.int32)
     e_j = np.empty(ecap, np.int32)
     # candidates of one cell
-    ccap = maxcubes + 3 * pop_limit + 4
+    ccap = maxinit + 3 * pop_limit + 4
     c_cube = np.empty(ccap, np.int64)
     c_idx = np.empty((ccap, 3), np.int64)
     c_inside = np.empty(ccap)
     c_est = np.empty(ccap)
     c_left = np.empty(ccap, np.uint64)
     c_right = np.empty(ccap, np.uint64)
-    c_len = np.empty(ccap, np.int64)
+    c_full = np.empty(ccap, np.bool_)
+    c_nleft = np.empty(ccap, np.int64)
     c_lm = np.empty(ccap)
     c_rawest = np.empty(ccap)
     c_rule = np.empty(ccap, np.int64)
@@ -248,9 +331,11 @@ def decode_chart(  # type: ignore[no-untyped-def]
     hp = np.empty(ccap)
     hs = np.empty(ccap, np.int64)
     hv = np.empty(ccap, np.int64)
-    pend = np.empty((max(maxcubes, 3), 4), np.int64)
+    pend = np.empty((max(maxinit, 3), 4), np.int64)
     # candidates pushed so far in this cell: (cube, i0, i1, i2) packed in base P
-    P = pop_limit + 2
+    P = pop_limit + 2  # a bound of every rank (tail items <= pop_limit; rules: their count)
+    for m in range(m_nopt.shape[0]):
+        P = max(P, m_nopt[m] + 2)
     ssize = 1
     while ssize < 2 * ccap:
         ssize *= 2
@@ -262,7 +347,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
         isize *= 2
     im_l = np.empty(isize, np.uint64)
     im_r = np.empty(isize, np.uint64)
-    im_n = np.empty(isize, np.int64)
+    im_n = np.empty(isize, np.bool_)
     im_v = np.full(isize, -1, np.int64)
     # cubes of one cell
     cb_kind = np.empty(maxcubes, np.int64)  # a match index, or PASS, UNARY, GLUE
@@ -280,7 +365,11 @@ def decode_chart(  # type: ignore[no-untyped-def]
     memo_c = np.empty(1 << _MEMO_BITS, np.uint64)
     memo_w = np.zeros(1 << _MEMO_BITS, np.int64)
     memo_v = np.empty(1 << _MEMO_BITS)
+    memo_x = np.empty(1 << _MEMO_BITS, np.uint64)
     memo_n = np.zeros(1, np.int64)
+    lmemo_c = np.empty(1 << _LEFT_MEMO_BITS, np.uint64)
+    lmemo_v = np.full(1 << _LEFT_MEMO_BITS, -1, np.int8)
+    lmemo_n = np.zeros(1, np.int64)
     unary_syms = np.array([-1], np.int32)
     glue_syms = np.array([-1, -2], np.int32)
 
@@ -358,12 +447,14 @@ def decode_chart(  # type: ignore[no-untyped-def]
                 seq = 0
                 nseen = 0
                 pops = 0
-                npend = nc
+                npend = 0
                 for c in range(nc):
-                    pend[c, 0] = c
-                    pend[c, 1] = 0
-                    pend[c, 2] = 0
-                    pend[c, 3] = 0
+                    for k in range(cb_nopt[c] if all_rules else 1):
+                        pend[npend, 0] = c
+                        pend[npend, 1] = k
+                        pend[npend, 2] = 0
+                        pend[npend, 3] = 0
+                        npend += 1
                 while True:
                     for q in range(npend):
                         c = pend[q, 0]
@@ -424,54 +515,51 @@ def decode_chart(  # type: ignore[no-untyped-def]
                         raw = 0.0
                         est = 0.0
                         left = np.uint64(0)
+                        nleft = 0
+                        full = False
                         ctx = np.uint64(0)
-                        pos = 0
                         if use_lm:
-                            # combine_ids: score the words that gain their full history
+                            # combine_ids: score the words that gain their context
                             for s in syms:
                                 if s >= 0:
-                                    lp = _logp(
-                                        ctx, s, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n
-                                    )
-                                    if pos >= h:
-                                        lmv += lp
-                                    else:
-                                        raw += lp
-                                    ctx = _push_word(ctx, s, mask)
-                                    pos += 1
-                                    if pos <= h:
-                                        left = ctx
+                                    t = -1
+                                    nw = 1
                                 else:
                                     t = t0 if ((-s - 1) % 2) == 0 else t1
-                                    ll = it_leftlen[t]
-                                    hidden = it_len[t] - ll
-                                    if pos == 0:
-                                        raw = it_rawest[t]
-                                        ctx = it_left[t]
-                                        left = ctx
-                                        pos = ll
-                                        if hidden > 0:
-                                            ctx = it_right[t]
-                                            pos += hidden
-                                        continue
-                                    lw = it_left[t]
-                                    for r in range(ll - 1, -1, -1):
-                                        d = np.int64((lw >> (_B * np.uint64(r))) & _FIELD) - 1
-                                        lp = _logp(
-                                            ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v,
-                                            memo_n,
-                                        )  # fmt: skip
-                                        if pos >= h:
-                                            lmv += lp
-                                        else:
-                                            raw += lp
-                                        ctx = _push_word(ctx, d, mask)
-                                        pos += 1
-                                        if pos <= h:
-                                            left = ctx
-                                    if hidden > 0:
+                                    if nleft == 0 and not full:
+                                        # nothing before it: the tail's own state
+                                        left = it_left[t]
+                                        nleft = it_leftlen[t]
+                                        full = it_full[t]
                                         ctx = it_right[t]
-                                        pos += hidden
+                                        raw = it_rawest[t]
+                                        continue
+                                    nw = it_leftlen[t]
+                                lw = it_left[t] if t >= 0 else np.uint64(0)
+                                for r in range(nw - 1, -1, -1):
+                                    d = np.int64(s) if t < 0 else _field(lw, r)
+                                    lp, nxt = _step(
+                                        ctx, d, mask, minimise, lm, base, extra, buf, memo_c,
+                                        memo_w, memo_v, memo_x, memo_n,
+                                    )  # fmt: skip
+                                    joins = False
+                                    if not full and nleft < h:
+                                        joins = _left_step(
+                                            left, d, minimise, st, base, extra, buf, lmemo_c,
+                                            lmemo_v, lmemo_n,
+                                        )  # fmt: skip
+                                    if joins:
+                                        left = (left << _B) | np.uint64(d + 1)
+                                        nleft += 1
+                                        raw += lp
+                                    else:
+                                        full = True
+                                        lmv += lp
+                                    ctx = nxt
+                                if t >= 0 and it_full[t]:
+                                    full = True
+                                    lmv += _charge(ctx, nw, st, base, extra, buf)
+                                    ctx = it_right[t]
                             inside += w_lm * lmv + w_oov * oov
                             est = w_lm * raw
                         c_cube[ncand] = c
@@ -482,7 +570,8 @@ def decode_chart(  # type: ignore[no-untyped-def]
                         c_est[ncand] = est
                         c_left[ncand] = left
                         c_right[ncand] = ctx
-                        c_len[ncand] = pos
+                        c_full[ncand] = full
+                        c_nleft[ncand] = nleft
                         c_lm[ncand] = lmv
                         c_rawest[ncand] = raw
                         c_rule[ncand] = rule
@@ -497,17 +586,17 @@ def decode_chart(  # type: ignore[no-untyped-def]
                     pops += 1
                     left = c_left[v]
                     right = c_right[v]
-                    length_v = c_len[v]
+                    full = c_full[v]
                     inside = c_inside[v]
                     hk = (
                         left * np.uint64(0x9E3779B97F4A7C15)
                         ^ right * np.uint64(0xC2B2AE3D27D4EB4F)
-                        ^ np.uint64(length_v)
+                        ^ np.uint64(full)
                     )
                     slot = np.int64((hk ^ (hk >> np.uint64(31))) & np.uint64(isize - 1))
                     found = -1
                     while im_v[slot] >= 0:
-                        if im_l[slot] == left and im_r[slot] == right and im_n[slot] == length_v:
+                        if im_l[slot] == left and im_r[slot] == right and im_n[slot] == full:
                             found = im_v[slot]
                             break
                         slot = (slot + 1) & (isize - 1)
@@ -515,21 +604,21 @@ def decode_chart(  # type: ignore[no-untyped-def]
                         found = it
                         im_l[slot] = left
                         im_r[slot] = right
-                        im_n[slot] = length_v
+                        im_n[slot] = full
                         im_v[slot] = it
                         nd_label[nd] = label
                         nd_i[nd] = ci
                         nd_j[nd] = cj
                         nd_left[nd] = left
                         nd_right[nd] = right
-                        nd_len[nd] = length_v
+                        nd_full[nd] = full
                         it_node[it] = nd
                         it_score[it] = inside
                         it_est[it] = c_est[v]
                         it_left[it] = left
-                        it_leftlen[it] = min(h, length_v)
+                        it_leftlen[it] = c_nleft[v]
                         it_right[it] = right
-                        it_len[it] = length_v
+                        it_full[it] = full
                         it_rawest[it] = c_rawest[v]
                         nd += 1
                         it += 1
@@ -547,12 +636,14 @@ def decode_chart(  # type: ignore[no-untyped-def]
                     e_j[ne] = cj
                     ne += 1
                     # its neighbours, one rank further along each dimension in turn
-                    npend = ar + 1
-                    for dim in range(npend):
-                        pend[dim, 0] = c
-                        pend[dim, 1] = c_idx[v, 0] + (1 if dim == 0 else 0)
-                        pend[dim, 2] = c_idx[v, 1] + (1 if dim == 1 else 0)
-                        pend[dim, 3] = c_idx[v, 2] + (1 if dim == 2 else 0)
+                    first = 1 if all_rules else 0
+                    npend = ar + 1 - first
+                    for q in range(npend):
+                        dim = first + q
+                        pend[q, 0] = c
+                        pend[q, 1] = c_idx[v, 0] + (1 if dim == 0 else 0)
+                        pend[q, 2] = c_idx[v, 1] + (1 if dim == 1 else 0)
+                        pend[q, 3] = c_idx[v, 2] + (1 if dim == 2 else 0)
                 total_pops += pops
                 # reset the cell's hash sets
                 for q in range(nseen):
@@ -569,7 +660,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
                         tmp = arr[it_base:it].copy()
                         for q in range(cnt):
                             arr[it_base + q] = tmp[order[q]]
-                    for arr in (it_node, it_leftlen, it_len):
+                    for arr in (it_node, it_leftlen):
                         tmpi = arr[it_base:it].copy()
                         for q in range(cnt):
                             arr[it_base + q] = tmpi[order[q]]
@@ -577,6 +668,9 @@ def decode_chart(  # type: ignore[no-untyped-def]
                         tmpu = arr[it_base:it].copy()
                         for q in range(cnt):
                             arr[it_base + q] = tmpu[order[q]]
+                    tmpb = it_full[it_base:it].copy()
+                    for q in range(cnt):
+                        it_full[it_base + q] = tmpb[order[q]]
                 if phase == 0:
                     x_off[ci * W + cj] = it_base
                     x_cnt[ci * W + cj] = cnt
@@ -590,7 +684,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
     nd_j[nd] = n
     nd_left[nd] = 0
     nd_right[nd] = 0
-    nd_len[nd] = 0
+    nd_full[nd] = False
     nd += 1
     best = -np.inf
     for q in range(s_off[n], s_off[n] + s_cnt[n]):
@@ -602,11 +696,18 @@ def decode_chart(  # type: ignore[no-untyped-def]
             ll = it_leftlen[q]
             for r in range(ll - 1, -1, -1):
                 d = np.int64((lw >> (_B * np.uint64(r))) & _FIELD) - 1
-                lmv += _logp(ctx, d, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n)
-                ctx = _push_word(ctx, d, mask)
-            if it_len[q] > ll:
+                lp, ctx = _step(
+                    ctx, d, mask, minimise, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_x,
+                    memo_n,
+                )  # fmt: skip
+                lmv += lp
+            if it_full[q]:
+                lmv += _charge(ctx, ll, st, base, extra, buf)
                 ctx = it_right[q]
-            lmv += _logp(ctx, eos, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_n)
+            lmv += _step(
+                ctx, eos, mask, minimise, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_x,
+                memo_n,
+            )[0]  # fmt: skip
             score += w_lm * lmv
         e_head[ne] = goal
         e_t0[ne] = it_node[q]
@@ -624,7 +725,7 @@ def decode_chart(  # type: ignore[no-untyped-def]
         nd_j[:nd].copy(),
         nd_left[:nd].copy(),
         nd_right[:nd].copy(),
-        nd_len[:nd].copy(),
+        nd_full[:nd].copy(),
         e_head[:ne].copy(),
         e_t0[:ne].copy(),
         e_t1[:ne].copy(),

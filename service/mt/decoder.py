@@ -8,14 +8,20 @@ pass-through rules for words no rule translates alone (feature ``PassThrough``),
 rules ``S → X`` and ``S → S X`` over prefixes ``[0, j]``.
 
 The language model is integrated by cube pruning (Chiang 2007 §5.3.3; Huang & Chiang 2007):
-spans are visited bottom-up; at each −LM node every group of rules sharing one source side and
-one choice of gaps forms a cube whose axes are the rules (sorted by their −LM score) and the
-+LM items of each gap (sorted by score plus LM heuristic). The best corner of every cube
-starts a priority queue; up to ``pop_limit`` candidates are popped per −LM node, each
-computing its exact LM score, and the popped candidate's neighbours are pushed. A popped
-candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed by
-(label, span, LM boundary) — candidates with equal boundaries recombine into one node (see
-:mod:`service.mt.lm_context`). Every edge carries its full feature vector: the rule's features,
+spans are visited bottom-up; at each −LM node, for every rule that matches the span (and
+every group of rules sharing one source side and one choice of gaps), the +LM items of each
+gap, sorted by score plus LM heuristic, span a cube. By default (``DecoderConfig.cube_rules``
+``"all"``, as Huang & Chiang 2007 and cdec) each rule's best corner — the rule with its gaps'
+best items, scored with the LM — starts in a priority queue; with ``"lazy"`` (Chiang 2007) the
+rules, sorted by their −LM score, are one more axis, and only the best rule starts. Up to
+``pop_limit`` candidates are popped per −LM node and each popped candidate's neighbours are
+pushed. A popped candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed
+by (label, span, LM boundary) — candidates with equal boundaries recombine into one node. The
+boundaries are KenLM's minimised chart states (Heafield 2011, §4.1; ``minimise_lm_states``,
+:mod:`service.mt.lm_context`), so more candidates recombine and the pop limit reaches further.
+On cdec's own de-en example (bench/README.md, "LM states and cube rules") this search finds
+cdec's model score on all 100 sentences at pop 200, where the lazy rule axis with unminimised
+states lost on 37. Every edge carries its full feature vector: the rule's features,
 ``WordPenalty``, ``RulePenalty``/``Glue``/``PassThrough``, and the LM score of the words that
 the edge gives their full history (``LanguageModel``, natural log) with ``LanguageModel_OOV``;
 a final edge adds ``<s>`` and ``</s>``. So the Viterbi derivation of the +LM forest under the
@@ -56,11 +62,24 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from service.errors import InputTooLargeError, InternalError, InvalidInputError
+from service.errors import (
+    ConfigurationError,
+    InputTooLargeError,
+    InternalError,
+    InvalidInputError,
+)
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
-from service.mt.lm import LanguageModel
-from service.mt.lm_context import Boundary, ContextTable, IdTail, combine_ids, finish
+from service.mt.lm import BOS, LanguageModel, NgramStructure
+from service.mt.lm_context import (
+    EMPTY_TAIL,
+    NO_STRUCTURE,
+    Boundary,
+    ContextTable,
+    IdTail,
+    combine_ids,
+    finish_ids,
+)
 from service.mt.rules import (
     GLUE,
     LANGUAGE_MODEL,
@@ -99,6 +118,15 @@ class DecoderConfig:
     # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
     # Off only to measure or inspect the search's whole output.
     prune_unreachable: bool = True
+    # recombine +LM items on minimised LM states (:mod:`service.mt.lm_context`: left states of
+    # the words that can still change, right states of the words the LM can still use; Heafield
+    # 2011, §4.1). Exact either way; off only to measure what it buys.
+    minimise_lm_states: bool = True
+    # the rules of a cube: "all" puts every rule's best corner (its tails' best items) into the
+    # heap at the start, so each rule is a cube over its tails (Huang & Chiang 2007, as cdec);
+    # "lazy" makes the rules, sorted by their -LM score, one more axis of the cube, the next
+    # rule entering only when the previous one's corner is popped (Chiang 2007, §5.3.3)
+    cube_rules: Literal["all", "lazy"] = "all"
 
     def __post_init__(self) -> None:
         if self.pop_limit < 1:
@@ -121,7 +149,7 @@ class _Item:
     score: float  # best inside score (LM of fully-known words included)
     est: float  # weighted LM heuristic for the item's unscored prefix
     boundary: Boundary
-    lm_tail: IdTail  # the boundary for combine_ids: (left words, right context id, hidden)
+    lm_tail: IdTail  # the boundary for combine_ids
 
     @property
     def priority(self) -> float:
@@ -210,6 +238,7 @@ class Decoder:
         self._w_lm = w.get(LANGUAGE_MODEL, 0.0)
         self._w_oov = w.get(LM_OOV, 0.0)
         self._order = self.lm.order if self.lm is not None else 1
+        self._structure = _structure(self.lm, self.config)
         self._nterm = _target_terminal_counts(grammar)
         self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
         self._tables = threading.local()  # per thread: the ContextTable kept across sentences
@@ -222,7 +251,7 @@ class Decoder:
         table: ContextTable | None = getattr(self._tables, "table", None)
         if table is None or len(table.words) > self.CONTEXT_TABLE_LIMIT:
             assert self.lm is not None
-            table = ContextTable(self._order, self.lm.logp, self.lm)
+            table = ContextTable(self._order, self.lm.logp, self.lm, self._structure)
             self._tables.table = table
         return table
 
@@ -391,6 +420,19 @@ class _GcPause:
 _GC_PAUSE = _GcPause()
 
 
+def _structure(lm: LanguageModel | None, config: DecoderConfig) -> NgramStructure:
+    """What LM state minimisation needs to know about ``lm`` (none when it is off)."""
+    if lm is None or not config.minimise_lm_states:
+        return NO_STRUCTURE
+    structure = lm.structure()
+    if structure is None:
+        raise ConfigurationError(
+            f"{type(lm).__name__} cannot tell the n-gram structure that LM state minimisation "
+            "needs; use an ARPA model or DecoderConfig(minimise_lm_states=False)"
+        )
+    return structure
+
+
 def _pass_features() -> dict[str, float]:
     return {PASS_THROUGH: 1.0, WORD_PENALTY: 1.0}
 
@@ -455,22 +497,12 @@ class _CubeSearch:
         self.builder = HypergraphBuilder()
         self.lm = dec.lm
         self.order = dec._order
-        self._logp_cache: dict[tuple[tuple[str, ...], str], float] = {}
         self._oov_cache: dict[str, bool] = {}
         self._counter = itertools.count()
         # memo of LM steps over interned contexts (the hot loop's LM cache), kept per thread
-        self.table = dec._context_table() if self.lm is not None else ContextTable(1, self.logp)
+        self.table = dec._context_table() if self.lm is not None else _NO_LM_TABLE
 
     # --- LM --------------------------------------------------------------------------------
-    def logp(self, context: tuple[str, ...], word: str) -> float:
-        key = (context, word)
-        value = self._logp_cache.get(key)
-        if value is None:
-            assert self.lm is not None
-            value = self.lm.logp(context, word)
-            self._logp_cache[key] = value
-        return value
-
     def oov_count(self, target: tuple[YieldSym, ...]) -> int:
         if self.lm is None:
             return 0
@@ -551,11 +583,12 @@ class _CubeSearch:
             raise InternalError("the sentence could not be parsed (pass-through covers every word)")
         goal = self.builder.add_node(TOP, (0, n))
         best = -np.inf
+        bos = self.table.intern((BOS,) if self.order > 1 else ())
         for item in s_items[n]:
             final: dict[str, float] = {}
             score = item.score
             if self.lm is not None:
-                lm = finish(item.boundary, self.order, self.logp)
+                lm = finish_ids(item.lm_tail, self.table, bos)
                 final[LANGUAGE_MODEL] = lm
                 score += dec._w_lm * lm
             self.builder.add_edge(goal, (item.node,), (0,), final, span=(0, n))
@@ -575,7 +608,7 @@ class _CubeSearch:
         use_lm = self.lm is not None
         table = self.table
         w_lm, w_oov = self.dec._w_lm, self.dec._w_oov
-        no_key = (0, 0, 0)
+        no_key = (0, 0, False)
 
         def push(cube: _Cube, idx: tuple[int, ...]) -> None:
             seen = cube.seen
@@ -609,10 +642,10 @@ class _CubeSearch:
             for t in tl:
                 inside += t.score
             if use_lm:
-                lm, raw_est, left, right, length = combine_ids(opt.target, lt, table)
+                lm, raw_est, left, right, full = combine_ids(opt.target, lt, table)
                 inside += w_lm * lm + w_oov * opt.oov
                 est = w_lm * raw_est
-                bkey = (left, right, length)
+                bkey = (left, right, full)
             else:
                 lm = est = raw_est = 0.0
                 bkey = no_key
@@ -633,9 +666,13 @@ class _CubeSearch:
                 ),
             )
 
+        all_rules = self.dec.config.cube_rules == "all"
+        first_axis = 1 if all_rules else 0  # with every rule in the heap, rules are no axis
         for cube in cubes:
-            push(cube, (0,) * (1 + len(cube.tails)))
-        items: dict[tuple[int, int, int], _Item] = {}
+            corner = (0,) * len(cube.tails)
+            for k in range(cube.num_options if all_rules else 1):
+                push(cube, (k, *corner))
+        items: dict[tuple[int, int, bool], _Item] = {}
         pops = 0
         builder = self.builder
         words = table.words
@@ -648,7 +685,7 @@ class _CubeSearch:
                     left = words[bkey[0]]
                     boundary = Boundary(left, words[bkey[1]], bkey[2])
                     node = builder.add_node(label, span, boundary)
-                    lm_tail = (left, bkey[0], bkey[1], bkey[2] - len(left), raw_est)
+                    lm_tail = (left, bkey[0], bkey[1], bkey[2], raw_est)
                 else:
                     boundary = _NO_BOUNDARY
                     node = builder.add_node(label, span, None)
@@ -664,21 +701,9 @@ class _CubeSearch:
                     feats[LM_OOV] = float(opt.oov)
             tail_nodes = tuple([t.node for t in tl])
             builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
-            n = len(idx)
-            if n == 1:
-                push(cube, (idx[0] + 1,))
-            elif n == 2:
-                i0, i1 = idx
-                push(cube, (i0 + 1, i1))
-                push(cube, (i0, i1 + 1))
-            elif n == 3:
-                i0, i1, i2 = idx
-                push(cube, (i0 + 1, i1, i2))
-                push(cube, (i0, i1 + 1, i2))
-                push(cube, (i0, i1, i2 + 1))
-            else:
-                for d in range(n):
-                    push(cube, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
+            # its neighbours, one rank further along each axis in turn
+            for d in range(first_axis, len(idx)):
+                push(cube, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
         self.stats.pops += pops
         return sorted(items.values(), key=lambda it: -it.priority)
 
@@ -692,11 +717,12 @@ _Entry = tuple[
     tuple[int, ...],
     float,
     float,
-    tuple[int, int, int],
+    tuple[int, int, bool],
     float,
     _Option,
     tuple[_Item, ...],
     float,
 ]
-_NO_TAIL: IdTail = ((), 0, 0, 0, 0.0)
-_NO_BOUNDARY = Boundary((), (), 0)
+_NO_TAIL: IdTail = EMPTY_TAIL
+_NO_LM_TABLE = ContextTable(1, lambda _context, _word: 0.0)  # never scores (no LM)
+_NO_BOUNDARY = Boundary((), (), False)

@@ -21,6 +21,22 @@ Implementations: :class:`KenLM` (the real one, over the ``kenlm`` module), :clas
 slow pure-Python reader of ARPA files with the textbook backoff computation, the reference that
 the tests compare KenLM against) and :class:`NoLM` (always 0, one state; the decoder's
 ``--no-lm`` mode).
+
+Structure. A decoder that keeps its own LM states minimal, as KenLM does (Heafield 2011,
+"KenLM", §4.1; Heafield, Koehn & Lavie 2011, left-state minimisation), asks the model three
+questions about n-grams (words the model does not know count as ``<unk>``), the
+:class:`NgramStructure` protocol that :meth:`LanguageModel.structure` returns:
+
+* ``right_minimal(context)``: ``context`` without its oldest words while the n-gram they
+  begin is not listed, or is listed with backoff 0 and is the context of no longer n-gram
+  (no later word can use the dropped word);
+* ``left_extends(words)``: whether ``words`` are a proper suffix of a listed n-gram (a word to
+  their left could still change a score; True for no words);
+* ``backoff(context)``: the natural-log backoff of the n-gram ``context``, 0 if unlisted.
+
+:class:`ArpaLM` answers them from the ARPA text (the reference); KenLM's states are opaque, so
+:class:`KenLM` answers through :class:`service.mt.lm_table.LmTable` (the same ARPA file as
+arrays); :class:`NoLM` has no structure.
 """
 
 from __future__ import annotations
@@ -29,8 +45,9 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from service.data.io import iter_lines
 from service.errors import ConfigurationError, DataFormatError, MissingResourceError
@@ -44,6 +61,28 @@ LN10 = math.log(10.0)  # log10 -> natural log: ln(p) = log10(p) * LN10
 State = Hashable
 
 _FIELD_SEP = re.compile(r"[ \t]+")  # ARPA separators; words may contain other whitespace
+
+
+@runtime_checkable
+class NgramStructure(Protocol):
+    """What KenLM-style state minimisation needs to know about an n-gram model.
+
+    Words unknown to the model count as ``<unk>``; contexts and words are oldest first.
+    """
+
+    def right_minimal(self, context: tuple[str, ...]) -> tuple[str, ...]:
+        """The shortest suffix of ``context`` (at most ``order - 1`` words) that scores every
+        later word as ``context`` does: its oldest words dropped while the n-gram they begin
+        is unlisted, or listed with backoff 0 and no longer n-gram extends it to the right."""
+        ...
+
+    def left_extends(self, words: tuple[str, ...]) -> bool:
+        """Whether some listed n-gram longer than ``words`` ends with them (True for ``()``)."""
+        ...
+
+    def backoff(self, context: tuple[str, ...]) -> float:
+        """The natural-log backoff of the n-gram ``context``; 0 if unlisted or empty."""
+        ...
 
 
 class LanguageModel(ABC):
@@ -132,6 +171,10 @@ class LanguageModel(ABC):
             total += self.end_score(state)
         return total
 
+    def structure(self) -> NgramStructure | None:
+        """The model's n-gram structure for state minimisation, or None if it has none."""
+        return None
+
 
 class NoLM(LanguageModel):
     """The null language model: every score is 0, there is a single state."""
@@ -206,6 +249,24 @@ class KenLM(LanguageModel):
     ) -> float:
         """KenLM's own whole-sentence score (``Model.score``), converted to natural log."""
         return float(self._model.score(" ".join(words), bos=bos, eos=eos)) * LN10
+
+    def structure(self) -> NgramStructure:
+        """The LM table of the same ARPA file (:func:`service.mt.lm_table.load_lm_table`, not
+        verified against KenLM), loaded on first use; ConfigurationError if ``path`` is not an
+        ARPA file the table can read (e.g. a KenLM binary)."""
+        table: NgramStructure | None = self.__dict__.get("_structure")
+        if table is None:
+            from service.mt.lm_table import load_lm_table  # numba only when needed
+
+            try:
+                table = load_lm_table(self.path, verify=False)
+            except (DataFormatError, MissingResourceError) as exc:
+                raise ConfigurationError(
+                    f"{self.path}: LM state minimisation needs the language model as an ARPA "
+                    f"file, and this one cannot be read as one ({exc})"
+                ) from exc
+            self._structure = table
+        return table
 
 
 class ArpaLM(LanguageModel):
@@ -313,6 +374,57 @@ class ArpaLM(LanguageModel):
     def log10_backoff(self, ngram: Sequence[str]) -> float:
         """The listed log10 backoff weight of an n-gram (0 if none is given)."""
         return self.entries[tuple(ngram)][1]
+
+    # --- the n-gram structure (NgramStructure), from the entries
+
+    def structure(self) -> NgramStructure:
+        return self
+
+    def _lm_words(self, words: Sequence[str]) -> tuple[str, ...]:
+        vocab = self.vocab
+        return tuple(w if w in vocab else UNK for w in words)
+
+    @cached_property
+    def _left_extendable(self) -> frozenset[tuple[str, ...]]:
+        """The proper suffixes of the listed n-grams."""
+        return frozenset(ng[i:] for ng in self.entries for i in range(1, len(ng)))
+
+    @cached_property
+    def _right_extended(self) -> frozenset[tuple[str, ...]]:
+        """The contexts of the listed n-grams and of their unlisted suffixes.
+
+        The suffixes count because KenLM inserts an unlisted suffix of a listed n-gram into its
+        tables (a "blank" with the backed-off probability, for SRILM-pruned files) and marks
+        the blank's context as extended, as it marks a listed n-gram's. In a file that lists
+        every suffix of its n-grams (KenLM's ``lmplz`` writes such files) these are exactly the
+        listed n-grams' contexts.
+        """
+        present = self._left_extendable.union(self.entries)
+        return frozenset(ng[:-1] for ng in present if len(ng) >= 2)
+
+    def right_minimal(self, context: tuple[str, ...]) -> tuple[str, ...]:
+        """``context`` without its oldest words while the n-gram they begin is unlisted, or
+        listed with backoff 0 and the context of no n-gram (see :attr:`_right_extended`)."""
+        words = self._lm_words(context)
+        start = 0
+        while start < len(words):
+            ngram = words[start:]
+            if ngram in self._right_extended:
+                break
+            entry = self.entries.get(ngram)
+            if entry is not None and entry[1] != 0.0:
+                break
+            start += 1
+        return tuple(context[start:])
+
+    def left_extends(self, words: tuple[str, ...]) -> bool:
+        """Whether ``words`` are a proper suffix of a listed n-gram (True for no words)."""
+        return not words or self._lm_words(words) in self._left_extendable
+
+    def backoff(self, context: tuple[str, ...]) -> float:
+        """The natural-log backoff of the n-gram ``context`` (0 if it is not listed)."""
+        entry = self.entries.get(self._lm_words(context)) if context else None
+        return entry[1] * LN10 if entry is not None else 0.0
 
 
 LANGUAGE_MODELS: dict[str, type[LanguageModel]] = {"kenlm": KenLM, "arpa": ArpaLM}

@@ -37,6 +37,18 @@ zero backoff and no extension) or that are not listed, so adding their backoff (
 is ``x``) or stopping at them gives the same float32 value; nothing here differs from the
 textbook computation except that KenLM's arithmetic order and float32 rounding are followed.
 
+Structure. For a decoder that minimises its LM states as KenLM does (Heafield 2011, §4.1;
+Heafield, Koehn & Lavie, left-state minimisation) the table answers three questions about an
+n-gram given as LM ids (the queries of :class:`service.mt.lm.NgramStructure`, which
+:class:`service.mt.lm.ArpaLM` answers from the ARPA text):
+
+* :func:`droppable`: may a right state forget the oldest word of this context? Yes if the
+  n-gram is not in the table or its backoff is ``-0.0`` (the sign set above);
+* :func:`left_extends_ids`: is it a proper suffix of a listed n-gram, so that a word to its
+  left could still change a score? The build marks every proper suffix of every listed
+  n-gram (blanks included) in ``left_ext`` (per slot) and ``uni_left_ext`` (per word id);
+* :func:`backoff10`: its stored log10 backoff, 0 if it is not in the table.
+
 Verification (``verify=True``) loads the ARPA file in KenLM and compares, bit for bit:
 
 * every listed n-gram whose last word is not ``<s>``: ``logp10`` of its last word given the
@@ -51,10 +63,11 @@ Verification (``verify=True``) loads the ARPA file in KenLM and compares, bit fo
 
 Any mismatch is a :class:`~service.errors.DataFormatError` listing the first few.
 
-Cache. :func:`load_lm_table` keeps the arrays as ``.npy`` files in ``<arpa stem>.table/`` beside
-the ARPA file with a ``manifest.json`` (format, the ARPA's size, mtime and sha256, order,
-counts, table size, whether it was verified), written to a temporary directory and renamed
-into place, and opens them memory-mapped; a stale, partial or corrupt cache is rebuilt.
+Cache. :func:`load_lm_table` keeps the arrays (scores and left-extension flags) as ``.npy``
+files in ``<arpa stem>.table/`` beside the ARPA file with a ``manifest.json`` (format, the
+ARPA's size, mtime and sha256, order, counts, table size, whether it was verified), written to
+a temporary directory and renamed into place, and opens them memory-mapped; a stale, partial
+or corrupt cache, or one of another format, is rebuilt.
 """
 
 from __future__ import annotations
@@ -90,20 +103,23 @@ Log = Callable[[str], None]
 _logger = logging.getLogger(__name__)
 
 SEED = np.uint64(0x2545F4914F6CDD1D)  # the hash seed of every n-gram key
-TABLE_FORMAT = 1  # bump when the cache layout or the key function changes
+TABLE_FORMAT = 2  # bump when the cache layout or the key function changes
 MAX_LOAD = 2 / 3  # the table has at least 1.5 slots per listed n-gram
 RANDOM_QUERIES = 20_000  # random queries of the verification
 CACHE_SUFFIX = ".table"
 MANIFEST = "manifest.json"
 VOCAB_FILE = "vocab.txt"
 
-_ARRAYS = ("keys", "probs", "backoffs", "uni_probs", "uni_backoffs")
+_ARRAYS = ("keys", "probs", "backoffs", "left_ext", "uni_probs", "uni_backoffs", "uni_left_ext")
+_SLOT_ARRAYS = ("keys", "probs", "backoffs", "left_ext")  # one entry per slot; others per word
 _DTYPES = {
     "keys": np.dtype(np.uint64),
     "probs": np.dtype(np.float32),
     "backoffs": np.dtype(np.float32),
+    "left_ext": np.dtype(np.bool_),
     "uni_probs": np.dtype(np.float32),
     "uni_backoffs": np.dtype(np.float32),
+    "uni_left_ext": np.dtype(np.bool_),
 }
 _KEY_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)  # all key bits; a test narrows it to force collisions
 _STALE_TEMP_SECONDS = 3600.0  # a temporary cache directory older than this is a crash's leftover
@@ -218,6 +234,65 @@ def _logp10_batch(
     for q in range(words.shape[0]):
         out[q] = logp10(keys, probs, backoffs, uni_probs, uni_backoffs, ctxs[q], nctxs[q], words[q])
     return out
+
+
+# ---- structure queries (KenLM's state minimisation) --------------------------------------
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ngram_slot(keys: Any, ids: Any, n: int) -> np.int64:
+    """The slot of the n-gram ``ids[0:n]`` (n >= 2), or -1; looked up as :func:`logp10` does."""
+    h = SEED
+    for j in range(n - 1, -1, -1):
+        h = mix(h, np.uint64(ids[j]))
+    return _find(keys, _nonzero(h))
+
+
+@numba.njit(cache=True, nogil=True)
+def droppable(keys: Any, backoffs: Any, uni_backoffs: Any, ids: Any, n: int) -> bool:
+    """Whether KenLM's right state drops the oldest word of the context ``ids[0:n]`` (n >= 1).
+
+    True if the n-gram is not in the table or its backoff is ``-0.0``: a zero backoff and the
+    context of no n-gram in the table, listed or blank (see :func:`_extend`); a unigram
+    through ``uni_backoffs``. ``ids`` holds LM ids, oldest first; ``n <= 0`` is False.
+    """
+    if n <= 0:
+        return False
+    if n == 1:
+        b = uni_backoffs[ids[0]]
+    else:
+        i = _ngram_slot(keys, ids, n)
+        if i < 0:
+            return True
+        b = backoffs[i]
+    return b == 0 and math.copysign(1.0, b) < 0
+
+
+@numba.njit(cache=True, nogil=True)
+def left_extends_ids(keys: Any, left_ext: Any, uni_left_ext: Any, ids: Any, n: int) -> bool:
+    """Whether the words ``ids[0:n]`` are a proper suffix of a listed n-gram (True for n = 0)."""
+    if n <= 0:
+        return True
+    if n == 1:
+        return uni_left_ext[ids[0]]  # type: ignore[no-any-return]
+    i = _ngram_slot(keys, ids, n)
+    if i < 0:
+        return False
+    return left_ext[i]  # type: ignore[no-any-return]
+
+
+@numba.njit(cache=True, nogil=True)
+def backoff10(keys: Any, backoffs: Any, uni_backoffs: Any, ids: Any, n: int) -> np.float32:
+    """The stored log10 backoff of the n-gram ``ids[0:n]``; 0 if it is not in the table or
+    ``n == 0``."""
+    if n <= 0:
+        return _POS_ZERO
+    if n == 1:
+        return uni_backoffs[ids[0]]  # type: ignore[no-any-return]
+    i = _ngram_slot(keys, ids, n)
+    if i < 0:
+        return _POS_ZERO
+    return backoffs[i]  # type: ignore[no-any-return]
 
 
 # ---- ARPA text -----------------------------------------------------------------------
@@ -628,6 +703,37 @@ def _fill_table(
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _left_extensions(
+    words: Any, starts: Any, keys: Any, vocab_size: int, mask: np.uint64
+) -> tuple[Any, Any, int]:
+    """Which n-grams extend to the left: the proper suffixes of every listed n-gram.
+
+    Per row of order ``n >= 2`` (``words`` and ``starts`` as for :func:`_fill_table`, whose
+    ``keys`` these are), its last word in the per-word flags and its suffixes of 2 to
+    ``n - 1`` words in the per-slot flags (blanks are such suffixes too). Returns the per-slot
+    flags, the per-word flags and how many suffixes were not in the table (0 after a
+    successful build).
+    """
+    order = words.shape[1]
+    left_ext = np.zeros(keys.shape[0], np.bool_)
+    uni_left_ext = np.zeros(vocab_size, np.bool_)
+    missing = 0
+    for n in range(2, order + 1):
+        for r in range(starts[n], starts[n + 1]):
+            last = words[r, order - 1]
+            uni_left_ext[last] = True
+            h = mix(SEED, np.uint64(last))
+            for j in range(order - 2, order - n, -1):  # the suffix words[r, j:]
+                h = mix(h, np.uint64(words[r, j]))
+                s = _find(keys, _nonzero(h & mask))
+                if s < 0:
+                    missing += 1
+                else:
+                    left_ext[s] = True
+    return left_ext, uni_left_ext, missing
+
+
 # ---- verification ----------------------------------------------------------------------
 
 
@@ -734,8 +840,11 @@ class LmTable:
     keys: NDArray[np.uint64] = field(repr=False)
     probs: NDArray[np.float32] = field(repr=False)  # per slot: log10 probability
     backoffs: NDArray[np.float32] = field(repr=False)  # per slot: log10 backoff
+    # per slot: the n-gram is a proper suffix of a listed one (KenLM's left extension)
+    left_ext: NDArray[np.bool_] = field(repr=False)
     uni_probs: NDArray[np.float32] = field(repr=False)  # per word id
     uni_backoffs: NDArray[np.float32] = field(repr=False)  # per word id
+    uni_left_ext: NDArray[np.bool_] = field(repr=False)  # per word id, as left_ext
     verified: bool = False  # compared with KenLM when it was built
     unk: int = field(init=False)
     bos: int = field(init=False)
@@ -757,9 +866,10 @@ class LmTable:
         size = self.keys.shape[0]
         if size < 2 or size & (size - 1):
             raise ValueError(f"the table needs a power-of-two size >= 2, got {size}")
-        if not self.keys.shape == self.probs.shape == self.backoffs.shape:
-            raise ValueError("keys, probs and backoffs differ in length")
-        if not len(vocab) == self.uni_probs.shape[0] == self.uni_backoffs.shape[0]:
+        if len({getattr(self, name).shape for name in _SLOT_ARRAYS}) != 1:
+            raise ValueError("keys, probs, backoffs and left_ext differ in length")
+        words = {getattr(self, name).shape[0] for name in _ARRAYS if name not in _SLOT_ARRAYS}
+        if words != {len(vocab)}:
             raise ValueError("the vocabulary and the unigram arrays differ in length")
         for attr, word in (("unk", UNK), ("bos", BOS), ("eos", EOS)):
             if word not in vocab:
@@ -777,6 +887,19 @@ class LmTable:
     ]:
         """``(keys, probs, backoffs, uni_probs, uni_backoffs)``: :func:`logp10`'s first five."""
         return self.keys, self.probs, self.backoffs, self.uni_probs, self.uni_backoffs
+
+    def structure_arrays(
+        self,
+    ) -> tuple[
+        NDArray[np.uint64],
+        NDArray[np.float32],
+        NDArray[np.float32],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+    ]:
+        """``(keys, backoffs, uni_backoffs, left_ext, uni_left_ext)``: what :func:`droppable`,
+        :func:`left_extends_ids` and :func:`backoff10` read."""
+        return self.keys, self.backoffs, self.uni_backoffs, self.left_ext, self.uni_left_ext
 
     def word_id(self, word: str) -> int:
         """The LM id of ``word``; the id of ``<unk>`` for a word the LM does not know."""
@@ -800,10 +923,38 @@ class LmTable:
         """
         return self.logp10(context, word) * LN10
 
+    # the structure queries of service.mt.lm.NgramStructure (KenLM's state minimisation)
+
+    def _ids(self, words: Sequence[str]) -> NDArray[np.int64]:
+        return np.array([self.word_id(w) for w in words], dtype=np.int64)
+
+    def right_minimal(self, context: tuple[str, ...]) -> tuple[str, ...]:
+        """``context`` without the oldest words that no later word can use (KenLM's right
+        state): drops them while :func:`droppable` says so; the remaining suffix, as given."""
+        ids = self._ids(context)
+        start, n = 0, len(context)
+        while start < n and droppable(
+            self.keys, self.backoffs, self.uni_backoffs, ids[start:], n - start
+        ):
+            start += 1
+        return tuple(context[start:])
+
+    def left_extends(self, words: tuple[str, ...]) -> bool:
+        """Whether ``words`` are a proper suffix of a listed n-gram (True for no words)."""
+        if len(words) >= self.order:
+            return False
+        ids = self._ids(words)
+        return bool(left_extends_ids(self.keys, self.left_ext, self.uni_left_ext, ids, len(ids)))
+
+    def backoff(self, context: tuple[str, ...]) -> float:
+        """The natural-log backoff of the n-gram ``context`` (0 if it is not listed)."""
+        ids = self._ids(context)
+        return float(backoff10(self.keys, self.backoffs, self.uni_backoffs, ids, len(ids))) * LN10
+
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (the vocabulary's strings not counted)."""
-        return sum(int(a.nbytes) for a in self.arrays())
+        return sum(int(getattr(self, name).nbytes) for name in _ARRAYS)
 
 
 # --------------------------------------------------------------------------- ARPA reading
@@ -1183,14 +1334,21 @@ def _assemble(arpa: _Arpa) -> _Built:
         size *= 2
     if status[0] != _OK:
         _raise_build_error(arpa, int(status[0]), int(status[1]), keys, row_slot, int(status[2]))
+    left_ext, uni_left_ext, missing = _left_extensions(
+        arpa.ngram_words, arpa.starts, keys, len(arpa.words), mask
+    )
+    if missing:  # pragma: no cover - the build inserts every suffix
+        raise AssertionError(f"{missing} suffixes of listed n-grams are not in the table")
     table = LmTable(
         order=arpa.order,
         vocab=MappingProxyType({w: i for i, w in enumerate(arpa.words)}),
         keys=keys,
         probs=probs,
         backoffs=backoffs,
+        left_ext=left_ext,
         uni_probs=arpa.uni_probs,
         uni_backoffs=uni_backoffs,
+        uni_left_ext=uni_left_ext,
     )
     return _Built(table, listed, int(status[3]), row_slot, is_context[row_slot])
 
@@ -1591,7 +1749,7 @@ def _open_cache(cache: Path, arpa: Path, verify: bool) -> tuple[LmTable | None, 
         }
         table_size, vocab_size = manifest["table_size"], manifest["counts"][0]
         for name, arr in arrays.items():
-            want = table_size if name in ("keys", "probs", "backoffs") else vocab_size
+            want = table_size if name in _SLOT_ARRAYS else vocab_size
             if arr.shape != (want,) or arr.dtype != _DTYPES[name]:
                 return None, f"{cache / name}.npy has the wrong shape or type"
         vocab_words = (cache / VOCAB_FILE).read_text(encoding="utf-8").split("\n")[:-1]

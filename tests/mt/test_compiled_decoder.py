@@ -111,6 +111,23 @@ def test_forests_equal_the_reference(
         assert a.stats.minus_lm_nodes == b.stats.minus_lm_nodes
 
 
+@pytest.mark.slow
+@pytest.mark.data
+@pytest.mark.parametrize(("minimise", "rules"), [(True, "lazy"), (False, "all"), (False, "lazy")])
+def test_search_variants_equal_the_reference(
+    demo: ModelBundle, shared_data: Path, minimise: bool, rules: str
+) -> None:
+    """The non-default searches (unminimised LM states, rules as a cube axis) match too."""
+    config = DecoderConfig(pop_limit=50, minimise_lm_states=minimise, cube_rules=rules)  # type: ignore[arg-type]
+    weights = demo.active_weights().weights
+    ref = Decoder(demo.grammar, demo.lm, weights, config)
+    fast = CompiledDecoder(demo.grammar, demo.lm, weights, config, demo.lm_table)
+    for toks in _dev_sentences(shared_data, 6, seed=3):
+        a, b = ref.forest(toks), fast.forest(toks)
+        assert forest_difference(a, b) is None, (toks, forest_difference(a, b))
+        assert arrays_difference(a, b) is None, (toks, arrays_difference(a, b))
+
+
 @pytest.mark.data
 def test_viterbi_and_kbest_equal_the_reference(demo: ModelBundle, shared_data: Path) -> None:
     weights = demo.active_weights().weights

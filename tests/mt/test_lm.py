@@ -1,6 +1,8 @@
 """Tests of the stateful LM protocol (service.mt.lm): a hand-written toy ARPA file whose
 back-off arithmetic is done by hand, KenLM against the pure-Python ArpaLM reference, KenLM's
-stateful scores against its own whole-sentence score, right states, OOVs and the null LM."""
+stateful scores against its own whole-sentence score, right states, OOVs, the null LM, and the
+n-gram structure for state minimisation (ArpaLM's against KenLM's LM table and KenLM's own
+states)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from service.mt.lm import (
     ArpaLM,
     KenLM,
     LanguageModel,
+    NgramStructure,
     NoLM,
     load_language_model,
 )
@@ -143,6 +146,98 @@ def test_states_are_hashable_and_recombine(estimated: tuple[KenLM, ArpaLM]) -> N
     assert len({s1, s2, s3}) == 1
     assert kenlm.context_state(("w0", "w1", "w2")) == s1
     assert kenlm.begin_state() != kenlm.null_state()
+
+
+# --- the n-gram structure (state minimisation) ---------------------------------------------
+
+# on TOY_ARPA: (context, right-minimal suffix); "a b" and the unigrams <s>, a, b have backoffs,
+# "<s> a" is the context of "<s> a b"; </s>, <unk> and "b </s>" have none and extend nothing
+TOY_RIGHT = [
+    ((), ()),
+    (("<s>",), ("<s>",)),
+    (("<s>", "a"), ("<s>", "a")),
+    (("a", "b"), ("a", "b")),
+    (("b", "a"), ("a",)),  # unlisted
+    (("b", "</s>"), ()),
+    (("</s>",), ()),
+    (("zzz",), ()),  # <unk>
+    (("zzz", "b"), ("b",)),
+]
+TOY_LEFT = [
+    ((), True),
+    (("a",), True),
+    (("b",), True),
+    (("</s>",), True),
+    (("a", "b"), True),
+    (("<s>",), False),
+    (("<s>", "a"), False),
+    (("b", "</s>"), False),
+    (("zzz",), False),
+    (("<s>", "a", "b"), False),
+]
+TOY_BACKOFF = [
+    ((), 0.0),
+    (("a", "b"), -0.25),
+    (("<s>",), -0.5),
+    (("b",), -0.2),
+    (("b", "</s>"), 0.0),
+    (("b", "a"), 0.0),
+    (("zzz",), 0.0),
+]
+
+
+def test_toy_structure_by_hand(toy_lm: LanguageModel) -> None:
+    structure = toy_lm.structure()
+    assert structure is not None and isinstance(structure, NgramStructure)
+    for context, short in TOY_RIGHT:
+        assert structure.right_minimal(context) == short, context
+    for words, extends in TOY_LEFT:
+        assert structure.left_extends(words) is extends, words
+    for context, log10 in TOY_BACKOFF:
+        assert structure.backoff(context) == pytest.approx(log10 * LN10, abs=1e-6), context
+
+
+def test_structure_of_each_model(toy_arpa: Path) -> None:
+    from service.mt.lm_table import LmTable
+
+    arpa = ArpaLM(toy_arpa)
+    assert arpa.structure() is arpa
+    kenlm = KenLM(toy_arpa)
+    table = kenlm.structure()
+    assert isinstance(table, LmTable) and kenlm.structure() is table  # loaded once
+    assert not table.verified  # and cached beside the ARPA file
+    assert (toy_arpa.parent / "toy.table" / "manifest.json").is_file()
+    assert NoLM().structure() is None
+
+
+def test_kenlm_structure_needs_the_arpa_file(toy_arpa: Path) -> None:
+    kenlm = KenLM(toy_arpa)
+    # a file KenLM has loaded but the LM table cannot read (as a KenLM binary would be)
+    toy_arpa.write_bytes(b"mmap lm http://kheafield.com/code format version 5\0\x01\x02")
+    with pytest.raises(ConfigurationError, match="needs the language model as an ARPA") as err:
+        kenlm.structure()
+    assert str(toy_arpa) in str(err.value)
+
+
+def test_arpalm_structure_equals_kenlms_table_and_states(estimated: tuple[KenLM, ArpaLM]) -> None:
+    kenlm, arpa = estimated
+    table = kenlm.structure()
+    rng = random.Random(4)
+    words = [*sorted(arpa.vocab), "<s>", "<unk>", "oov"]
+    queries = {ng[i:j] for ng in arpa.entries for i in range(len(ng)) for j in range(i, len(ng))}
+    for _ in range(3000):
+        queries.add(tuple(rng.choice(words) for _ in range(rng.randint(0, arpa.order - 1))))
+    null = kenlm.null_state()
+    dropped = 0
+    for q in sorted(queries):
+        short = arpa.right_minimal(q)
+        assert table.right_minimal(q) == short, q
+        assert table.left_extends(q) == arpa.left_extends(q), q
+        assert table.backoff(q) == pytest.approx(arpa.backoff(q), rel=1e-6, abs=1e-12), q
+        # KenLM's own right state after q is the state after its right-minimal suffix
+        assert kenlm.score_words(null, q)[1] == kenlm.score_words(null, short)[1], q
+        dropped += len(q) - len(short)
+    assert dropped > 0
 
 
 # --- the null LM and loading --------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Tests of the LM as hash-table arrays (service.mt.lm_table): hand-computed backoffs on toy ARPA
 files (one with SRILM-style pruned suffixes that KenLM fills with blanks), equality with KenLM
 bit for bit (toy and demo LM), correct float32 rounding of ARPA numbers, key collisions and
-duplicates, malformed files, and the on-disk cache (memory-mapped, rebuilt when stale,
-corrupt or unwritable)."""
+duplicates, malformed files, the structure queries of state minimisation (by hand, against a
+brute-force pass and against ArpaLM), and the on-disk cache (memory-mapped, rebuilt when stale,
+corrupt, of the previous format or unwritable)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,18 @@ from service.mt.lm import LN10, ArpaLM, KenLM
 from service.mt.lm_table import (
     SEED,
     LmTable,
+    backoff10,
     build_lm_table,
     cache_path,
+    droppable,
+    left_extends_ids,
     load_lm_table,
     logp10,
     mix,
 )
 from tests.mt.toy_lm import TOY_ARPA
+
+TOY_BIGRAM = Path(__file__).resolve().parents[1] / "data" / "toy_bigram.arpa"
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_LM = ROOT / "models" / "demo-de-en" / "lm.arpa"
@@ -210,8 +216,8 @@ def test_the_kernel_and_the_keys(toy: Path) -> None:
     ctx = np.array([table.bos, table.vocab["a"]], dtype=np.int64)
     assert logp10(*table.arrays(), ctx, 2, table.vocab["b"]) == np.float32(-0.2)
     assert logp10(*table.arrays(), ctx, 0, table.vocab["b"]) == np.float32(-0.8)
-    assert table.nbytes == size * 16 + 5 * 8
-    for arr in table.arrays():
+    assert table.nbytes == size * 17 + 5 * 9  # 8 + 4 + 4 + 1 bytes per slot, 4 + 4 + 1 per word
+    for arr in (*table.arrays(), *table.structure_arrays()):
         assert not arr.flags.writeable
 
 
@@ -291,14 +297,285 @@ def test_the_fast_number_parser_agrees_with_the_exact_one() -> None:
         assert not lm_table._parse_float32(buf, 0, len(buf))[1], bad
 
 
+# --- structure queries (state minimisation) ----------------------------------------------
+
+# An order-3 model for the hand-written cases: "c d" and the unigram e have nonzero backoffs
+# but extend nothing; "a b" has a zero backoff and is the context of "a b </s>"; the unigram d
+# and "b </s>" have zero backoffs and extend nothing.
+STRUCTURE_ARPA = """\\data\\
+ngram 1=8
+ngram 2=4
+ngram 3=2
+
+\\1-grams:
+-1.0\t<unk>
+-99\t<s>\t-0.5
+-0.7\t</s>
+-0.6\ta\t-0.3
+-0.8\tb\t-0.2
+-0.9\tc\t-0.4
+-1.1\td
+-1.2\te\t-0.25
+
+\\2-grams:
+-0.4\t<s> a\t-0.1
+-0.5\ta b
+-0.3\tb </s>
+-0.35\tc d\t-0.2
+
+\\3-grams:
+-0.2\t<s> a b
+-0.11\ta b </s>
+
+\\end\\
+"""
+
+# An order-4 model pruned as SRILM prunes: "y x a </s>" without "x a </s>" and "a </s>". KenLM
+# inserts those two as blanks and marks their contexts "x a" and "a" as extended: both have a
+# zero backoff and are the context of no listed n-gram, yet they are kept. (The n-grams of p
+# and q make room for the blanks in KenLM's probing tables.)
+BLANK_CONTEXT_ARPA = """\\data\\
+ngram 1=8
+ngram 2=5
+ngram 3=4
+ngram 4=1
+
+\\1-grams:
+-1.0\t<unk>
+-99\t<s>\t-0.5
+-0.7\t</s>
+-0.6\ta
+-0.9\tx\t-0.4
+-1.1\ty\t-0.35
+-1.2\tp\t-0.1
+-1.3\tq\t-0.1
+
+\\2-grams:
+-0.35\tx a
+-0.45\ty x\t-0.05
+-0.5\tp q\t-0.1
+-0.5\tq p\t-0.1
+-0.5\tp p\t-0.1
+
+\\3-grams:
+-0.25\ty x a\t-0.12
+-0.2\tp q p
+-0.2\tq p q
+-0.2\tp p q
+
+\\4-grams:
+-0.05\ty x a </s>
+
+\\end\\
+"""
+
+STRUCTURE_RIGHT = [
+    (("c", "d"), ("c", "d")),  # a nonzero backoff without an extension is kept
+    (("e",), ("e",)),
+    (("a", "b"), ("a", "b")),  # a zero backoff with an extension is kept
+    (("d",), ()),  # a zero backoff without an extension is dropped
+    (("b", "</s>"), ()),
+    (("b", "d"), ()),  # unlisted, then d
+    (("d", "a"), ("a",)),  # unlisted, then the backoff of a
+    (("zzz", "qqq"), ()),  # <unk> <unk> is unlisted, <unk> has no backoff
+    (("zzz", "a"), ("a",)),
+    (("<s>",), ("<s>",)),
+    (("<s>", "a"), ("<s>", "a")),
+    ((), ()),
+]
+
+STRUCTURE_LEFT = [
+    ((), True),
+    (("a",), True),  # <s> a
+    (("b",), True),  # a b
+    (("a", "b"), True),  # <s> a b
+    (("b", "</s>"), True),  # a b </s>
+    (("</s>",), True),
+    (("d",), True),  # c d
+    (("c",), False),
+    (("e",), False),
+    (("c", "d"), False),
+    (("<s>", "a"), False),
+    (("<s>",), False),
+    (("zzz",), False),  # <unk> ends no n-gram
+    (("a", "b", "</s>"), False),  # an n-gram of the highest order
+    (("<s>", "a", "b", "</s>"), False),
+]
+
+STRUCTURE_BACKOFF = [
+    (("c", "d"), -0.2),
+    (("a",), -0.3),
+    (("<s>",), -0.5),
+    (("a", "b"), 0.0),  # listed without a backoff
+    (("d", "a"), 0.0),  # not listed
+    (("zzz",), 0.0),  # <unk> has none
+    (("x", "y"), 0.0),
+    (("<s>", "a", "b"), 0.0),
+    ((), 0.0),
+]
+
+
+@pytest.fixture(scope="module")
+def structure_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[LmTable, ArpaLM]:
+    arpa = write(tmp_path_factory.mktemp("structure"), STRUCTURE_ARPA)
+    return build_lm_table(arpa, verify=True), ArpaLM(arpa)
+
+
+@pytest.mark.parametrize(("context", "expected"), STRUCTURE_RIGHT)
+def test_right_minimal_by_hand(
+    structure_models: tuple[LmTable, ArpaLM], context: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    for lm in structure_models:
+        assert lm.right_minimal(context) == expected, type(lm).__name__
+
+
+@pytest.mark.parametrize(("words", "expected"), STRUCTURE_LEFT)
+def test_left_extends_by_hand(
+    structure_models: tuple[LmTable, ArpaLM], words: tuple[str, ...], expected: bool
+) -> None:
+    for lm in structure_models:
+        assert lm.left_extends(words) is expected, type(lm).__name__
+
+
+@pytest.mark.parametrize(("context", "log10"), STRUCTURE_BACKOFF)
+def test_backoff_by_hand(
+    structure_models: tuple[LmTable, ArpaLM], context: tuple[str, ...], log10: float
+) -> None:
+    table, arpalm = structure_models
+    assert table.backoff(context) == float(np.float32(log10)) * LN10
+    assert arpalm.backoff(context) == log10 * LN10
+    assert isinstance(table.backoff(context), float)
+
+
+def test_the_structure_kernels(structure_models: tuple[LmTable, ArpaLM]) -> None:
+    table, _ = structure_models
+    keys, backoffs, uni_backoffs, left_ext, uni_left_ext = table.structure_arrays()
+    assert keys is table.keys and left_ext.dtype == np.bool_ and len(left_ext) == len(keys)
+    assert len(uni_left_ext) == len(uni_backoffs) == len(table.vocab)
+    v = table.vocab
+    ids = np.array([v["c"], v["d"], v["a"], v["b"], 0, 0], dtype=np.int64)
+    # only the first n ids count
+    assert not droppable(keys, backoffs, uni_backoffs, ids, 2)  # c d
+    assert droppable(keys, backoffs, uni_backoffs, ids[1:], 2)  # d a: unlisted
+    assert not droppable(keys, backoffs, uni_backoffs, ids[2:], 2)  # a b: +0.0
+    assert droppable(keys, backoffs, uni_backoffs, ids[1:], 1)  # d
+    assert not droppable(keys, backoffs, uni_backoffs, ids, 0)
+    assert backoff10(keys, backoffs, uni_backoffs, ids, 2) == np.float32(-0.2)
+    assert backoff10(keys, backoffs, uni_backoffs, ids, 1) == np.float32(-0.4)
+    assert backoff10(keys, backoffs, uni_backoffs, ids[1:], 2) == 0
+    assert backoff10(keys, backoffs, uni_backoffs, ids, 0) == 0
+    assert left_extends_ids(keys, left_ext, uni_left_ext, ids[2:], 2)  # a b
+    assert left_extends_ids(keys, left_ext, uni_left_ext, ids[1:], 1)  # d
+    assert not left_extends_ids(keys, left_ext, uni_left_ext, ids, 1)  # c
+    assert not left_extends_ids(keys, left_ext, uni_left_ext, ids, 2)  # c d
+    assert left_extends_ids(keys, left_ext, uni_left_ext, ids, 0)
+
+
+def test_contexts_of_blanks_are_kept_as_kenlm_keeps_them(tmp_path: Path) -> None:
+    arpa = write(tmp_path, BLANK_CONTEXT_ARPA)
+    table, arpalm = build_lm_table(arpa, verify=True), ArpaLM(arpa)
+    for lm in (table, arpalm):
+        assert lm.right_minimal(("x", "a")) == ("x", "a")
+        assert lm.right_minimal(("a",)) == ("a",)
+        assert lm.right_minimal(("y", "x", "a")) == ("y", "x", "a")  # backoff -0.12
+        assert lm.right_minimal(("y", "x")) == ("y", "x")  # the context of "y x a"
+        assert lm.right_minimal(("<s>",)) == ("<s>",)
+        assert lm.right_minimal(("</s>",)) == ()
+        # the blanks are suffixes; their suffixes are suffixes of the listed 4-gram
+        assert lm.left_extends(("x", "a", "</s>")) and lm.left_extends(("a", "</s>"))
+        assert lm.left_extends(("x", "a")) and not lm.left_extends(("y", "x", "a"))
+        assert lm.backoff(("x", "a", "</s>")) == 0.0
+    assert_left_flags(table, arpalm)
+
+
+def assert_left_flags(table: LmTable, arpalm: ArpaLM) -> None:
+    """``left_ext`` and ``uni_left_ext`` against a brute-force set of the proper suffixes of
+    the listed n-grams, slot by slot (every slot holds a listed n-gram or such a suffix)."""
+    suffixes = {ng[i:] for ng in arpalm.entries for i in range(1, len(ng))}
+    higher = {ng for ng in suffixes.union(arpalm.entries) if len(ng) >= 2}
+    slots = {k: s for s, k in enumerate(table.keys.tolist()) if k}
+    assert len(slots) == len(higher)
+    ids = table.vocab
+    for ngram in higher:
+        slot = slots[int(key_of([ids[w] for w in ngram]))]
+        assert bool(table.left_ext[slot]) == (ngram in suffixes), ngram
+    for word, i in ids.items():
+        assert bool(table.uni_left_ext[i]) == ((word,) in suffixes), word
+
+
+def structure_queries(
+    arpalm: ArpaLM, rng: random.Random, ngrams: list[tuple[str, ...]], count: int
+) -> list[tuple[str, ...]]:
+    """Every run of words inside the given n-grams (their contexts, prefixes and suffixes),
+    then ``count`` random tuples of 0 to ``order`` words from the vocabulary, ``<s>``,
+    ``<unk>`` and unknown words."""
+    queries = {ng[i:j] for ng in ngrams for i in range(len(ng)) for j in range(i, len(ng) + 1)}
+    words = [*sorted(arpalm.vocab), "<s>", "<unk>", "</s>", "zzz-oov", "qqq-oov"]
+    for _ in range(count):
+        queries.add(tuple(rng.choice(words) for _ in range(rng.randint(0, arpalm.order))))
+    return sorted(queries)
+
+
+def assert_structures_agree(table: LmTable, arpalm: ArpaLM, queries: list[tuple[str, ...]]) -> None:
+    """Equal answers; backoffs to float32 precision (ArpaLM reads them as float64)."""
+    assert table.order == arpalm.order
+    for q in queries:
+        if len(q) < table.order:
+            assert table.right_minimal(q) == arpalm.right_minimal(q), q
+        assert table.left_extends(q) == arpalm.left_extends(q), q
+        assert table.backoff(q) == pytest.approx(arpalm.backoff(q), rel=1e-6, abs=1e-12), q
+
+
+@pytest.mark.parametrize("name", ["toy", "pruned", "bigram", "structure", "blank-context"])
+def test_the_structure_equals_arpalms_and_brute_force(tmp_path: Path, name: str) -> None:
+    texts = {
+        "toy": TOY_ARPA,
+        "pruned": PRUNED_ARPA,
+        "bigram": TOY_BIGRAM.read_text(encoding="utf-8"),
+        "structure": STRUCTURE_ARPA,
+        "blank-context": BLANK_CONTEXT_ARPA,
+    }
+    arpa = write(tmp_path, texts[name])
+    table, arpalm = build_lm_table(arpa, verify=False), ArpaLM(arpa)
+    assert_left_flags(table, arpalm)
+    queries = structure_queries(arpalm, random.Random(5), list(arpalm.entries), 2000)
+    assert_structures_agree(table, arpalm, queries)
+    assert_kenlm_minimises_alike(table, KenLM(arpa), queries)
+
+
+def assert_kenlm_minimises_alike(
+    table: LmTable, kenlm: KenLM, queries: list[tuple[str, ...]]
+) -> None:
+    """``right_minimal`` is KenLM's own right state: a context (scored from the null context)
+    reaches the state of its right-minimal suffix, a suffix of it that is its own minimum and
+    whose state differs from that of its own suffix (KenLM's states compare by their words)."""
+    null = kenlm.null_state()
+    for q in queries:
+        if len(q) >= table.order:
+            continue
+        short = table.right_minimal(q)
+        assert q[len(q) - len(short) :] == short and table.right_minimal(short) == short, q
+        assert kenlm.score_words(null, q)[1] == kenlm.score_words(null, short)[1], q
+        if short:
+            assert kenlm.score_words(null, short)[1] != kenlm.score_words(null, short[1:])[1], q
+
+
 # --- the demo LM -------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def demo_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[LmTable, Path]:
+    """The demo LM's table, built and verified once (about 20 s), and its cache directory."""
+    cache_dir = tmp_path_factory.mktemp("demo-lm")
+    return load_lm_table(DEMO_LM, cache_dir=cache_dir, verify=True), cache_dir
+
+
 @pytest.mark.slow
-def test_demo_lm_equals_kenlm_on_every_ngram_and_random_queries(tmp_path: Path) -> None:
-    logs: list[str] = []
-    table = load_lm_table(DEMO_LM, cache_dir=tmp_path, verify=True, log=logs.append)
-    manifest = json.loads((cache_path(DEMO_LM, tmp_path) / "manifest.json").read_text())
+def test_demo_lm_equals_kenlm_on_every_ngram_and_random_queries(
+    demo_table: tuple[LmTable, Path],
+) -> None:
+    table, cache_dir = demo_table
+    manifest = json.loads((cache_path(DEMO_LM, cache_dir) / "manifest.json").read_text())
     # the build compared every listed n-gram (all but <s>) and 20,000 random queries
     assert manifest["verification"]["ngrams"] == sum(manifest["counts"]) - 1
     assert manifest["verification"]["random_queries"] == lm_table.RANDOM_QUERIES
@@ -345,6 +622,24 @@ def test_the_verification_catches_a_wrong_score(tmp_path: Path) -> None:
     wrong = replace(built, table=replace(table, probs=probs))
     with pytest.raises(DataFormatError, match="differs from KenLM"):
         lm_table._verify(wrong, arpa, random_queries=100)
+
+
+@pytest.mark.slow
+def test_demo_lm_structure_equals_arpalms(demo_table: tuple[LmTable, Path]) -> None:
+    table, _ = demo_table
+    arpalm = ArpaLM(DEMO_LM)
+    # the flags in bulk: as many per-slot flags as suffixes of two words or more, and the
+    # per-word flags word by word
+    suffixes = {ng[i:] for ng in arpalm.entries for i in range(1, len(ng))}
+    assert int(np.count_nonzero(table.left_ext)) == sum(len(s) >= 2 for s in suffixes)
+    for word, i in table.vocab.items():
+        assert bool(table.uni_left_ext[i]) == ((word,) in suffixes), word
+    # the queries on a sample of the listed n-grams and random word tuples
+    rng = random.Random(11)
+    ngrams = rng.sample(sorted(arpalm.entries), 3000)
+    queries = structure_queries(arpalm, rng, ngrams, 3000)
+    assert_structures_agree(table, arpalm, queries)
+    assert_kenlm_minimises_alike(table, KenLM(DEMO_LM), queries)
 
 
 # --- build errors ------------------------------------------------------------------------
@@ -446,7 +741,7 @@ def test_separators_like_arpalm_and_gzip(tmp_path: Path) -> None:
 
 
 def _arrays_equal(a: LmTable, b: LmTable) -> bool:
-    names = ("keys", "probs", "backoffs", "uni_probs", "uni_backoffs")
+    names = lm_table._ARRAYS
     return all(
         np.array_equal(getattr(a, n).view(np.uint8), getattr(b, n).view(np.uint8)) for n in names
     ) and dict(a.vocab) == dict(b.vocab)
@@ -490,7 +785,7 @@ def test_a_changed_arpa_file_is_rebuilt(toy: Path) -> None:
     assert logs == []
 
 
-@pytest.mark.parametrize("damage", ["manifest", "truncate", "missing", "shape", "vocab"])
+@pytest.mark.parametrize("damage", ["manifest", "truncate", "missing", "shape", "flags", "vocab"])
 def test_a_damaged_cache_is_rebuilt(toy: Path, damage: str) -> None:
     load_lm_table(toy)
     good = build_lm_table(toy)  # in memory: rewriting a memory-mapped file would change it
@@ -507,6 +802,13 @@ def test_a_damaged_cache_is_rebuilt(toy: Path, damage: str) -> None:
         manifest = json.loads((cache / "manifest.json").read_text())
         manifest["files"]["probs.npy"] = (cache / "probs.npy").stat().st_size
         (cache / "manifest.json").write_text(json.dumps(manifest))
+    elif damage == "flags":  # the right length, the wrong type
+        flags = np.load(cache / "left_ext.npy").astype(np.uint8)
+        (cache / "left_ext.npy").unlink()
+        np.save(cache / "left_ext.npy", flags)
+        manifest = json.loads((cache / "manifest.json").read_text())
+        manifest["files"]["left_ext.npy"] = (cache / "left_ext.npy").stat().st_size
+        (cache / "manifest.json").write_text(json.dumps(manifest))
     else:
         (cache / "vocab.txt").write_text("<unk>\n<s>\n</s>\na\n")
     logs: list[str] = []
@@ -516,6 +818,28 @@ def test_a_damaged_cache_is_rebuilt(toy: Path, damage: str) -> None:
     assert isinstance(table.keys, np.memmap)
     logs.clear()
     assert _arrays_equal(load_lm_table(toy, log=logs.append), good) and logs == []
+
+
+def test_a_cache_of_the_previous_format_is_rebuilt(toy: Path) -> None:
+    # format 1 had no left-extension flags
+    load_lm_table(toy)
+    cache = cache_path(toy)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    assert manifest["format"] == lm_table.TABLE_FORMAT == 2
+    for name in ("left_ext.npy", "uni_left_ext.npy"):
+        (cache / name).unlink()
+        del manifest["files"][name]
+    manifest["format"] = 1
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    logs: list[str] = []
+    table = load_lm_table(toy, log=logs.append)
+    assert any("another format" in m for m in logs), logs
+    assert json.loads((cache / "manifest.json").read_text())["format"] == 2
+    assert (cache / "left_ext.npy").is_file() and isinstance(table.left_ext, np.memmap)
+    assert table.left_extends(("a", "b")) and not table.left_extends(("<s>", "a"))
+    logs.clear()
+    load_lm_table(toy, log=logs.append)
+    assert logs == []
 
 
 def test_an_unverified_cache_is_not_taken_when_verification_is_asked(toy: Path) -> None:
