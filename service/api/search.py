@@ -11,20 +11,22 @@ document; PSQ: the translations found in it); without, the method's query terms 
 positive RSJ weight in the index count (the others add nothing to any score).
 
 ``total`` counts the documents the method retrieved (what it would rank with no limit on
-``k``; :func:`count_retrieved`). A ranking shorter than ``offset + k`` holds all of them. A
-full one is cut at ``offset + k``: DT and PSQ scored every candidate on the way, so their
-count is recovered exactly (DT: the documents holding a weighted term of the translation, the
-documents its BM25 pass reaches; PSQ: the candidates it reports); BOW-FD scores documents only
-until no other can enter the top ``offset + k`` (Hieber & Riezler 2015, §3, with bounds), so it
-reports that many as a lower bound (``total_relation`` "gte", as Elasticsearch's
-``hits.total.relation``) unless its candidates are no more than that.
+``k``; :meth:`~service.retrieval.base.Scorer.retrieved`). A ranking shorter than
+``offset + k`` holds all of them. A full one is cut at ``offset + k``: DT and PSQ scored every
+candidate on the way, so their count is recovered exactly (DT: the documents holding a
+weighted term of the translation, the documents its BM25 pass reaches; PSQ: the candidates it
+reports); BOW-FD scores documents only until no other can enter the top ``offset + k``
+(Hieber & Riezler 2015, §3, with bounds), so it reports that many as a lower bound
+(``total_relation`` "gte", as Elasticsearch's ``hits.total.relation``) unless its candidates
+are no more than that. The terms, the count and the reading of an explanation belong to the
+scorer (:meth:`~service.retrieval.base.Scorer.query_terms`, ``matched_terms``, ``retrieved``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -35,7 +37,6 @@ from service.api.snippets import make_snippet
 from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.base import DecodedQuery, Ranking
 from service.retrieval.dt import one_best
 from service.settings import Settings
 
@@ -50,59 +51,6 @@ def weighted_terms(index: InvertedIndex, terms: Iterable[str]) -> set[str]:
         if tid is not None and float(index.rsj[tid]) > 0:
             out.add(t)
     return out
-
-
-def explanation_terms(explanation: dict[str, Any]) -> list[str]:
-    """The English terms a hit's explanation says matched the document (any method)."""
-    if "matched" in explanation:  # DT
-        return [str(t) for t in explanation["matched"]]
-    if "sentences" in explanation:  # BOW-FD
-        return [str(m["term"]) for s in explanation["sentences"] for m in s["matched"]]
-    if "terms" in explanation:  # PSQ: source word -> {english: Pr(e|f)}
-        return [str(e) for found in explanation["terms"].values() for e in found]
-    return []
-
-
-def forest_terms(query: DecodedQuery) -> set[str]:
-    """Every target word of the query's forests."""
-    return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
-
-
-Relation = Literal["eq", "gte"]
-
-
-def _dt_retrieved(ranking: Ranking, index: InvertedIndex, tokens: Sequence[str]) -> int:
-    # the documents BM25 reaches: those holding a query term of non-zero weight (rsj ≠ 0)
-    return len(index.docs_containing_any(index.term_ids(tokens)))
-
-
-def _psq_retrieved(ranking: Ranking, index: InvertedIndex, tokens: Sequence[str]) -> int:
-    return int(ranking.info["candidates"])  # the documents reached by a weighted term
-
-
-# methods whose scorer scores every candidate, so that a cut ranking's total is still known
-EXACT_COUNTS: dict[str, Callable[[Ranking, InvertedIndex, Sequence[str]], int]] = {
-    "dt": _dt_retrieved,
-    "psq": _psq_retrieved,
-}
-
-
-def count_retrieved(
-    method: str, ranking: Ranking, depth: int, index: InvertedIndex, tokens: Sequence[str]
-) -> tuple[int, Relation]:
-    """How many documents ``method`` retrieved, for a ranking cut at ``depth``, and whether
-    that is exact (``"eq"``) or a lower bound (``"gte"``). ``tokens``: DT's translation."""
-    n = len(ranking.hits)
-    if n < depth:  # not cut: the ranking holds every document retrieved
-        return n, "eq"
-    exact = EXACT_COUNTS.get(method)
-    if exact is not None:
-        return max(n, exact(ranking, index, tokens)), "eq"
-    # BOW-FD: every retrieved document is a candidate of some sentence
-    candidates = ranking.info.get("candidates")
-    if isinstance(candidates, list) and sum(candidates) <= n:
-        return n, "eq"
-    return n, "gte"
 
 
 def run_search(
@@ -121,16 +69,14 @@ def run_search(
     with decoded.lock:
         ranking = scorer.rank(decoded.query, depth, explain=req.explain)
         translation = one_best(decoded.query)
-        tokens = [t for s in translation for t in s]
-        query_terms: Iterable[str] = tokens if req.method == "dt" else forest_terms(decoded.query)
-    total, relation = count_retrieved(req.method, ranking, depth, index, tokens)
-    default_terms = weighted_terms(index, query_terms)
+        total, relation = scorer.retrieved(ranking, depth, decoded.query)
+        default_terms = weighted_terms(index, scorer.query_terms(decoded.query))
     results: list[SearchHit] = []
     for hit in ranking.hits[req.offset : depth]:
         doc = index.doc(hit.docno)
         terms = default_terms
         if hit.explanation is not None:
-            terms = weighted_terms(index, explanation_terms(hit.explanation))
+            terms = weighted_terms(index, scorer.matched_terms(hit.explanation))
         results.append(
             SearchHit(
                 id=hit.doc_id,

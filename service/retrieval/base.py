@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
@@ -37,6 +37,9 @@ class DecodedQuery:
     weights: Mapping[str, float]
     weights_version: str
     degraded: str | None = None  # why the decode was cut short (time budget), if it was
+
+
+Relation = Literal["eq", "gte"]  # a count that is exact, or a lower bound
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,28 @@ class Scorer(ABC):
     @abstractmethod
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
         """Hits best first, and diagnostics (candidate counts, timings)."""
+
+    # --- what a ranking says, read by the method that made it (the web layer never sniffs
+    # explanations or method names)
+
+    def query_terms(self, query: DecodedQuery) -> set[str]:
+        """The English terms this method searches ``query`` with: by default every target
+        word of its forests (BOW-FD, PSQ)."""
+        return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
+
+    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
+        """The English terms that a hit's explanation (from this method's :meth:`rank`) says
+        matched the document."""
+        return []
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """How many documents the method retrieved for ``query`` (what it would rank with no
+        limit), given its ``ranking`` cut at ``depth``, and whether that count is exact
+        (``"eq"``) or a lower bound (``"gte"``, as Elasticsearch's ``hits.total.relation``).
+        A ranking shorter than ``depth`` holds them all; by default a full one is a lower
+        bound (methods that score every candidate override this)."""
+        n = len(ranking.hits)
+        return (n, "eq") if n < depth else (n, "gte")
 
     def signature_parts(self) -> dict[str, Any]:
         """Parameters of this method that change its numbers (subclasses extend)."""

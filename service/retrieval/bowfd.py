@@ -79,7 +79,7 @@ from service.jit import compiled
 from service.mt.grammar import Grammar
 from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph, HypergraphBuilder, IntArray
 from service.mt.inference import tree_from_backpointers, viterbi_scores
-from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 from service.retrieval.lex import LexFeatures, is_lex_feature
 
 Int32Array = NDArray[np.int32]
@@ -1109,6 +1109,20 @@ class BowFdScorer(Scorer):
                 part["in_sentence_list"] = bool(np.isin(docno, lists[i].docs))
             parts.append(part)
         return {"sentences": parts}
+
+    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
+        """The words of each sentence's best derivation that matched the document."""
+        return [str(m["term"]) for s in explanation.get("sentences", ()) for m in s["matched"]]
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """Every retrieved document is a candidate of some sentence; the scorer stops once no
+        other candidate can enter the top ``depth`` (bounds), so beyond that the count is a
+        lower bound unless the candidates are no more than the ranking holds."""
+        n = len(ranking.hits)
+        candidates = ranking.info.get("candidates")
+        if n < depth or (isinstance(candidates, list) and sum(candidates) <= n):
+            return n, "eq"
+        return n, "gte"
 
     def feature_vector(
         self,

@@ -11,11 +11,12 @@ hit is the translation and the query terms the document contains.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from service.index.inverted import InvertedIndex
 from service.mt.inference import fast_viterbi
-from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 
 
 def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
@@ -52,3 +53,19 @@ class DirectTranslation(Scorer):
             out.append(Hit(d, self.index.doc_id(d), float(s), expl))
         info = {"translation": text, "candidates": len(out)}
         return out, info
+
+    def query_terms(self, query: DecodedQuery) -> set[str]:
+        """The 1-best translation's tokens."""
+        return {t for sentence in one_best(query) for t in sentence}
+
+    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
+        return [str(t) for t in explanation.get("matched", ())]
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """Exact: the documents holding a weighted term of the translation (those BM25
+        reaches; a term with rsj 0 adds nothing)."""
+        n = len(ranking.hits)
+        if n < depth:
+            return n, "eq"
+        tokens = [t for sentence in one_best(query) for t in sentence]
+        return max(n, len(self.index.docs_containing_any(self.index.term_ids(tokens)))), "eq"

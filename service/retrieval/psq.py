@@ -44,7 +44,7 @@ from service.index.inverted import InvertedIndex, top_k
 from service.mt.bundle import ModelBundle
 from service.mt.kbest import LazyKBest
 from service.mt.lexical import LexicalTable
-from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 from service.retrieval.links import AlignedDerivation, RuleLinks, aligned_derivation
 
 Distribution = dict[str, float]
@@ -261,6 +261,15 @@ class ProbabilisticStructuredQuery(Scorer):
             out.append(Hit(d, self.index.doc_id(d), float(s), expl))
         info = {"source_terms": len(terms), "candidates": len(reached)}
         return out, info
+
+    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
+        """The translations found in the document (source word -> {english: Pr(e|f)})."""
+        return [str(e) for found in explanation.get("terms", {}).values() for e in found]
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """Exact: PSQ scores every document a weighted term reaches (its candidates)."""
+        n = len(ranking.hits)
+        return (n, "eq") if n < depth else (max(n, int(ranking.info["candidates"])), "eq")
 
 
 def _explain(index: InvertedIndex, terms: Sequence[StructuredTerm], docno: int) -> dict[str, Any]:
