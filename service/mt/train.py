@@ -133,6 +133,37 @@ def _bar(desc: str, total: int | None = None, unit: str = " lines") -> Any:
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty())
 
 
+@dataclass(frozen=True)
+class _Build:
+    """One bundle build: its inputs, settings and the paths its stages share."""
+
+    parallel: Path
+    lm_text: Path
+    config: TrainConfig
+    work: Path  # <out>.work: the stages' outputs, kept for resuming
+    say: Log
+
+    @property
+    def bundle(self) -> Path:  # the new bundle, assembled here before the swap
+        return self.work / "bundle"
+
+    @property
+    def src_file(self) -> Path:
+        return self.work / "corpus.src"
+
+    @property
+    def tgt_file(self) -> Path:
+        return self.work / "corpus.tgt"
+
+    @property
+    def align_file(self) -> Path:
+        return self.work / "alignments.npz"
+
+    def token_pairs(self) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """The cleaned corpus, pair by pair."""
+        return zip(_read_token_lines(self.src_file), _read_token_lines(self.tgt_file), strict=True)
+
+
 def train_model(
     parallel: Path,
     lm_text: Path,
@@ -155,23 +186,39 @@ def train_model(
         "lm_text": {"path": str(lm_text), "sha256": sha256_file(lm_text)},
     }
     build_key = stage_key(data=data, config=asdict(config), format=BUNDLE_FORMAT)
-    manifest_path = out / MANIFEST
-    if not force and manifest_path.exists():
-        try:
-            existing: dict[str, Any] = json.loads(manifest_path.read_text())
-            if existing.get("build_key") == build_key:
-                say(f"{out} is up to date")
-                return existing
-        except json.JSONDecodeError:
-            pass
+    existing = _up_to_date(out / MANIFEST, build_key) if not force else None
+    if existing is not None:
+        say(f"{out} is up to date")
+        return existing
     import_extra("eflomal", "train", EFLOMAL_FEATURE)  # fail now, not after cleaning
-    work = out.with_name(out.name + ".work")
-    bundle = work / "bundle"
-    bundle.mkdir(parents=True, exist_ok=True)
-    runner = StageRunner(work, log=say)
+    build = _Build(parallel, lm_text, config, out.with_name(out.name + ".work"), say)
+    build.bundle.mkdir(parents=True, exist_ok=True)
+    runner = StageRunner(build.work, log=say)
     started = time.perf_counter()
+    keys = _stage_keys(data, config)
+    counts = {
+        "clean": runner.run("clean", keys["clean"], lambda: _clean(build))["result"],
+        "align": runner.run("align", keys["align"], lambda: _align(build))["result"],
+        "grammar": runner.run("grammar", keys["grammar"], lambda: _grammar(build))["result"],
+        "lm": runner.run("lm", keys["lm"], lambda: _lm(build))["result"],
+    }
+    # the LM as arrays for the compiled decoder, cached in lm.table/ beside the ARPA file and
+    # checked against KenLM; publishing hard-links it with the ARPA, so it stays current
+    load_lm_table(build.bundle / LM_FILE, log=say)
+    _default_weights(build.bundle)
+    timings = {
+        **runner.timings,
+        "total_seconds": round(time.perf_counter() - started, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+    manifest = _manifest(config, build_key, data, counts, timings)
+    _publish(build.bundle, out, manifest)
+    say(f"bundle written to {out}")
+    return manifest
 
-    # 1. clean ---------------------------------------------------------------------------
+
+def _stage_keys(data: dict[str, Any], config: TrainConfig) -> dict[str, str]:
+    """Each stage's key: its inputs and the settings that change its output."""
     clean_key = stage_key(
         parallel=data["parallel"]["sha256"],
         src=config.src,
@@ -180,41 +227,7 @@ def train_model(
         max_ratio=config.max_ratio,
         limit=config.limit,
     )
-    src_file, tgt_file = work / "corpus.src", work / "corpus.tgt"
-
-    def clean() -> dict[str, Any]:
-        cleaner = CorpusCleaner(
-            config.src, config.tgt, max_tokens=config.max_tokens, max_ratio=config.max_ratio
-        )
-        pairs = _limited(read_parallel(parallel, on_error="skip"), config.limit)
-        with _bar("clean", unit=" pairs") as bar:
-            kept = []
-            for pair in cleaner.clean(pairs):
-                kept.append(pair)
-                bar.update()
-        if not kept:
-            raise InvalidInputError(f"{parallel}: no usable sentence pair after cleaning")
-        _write_lines(src_file, (" ".join(p.source) for p in kept))
-        _write_lines(tgt_file, (" ".join(p.target) for p in kept))
-        say(str(cleaner.report))
-        return {"report": cleaner.report.to_dict(), "pairs": len(kept)}
-
-    cleaned = runner.run("clean", clean_key, clean)
-
-    # 2. align ---------------------------------------------------------------------------
     align_key = stage_key(clean=clean_key, method=config.symmetrization)
-    align_file = work / "alignments.npz"
-
-    def align() -> dict[str, Any]:
-        pairs = zip(_read_token_lines(src_file), _read_token_lines(tgt_file), strict=True)
-        fwd, rev = align_corpus(pairs, workdir=work)
-        sym = symmetrize(fwd, rev, config.symmetrization)
-        sym.save(align_file)
-        return {"sentences": len(sym), "links": len(sym.links)}
-
-    aligned = runner.run("align", align_key, align)
-
-    # 3. grammar --------------------------------------------------------------------------
     grammar_key = stage_key(
         align=align_key,
         max_initial_source=config.max_initial_source,
@@ -223,47 +236,6 @@ def train_model(
         min_count=config.min_hierarchical_count,
         limit=config.rule_table_limit,
     )
-
-    def grammar() -> dict[str, Any]:
-        alignments = Alignments.load(align_file)
-        aligned_pairs = (
-            AlignedPair(s, t, [(int(i), int(j)) for i, j in alignments[k]])
-            for k, (s, t) in enumerate(
-                zip(_read_token_lines(src_file), _read_token_lines(tgt_file), strict=True)
-            )
-        )
-        corpus = encode_corpus(aligned_pairs)
-        lexical = LexicalTable.from_corpus(corpus)
-        lexical.save(bundle / LEXICAL_FILE)
-        ext = ExtractionConfig(
-            max_initial_source=config.max_initial_source,
-            max_rule_symbols=config.max_rule_symbols,
-            tight_hierarchical=config.tight_hierarchical,
-            min_hierarchical_count=config.min_hierarchical_count,
-        )
-        passes = default_shards(corpus) + 1  # the extraction's passes over the corpus
-        with _bar("extract rules", total=passes * len(corpus), unit=" sentences") as bar:
-            done = 0
-
-            def progress(n: int) -> None:
-                nonlocal done
-                bar.update(n - done)
-                done = n
-
-            counts = extract_rules(corpus, ext, progress=progress)
-        del corpus  # free each large intermediate as soon as the next one exists
-        extracted = len(counts)
-        table = estimate_features(counts, lexical, limit=config.rule_table_limit)
-        del counts
-        kept = len(table)
-        encoded = table.to_encoded()
-        del table
-        write_encoded(encoded, bundle / GRAMMAR_DIR)
-        return {"rules_extracted": extracted, "rules": kept, "lexical_entries": len(lexical)}
-
-    grammar_info = runner.run("grammar", grammar_key, grammar)
-
-    # 4. language model -----------------------------------------------------------------
     lm_key = stage_key(
         lm_text=data["lm_text"]["sha256"],
         order=config.lm_order,
@@ -271,36 +243,18 @@ def train_model(
         tokenizer="preprocess-en",
         fallback=config.lm_discount_fallback,
     )
+    return {"clean": clean_key, "align": align_key, "grammar": grammar_key, "lm": lm_key}
 
-    def lm() -> dict[str, Any]:
-        text = work / "lm.txt"
-        with _bar("tokenise LM text") as bar:
-            lines = (
-                " ".join(preprocess(line, config.tgt))
-                for _, line in _limited(iter_lines(lm_text), config.lm_limit)
-            )
-            n = _write_lines(text, (ln for ln in bar_through(bar, lines) if ln))
-        fallback = (0.5, 1.0, 1.5) if config.lm_discount_fallback else None
-        model = train_lm(
-            text, bundle / LM_FILE, config.lm_order, tokenize=str.split, discount_fallback=fallback
-        )
-        text.unlink()
-        return {"lines": n, "ngrams": model.counts(), "words": model.words}
 
-    lm_info = runner.run("lm", lm_key, lm)
-    # the LM as arrays for the compiled decoder, cached in lm.table/ beside the ARPA file and
-    # checked against KenLM; publishing hard-links it with the ARPA, so it stays current
-    load_lm_table(bundle / LM_FILE, log=say)
-
-    # 5. weights, manifest, swap ---------------------------------------------------------
-    store = WeightsStore(bundle / WEIGHTS_DIR)
-    if "default" not in store.versions():
-        store.save(DEFAULT_WEIGHTS, version="default", source="untuned defaults")
-    try:
-        store.active()
-    except Exception:
-        store.activate("default")
-    manifest: dict[str, Any] = {
+def _manifest(
+    config: TrainConfig,
+    build_key: str,
+    data: dict[str, Any],
+    counts: dict[str, Any],
+    timings: dict[str, Any],
+) -> dict[str, Any]:
+    """The bundle's manifest."""
+    return {
         "format": BUNDLE_FORMAT,
         "src": config.src,
         "tgt": config.tgt,
@@ -310,11 +264,11 @@ def train_model(
         "data": data,
         "settings": asdict(config),
         "counts": {
-            "pairs": cleaned["result"].get("pairs"),
-            "cleaning": cleaned["result"].get("report"),
-            "alignment": aligned["result"],
-            "grammar": grammar_info["result"],
-            "lm": lm_info["result"],
+            "pairs": counts["clean"].get("pairs"),
+            "cleaning": counts["clean"].get("report"),
+            "alignment": counts["align"],
+            "grammar": counts["grammar"],
+            "lm": counts["lm"],
         },
         "files": {
             "grammar": GRAMMAR_DIR,
@@ -323,15 +277,116 @@ def train_model(
             "weights": WEIGHTS_DIR,
         },
         "versions": _versions(),
-        "timings": {
-            **runner.timings,
-            "total_seconds": round(time.perf_counter() - started, 1),
-            "peak_rss_mb": round(peak_rss_mb(), 1),
-        },
+        "timings": timings,
     }
-    _publish(bundle, out, manifest)
-    say(f"bundle written to {out}")
-    return manifest
+
+
+def _up_to_date(manifest_path: Path, build_key: str) -> dict[str, Any] | None:
+    """The manifest at ``manifest_path`` if it records ``build_key`` (the bundle is current)."""
+    if not manifest_path.exists():
+        return None
+    try:
+        existing: dict[str, Any] = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return existing if existing.get("build_key") == build_key else None
+
+
+# --- the stages ---------------------------------------------------------------------------
+
+
+def _clean(build: _Build) -> dict[str, Any]:
+    """1. Normalise, tokenise and filter the parallel corpus into corpus.src/.tgt."""
+    config = build.config
+    cleaner = CorpusCleaner(
+        config.src, config.tgt, max_tokens=config.max_tokens, max_ratio=config.max_ratio
+    )
+    pairs = _limited(read_parallel(build.parallel, on_error="skip"), config.limit)
+    with _bar("clean", unit=" pairs") as bar:
+        kept = []
+        for pair in cleaner.clean(pairs):
+            kept.append(pair)
+            bar.update()
+    if not kept:
+        raise InvalidInputError(f"{build.parallel}: no usable sentence pair after cleaning")
+    _write_lines(build.src_file, (" ".join(p.source) for p in kept))
+    _write_lines(build.tgt_file, (" ".join(p.target) for p in kept))
+    build.say(str(cleaner.report))
+    return {"report": cleaner.report.to_dict(), "pairs": len(kept)}
+
+
+def _align(build: _Build) -> dict[str, Any]:
+    """2. eflomal in both directions, symmetrised."""
+    fwd, rev = align_corpus(build.token_pairs(), workdir=build.work)
+    sym = symmetrize(fwd, rev, build.config.symmetrization)
+    sym.save(build.align_file)
+    return {"sentences": len(sym), "links": len(sym.links)}
+
+
+def _grammar(build: _Build) -> dict[str, Any]:
+    """3. The lexical table, the extracted rules and their features, stored binary."""
+    config = build.config
+    alignments = Alignments.load(build.align_file)
+    aligned_pairs = (
+        AlignedPair(s, t, [(int(i), int(j)) for i, j in alignments[k]])
+        for k, (s, t) in enumerate(build.token_pairs())
+    )
+    corpus = encode_corpus(aligned_pairs)
+    lexical = LexicalTable.from_corpus(corpus)
+    lexical.save(build.bundle / LEXICAL_FILE)
+    ext = ExtractionConfig(
+        max_initial_source=config.max_initial_source,
+        max_rule_symbols=config.max_rule_symbols,
+        tight_hierarchical=config.tight_hierarchical,
+        min_hierarchical_count=config.min_hierarchical_count,
+    )
+    passes = default_shards(corpus) + 1  # the extraction's passes over the corpus
+    with _bar("extract rules", total=passes * len(corpus), unit=" sentences") as bar:
+        done = 0
+
+        def progress(n: int) -> None:
+            nonlocal done
+            bar.update(n - done)
+            done = n
+
+        counts = extract_rules(corpus, ext, progress=progress)
+    del corpus  # free each large intermediate as soon as the next one exists
+    extracted = len(counts)
+    table = estimate_features(counts, lexical, limit=config.rule_table_limit)
+    del counts
+    kept = len(table)
+    encoded = table.to_encoded()
+    del table
+    write_encoded(encoded, build.bundle / GRAMMAR_DIR)
+    return {"rules_extracted": extracted, "rules": kept, "lexical_entries": len(lexical)}
+
+
+def _lm(build: _Build) -> dict[str, Any]:
+    """4. The n-gram LM of the English text (ARPA)."""
+    config = build.config
+    text = build.work / "lm.txt"
+    with _bar("tokenise LM text") as bar:
+        lines = (
+            " ".join(preprocess(line, config.tgt))
+            for _, line in _limited(iter_lines(build.lm_text), config.lm_limit)
+        )
+        n = _write_lines(text, (ln for ln in bar_through(bar, lines) if ln))
+    fallback = (0.5, 1.0, 1.5) if config.lm_discount_fallback else None
+    arpa = build.bundle / LM_FILE
+    model = train_lm(text, arpa, config.lm_order, tokenize=str.split, discount_fallback=fallback)
+    text.unlink()
+    return {"lines": n, "ngrams": model.counts(), "words": model.words}
+
+
+def _default_weights(bundle: Path) -> None:
+    """5. The untuned default weights, active unless a version already is."""
+    store = WeightsStore(bundle / WEIGHTS_DIR)
+    if "default" not in store.versions():
+        store.save(DEFAULT_WEIGHTS, version="default", source="untuned defaults")
+    try:
+        store.active()
+    except Exception:
+        store.activate("default")
 
 
 def _publish(bundle: Path, out: Path, manifest: dict[str, Any]) -> None:
