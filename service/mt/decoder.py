@@ -599,72 +599,17 @@ class _CubeSearch:
         """Pop up to ``pop_limit`` candidates of the cubes of one −LM node (the hot loop).
 
         A candidate is ``(cube, idx)`` with ``idx[0]`` its rule's rank and ``idx[1:]`` its tail
-        items' ranks. Its LM score comes from :func:`combine_ids` (the tested fast form of
-        :func:`combine`), and candidates are keyed by interned boundary ids until popped.
+        items' ranks (:meth:`_candidate` scores it); the heap pops the best priority (inside
+        score plus LM estimate), ties in push order; a popped candidate becomes an edge into
+        the +LM node of its LM boundary (:meth:`_incorporate`), and its neighbours are pushed.
         """
-        heap: list[_Entry] = []
+        heap: list[tuple[float, int, _Candidate]] = []
         counter = self._counter
-        heappush, heappop = heapq.heappush, heapq.heappop
-        use_lm = self.lm is not None
-        table = self.table
-        w_lm, w_oov = self.dec._w_lm, self.dec._w_oov
-        no_key = (0, 0, False)
 
         def push(cube: _Cube, idx: tuple[int, ...]) -> None:
-            seen = cube.seen
-            if idx in seen or idx[0] >= cube.num_options:
-                return
-            ctails = cube.tails
-            tl: tuple[_Item, ...]
-            lt: tuple[IdTail, ...]
-            if not ctails:
-                tl = lt = ()
-            elif len(ctails) == 1:
-                k = idx[1]
-                t0 = ctails[0]
-                if k >= len(t0):
-                    return
-                item = t0[k]
-                tl = (item,)
-                lt = (item.lm_tail,)
-            else:
-                got = []
-                for d, axis in enumerate(ctails, 1):
-                    k = idx[d]
-                    if k >= len(axis):
-                        return
-                    got.append(axis[k])
-                tl = tuple(got)
-                lt = tuple([t.lm_tail for t in got])
-            seen.add(idx)
-            opt = cube.options(idx[0])
-            inside = opt.score
-            for t in tl:
-                inside += t.score
-            if use_lm:
-                lm, raw_est, left, right, full = combine_ids(opt.target, lt, table)
-                inside += w_lm * lm + w_oov * opt.oov
-                est = w_lm * raw_est
-                bkey = (left, right, full)
-            else:
-                lm = est = raw_est = 0.0
-                bkey = no_key
-            heappush(
-                heap,
-                (
-                    -(inside + est),
-                    next(counter),
-                    cube,
-                    idx,
-                    inside,
-                    est,
-                    bkey,
-                    lm,
-                    opt,
-                    tl,
-                    raw_est,
-                ),
-            )
+            cand = self._candidate(cube, idx)
+            if cand is not None:
+                heapq.heappush(heap, (-(cand.inside + cand.est), next(counter), cand))
 
         all_rules = self.dec.config.cube_rules == "all"
         first_axis = 1 if all_rules else 0  # with every rule in the heap, rules are no axis
@@ -674,55 +619,96 @@ class _CubeSearch:
                 push(cube, (k, *corner))
         items: dict[tuple[int, int, bool], _Item] = {}
         pops = 0
-        builder = self.builder
-        words = table.words
         while heap and pops < self.pop_limit:
-            _, _, cube, idx, inside, est, bkey, lm, opt, tl, raw_est = heappop(heap)
+            cand = heapq.heappop(heap)[2]
             pops += 1
-            item = items.get(bkey)
-            if item is None:
-                if use_lm:
-                    left = words[bkey[0]]
-                    boundary = Boundary(left, words[bkey[1]], bkey[2])
-                    node = builder.add_node(label, span, boundary)
-                    lm_tail = (left, bkey[0], bkey[1], bkey[2], raw_est)
-                else:
-                    boundary = _NO_BOUNDARY
-                    node = builder.add_node(label, span, None)
-                    lm_tail = _NO_TAIL
-                item = _Item(node, inside, est, boundary, lm_tail)
-                items[bkey] = item
-            elif inside > item.score:
-                item.score = inside
-            feats = opt.features
-            if use_lm:
-                feats = {**feats, LANGUAGE_MODEL: lm}
-                if opt.oov:
-                    feats[LM_OOV] = float(opt.oov)
-            tail_nodes = tuple([t.node for t in tl])
-            builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
-            # its neighbours, one rank further along each axis in turn
-            for d in range(first_axis, len(idx)):
-                push(cube, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
+            self._incorporate(items, label, span, cand)
+            idx = cand.idx
+            for d in range(first_axis, len(idx)):  # one rank further along each axis in turn
+                push(cand.cube, (*idx[:d], idx[d] + 1, *idx[d + 1 :]))
         self.stats.pops += pops
         return sorted(items.values(), key=lambda it: -it.priority)
 
+    def _candidate(self, cube: _Cube, idx: tuple[int, ...]) -> _Candidate | None:
+        """The candidate ``idx`` of ``cube`` scored, or None if it is out of the cube or was
+        pushed before. Its LM score comes from :func:`combine_ids` (the tested fast form of
+        :func:`combine`); it is keyed by interned boundary ids until popped."""
+        seen = cube.seen
+        if idx in seen or idx[0] >= cube.num_options:
+            return None
+        tails: list[_Item] = []
+        for d, axis in enumerate(cube.tails, 1):
+            k = idx[d]
+            if k >= len(axis):
+                return None
+            tails.append(axis[k])
+        seen.add(idx)
+        opt = cube.options(idx[0])
+        inside = opt.score
+        for t in tails:
+            inside += t.score
+        if self.lm is None:
+            return _Candidate(cube, idx, inside, 0.0, _NO_KEY, 0.0, opt, tails, 0.0)
+        dec = self.dec
+        lm, raw_est, left, right, full = combine_ids(
+            opt.target, [t.lm_tail for t in tails], self.table
+        )
+        inside += dec._w_lm * lm + dec._w_oov * opt.oov
+        est = dec._w_lm * raw_est
+        return _Candidate(cube, idx, inside, est, (left, right, full), lm, opt, tails, raw_est)
 
-# heap entries: (-priority, tie-break counter, cube, idx, inside, est, boundary key, LM logprob,
-# option, tail items, unweighted LM estimate)
-_Entry = tuple[
-    float,
-    int,
-    _Cube,
-    tuple[int, ...],
-    float,
-    float,
-    tuple[int, int, bool],
-    float,
-    _Option,
-    tuple[_Item, ...],
-    float,
-]
+    def _incorporate(
+        self,
+        items: dict[tuple[int, int, bool], _Item],
+        label: str,
+        span: Span,
+        cand: _Candidate,
+    ) -> None:
+        """Add a popped candidate to the +LM forest: an edge into the node of its boundary
+        (made on first use; a better inside score updates the item's)."""
+        bkey = cand.key
+        item = items.get(bkey)
+        if item is None:
+            if self.lm is not None:
+                words = self.table.words
+                left = words[bkey[0]]
+                boundary = Boundary(left, words[bkey[1]], bkey[2])
+                node = self.builder.add_node(label, span, boundary)
+                lm_tail: IdTail = (left, bkey[0], bkey[1], bkey[2], cand.raw_est)
+            else:
+                boundary = _NO_BOUNDARY
+                node = self.builder.add_node(label, span, None)
+                lm_tail = _NO_TAIL
+            item = _Item(node, cand.inside, cand.est, boundary, lm_tail)
+            items[bkey] = item
+        elif cand.inside > item.score:
+            item.score = cand.inside
+        opt = cand.opt
+        feats = opt.features
+        if self.lm is not None:
+            feats = {**feats, LANGUAGE_MODEL: cand.lm}
+            if opt.oov:
+                feats[LM_OOV] = float(opt.oov)
+        tail_nodes = tuple([t.node for t in cand.tails])
+        self.builder.add_edge_trusted(item.node, tail_nodes, opt.target, feats, span, opt.rule_id)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A scored candidate of a cube: ``idx`` its rule's and tails' ranks."""
+
+    cube: _Cube
+    idx: tuple[int, ...]
+    inside: float  # rule, tails and the LM score of the words it gives their context
+    est: float  # weighted LM estimate of the new item's left state
+    key: tuple[int, int, bool]  # its LM boundary (left id, right id, full)
+    lm: float  # the LanguageModel feature of its edge
+    opt: _Option
+    tails: list[_Item]
+    raw_est: float  # unweighted estimate (kept with the item for combine_ids)
+
+
+_NO_KEY = (0, 0, False)
 _NO_TAIL: IdTail = EMPTY_TAIL
 _NO_LM_TABLE = ContextTable(1, lambda _context, _word: 0.0)  # never scores (no LM)
 _NO_BOUNDARY = Boundary((), (), False)
