@@ -167,8 +167,7 @@ class Decoding:
         self.start = dict(start)
         self.decoder = bundle.decoder(DecoderConfig(pop_limit=pop_limit))
         self.use_lex = lex or any(is_lex_feature(n) for n in self.start)
-        grammar = bundle.grammar if self.use_lex else None
-        self.scorer = BowFdScorer(index, grammar=grammar)
+        self.scorer = BowFdScorer(index, bundle=bundle if self.use_lex else None)
         self.v = self.scorer.v_for(self.start)
 
     def decode(self, qid: str, text: str) -> DecodedQuery:

@@ -14,11 +14,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
+
+if TYPE_CHECKING:
+    from service.mt.bundle import ModelBundle
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,15 @@ class Scorer(ABC):
     name: ClassVar[str]
     ranks_documents: ClassVar[bool] = True  # False: it ranks a sentence pool (TR), not documents
 
-    def __init__(self, index: InvertedIndex, **params: Any) -> None:
+    def __init__(
+        self, index: InvertedIndex, *, bundle: ModelBundle | None = None, **params: Any
+    ) -> None:
+        """Every scorer is built this way (:func:`get_scorer`): the index, the model bundle
+        (methods take from it what they need: PSQ its grammar and lexical table, BOW-FD its
+        grammar for LEX features; DT and TR read only the query's forests) and the method's
+        parameters, which make its signature."""
         self.index = index
+        self.bundle = bundle
         self.params = dict(params)
 
     def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:

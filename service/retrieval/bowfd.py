@@ -76,7 +76,7 @@ from numpy.typing import NDArray
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
-from service.mt.grammar import Grammar
+from service.mt.bundle import ModelBundle
 from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph, HypergraphBuilder, IntArray
 from service.mt.inference import tree_from_backpointers, viterbi_scores
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
@@ -125,7 +125,7 @@ def smt_edge_weights(
         if lex is None:
             raise ConfigurationError(
                 "LEX feature weights were given but no grammar to read rule alignments from; "
-                "pass grammar=bundle.grammar to the BOW-FD scorer"
+                "build the BOW-FD scorer with the model bundle"
             )
         w = w + lex.edge_weights(hg, lex_weights)
     return np.asarray(w, dtype=np.float64)
@@ -946,10 +946,9 @@ class BowFdScorer(Scorer):
     Parameters: ``v`` the default IR weight (≥ 0 lets the search prune with bounds),
     ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of
     each sentence's list in multi-sentence queries (None: ``max(k, 1000)``), ``lex_weights``
-    weights of LEX features (merged over any in the query's weight vector; need ``grammar``),
-    ``engine`` ``"fast"`` or ``"reference"`` (same numbers). ``bundle`` (a
-    :class:`~service.mt.bundle.ModelBundle`, what every scorer of the registry accepts) supplies
-    ``grammar`` when that is not given, so a weights version with LEX weights can be scored.
+    weights of LEX features (merged over any in the query's weight vector; they need the
+    ``bundle``, whose grammar holds the rules' word alignments), ``engine`` ``"fast"`` or
+    ``"reference"`` (same numbers).
     """
 
     def __init__(
@@ -960,12 +959,9 @@ class BowFdScorer(Scorer):
         beam: int | None = None,
         per_sentence_k: int | None = None,
         lex_weights: Mapping[str, float] | None = None,
-        grammar: Grammar | None = None,
         engine: str = "fast",
-        bundle: Any = None,
+        bundle: ModelBundle | None = None,
     ) -> None:
-        if grammar is None and bundle is not None:
-            grammar = bundle.grammar
         if not math.isfinite(v):
             raise ConfigurationError(f"BOW-FD weight v must be a finite number, got {v!r}")
         if beam is not None and beam < 1:
@@ -980,12 +976,12 @@ class BowFdScorer(Scorer):
             raise ConfigurationError(
                 f"lex_weights must name LEX features (lex:/ins:/del:); got {bad[:5]}"
             )
-        super().__init__(index, v=float(v), beam=beam, per_sentence_k=per_sentence_k)
+        super().__init__(index, bundle=bundle, v=float(v), beam=beam, per_sentence_k=per_sentence_k)
         self.v = float(v)
         self.beam = beam
         self.per_sentence_k = per_sentence_k
         self.lex_weights = lex_w
-        self.lex = LexFeatures(grammar) if grammar is not None else None
+        self.lex = LexFeatures(bundle.grammar) if bundle is not None else None
         self.engine = engine
 
     def signature_parts(self) -> dict[str, Any]:

@@ -33,10 +33,6 @@ def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[st
 class DirectTranslation(Scorer):
     """BM25 with the concatenated 1-best translations of the query's sentences."""
 
-    def __init__(self, index: InvertedIndex, **params: Any) -> None:
-        params.pop("bundle", None)  # DT needs only the forests of the query
-        super().__init__(index, **params)
-
     def signature_parts(self) -> dict[str, Any]:
         return {"translation": "1best"}
 

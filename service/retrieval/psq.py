@@ -217,8 +217,8 @@ class ProbabilisticStructuredQuery(Scorer):
             )
         if nbest < 1:
             raise InvalidInputError(f"PSQ n-best size must be at least 1, got {nbest}")
-        super().__init__(index, **params)
-        self.bundle = bundle
+        super().__init__(index, bundle=bundle, **params)
+        self._model: ModelBundle = bundle  # required here
         self.lam, self.lower, self.cumulative, self.nbest = lam, lower, cumulative, nbest
         self._rules = RuleLinks(bundle.grammar)
 
@@ -246,7 +246,7 @@ class ProbabilisticStructuredQuery(Scorer):
         derivs = self.nbest_derivations(query)
         table, qtf = nbest_table(list(zip(query.sentences, derivs, strict=True)))
         return structured_query(
-            table, qtf, self.bundle.lexical, self.lam, self.lower, self.cumulative
+            table, qtf, self._model.lexical, self.lam, self.lower, self.cumulative
         )
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:

@@ -172,7 +172,6 @@ class TranslationRetrieval(Scorer):
         max_candidates: int = 1000,
         **params: Any,
     ) -> None:
-        params.pop("bundle", None)  # TR reads only the query's forests
         if nbest < 1:
             raise InvalidInputError(f"the N-best size must be at least 1, got {nbest}")
         if max_candidates < 1:

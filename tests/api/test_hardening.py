@@ -385,6 +385,9 @@ class SlowScorer:
         self._gate.enter()
         return self._scorer.rank(*args, **kwargs)
 
+    def __getattr__(self, name: str) -> Any:  # the rest of the scorer, unchanged
+        return getattr(self._scorer, name)
+
 
 TRANSLATE = {"text": "das haus", "lang": "de"}
 

@@ -442,11 +442,9 @@ def test_lex_weights_change_lexical_choice(
     fired = {f for e in q.forests[0].hypergraph.edges for f in lex.of_edge(e)}
     assert "lex:haus_house" in fired and "lex:haus_home" in fired
     d8 = toy_index.docno("d8")  # "nothing relevant here at all": no bonus anywhere
-    plain = BowFdScorer(toy_index, v=1.0, grammar=toy_bundle.grammar)
+    plain = BowFdScorer(toy_index, v=1.0, bundle=toy_bundle)
     assert plain.feature_vector(q, d8).get("lex:haus_house") == 1.0
-    pushed = BowFdScorer(
-        toy_index, v=1.0, grammar=toy_bundle.grammar, lex_weights={"lex:haus_home": 50.0}
-    )
+    pushed = BowFdScorer(toy_index, v=1.0, bundle=toy_bundle, lex_weights={"lex:haus_home": 50.0})
     phi = pushed.feature_vector(q, d8)
     assert phi.get("lex:haus_home") == 1.0
     assert "lex:haus_house" not in phi
