@@ -1,27 +1,28 @@
-"""Unique k-best extraction (Huang & Chiang 2005, Algorithm 3): array-based and time-bounded
-against the previous object-based extractor with its cap of 100·k derivations.
+"""Unique k-best extraction (Huang & Chiang 2005, Algorithm 3): the compiled kernel
+(``service/mt/kbest_kernel.py``, the default engine of ``unique_kbest``) against the Python
+reference (``engine="reference"``), alternating in one process on the same forests.
 
-On ~20 German dev queries of ``tr/de-en`` (``queries.dev.tsv``, second column, through
+On 20 German dev queries of ``tr/de-en`` (``queries.dev.tsv``, second column, through
 ``service.text.preprocess``; lines of 2–40 tokens spread over the file), decoded with the demo
-bundle ``models/demo-de-en``, per sentence and k:
+bundle ``models/demo-de-en`` (compiled decoder: array-backed forests, every measurement on a
+freshly decoded forest so that no edge object is left over from another run), per sentence and
+k = 5, 10, 100, 1000:
 
-- **old**: the previous ``unique_kbest`` (``tests/mt/test_kbest.py: old_unique_kbest``, kept
-  verbatim there), which examines at most 100·k derivations;
-- **new, same work**: ``unique_kbest(..., max_derivations=100·k)`` — the same derivations and
-  output (checked), so the time ratio is the speed of the extractor alone;
-- **new**: ``unique_kbest`` with its default time budget
-  (``UNIQUE_KBEST_TIME_BUDGET_S``) — time and the number of distinct strings delivered.
+- **same work**: ``unique_kbest(..., max_derivations=100·k)`` with each engine — identical
+  output (checked: trees, scores, strings, features), so the time ratio is the speed of the
+  search alone (set-up, Viterbi pass and building the derivation records included);
+- **budget**: ``unique_kbest`` with its default time budget (``UNIQUE_KBEST_TIME_BUDGET_S``)
+  with each engine — time, distinct strings delivered, how often fewer than k came back (and
+  whether the budget ran out or the forest had no more strings), how many derivations of the
+  goal each examined, edge objects made. The shorter list must be a prefix of the longer.
 
-Old and new alternate in one process (old first on even sentences, new first on odd), as this
-shared 2-core machine is noisy; ratios are per sentence, summarised by their median. The
-reference engine's forests have all their edge objects already; with the compiled engine (if it
-imports) every measurement gets a freshly decoded array-backed forest, whose edge objects are
-made on first access, and the number made is recorded too. For k = 5, 10, 100, 1000 it counts
-the sentences on which fewer than k strings come back (old cap vs new budget) and, for the
-new, whether the budget ran out or the forest had no more strings.
+Python first on even sentences, compiled first on odd; this shared 2-core machine is noisy,
+so ratios are per sentence, summarised by their median. The figures of the previous version
+(the object-based extractor with its cap of 100·k derivations against the array-based Python
+one) are kept in ``bench/results/kbest_before.json``.
 
 Writes ``bench/results/kbest.json``. Run: ``nice .venv/bin/python -m bench.bench_kbest``
-(about 3–5 minutes).
+(about 5 minutes).
 """
 
 from __future__ import annotations
@@ -32,22 +33,22 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench.common import DATA, RESULTS_DIR, ROOT
+from service.mt import kbest_kernel
 from service.mt.bundle import load_bundle
-from service.mt.decoder import DecoderConfig
 from service.mt.hypergraph import Derivation, Hypergraph
 from service.mt.inference import fast_viterbi, inside
-from service.mt.kbest import UNIQUE_KBEST_TIME_BUDGET_S, unique_kbest
+from service.mt.kbest import UNIQUE_KBEST_TIME_BUDGET_S, LazyKBest, unique_kbest
 from service.mt.semiring import COUNTING
 from service.text import preprocess
-from tests.mt.test_kbest import old_unique_kbest
 
 OUT = RESULTS_DIR / "kbest.json"
 SENTENCES = 20
-KS_REFERENCE = (5, 10, 100, 1000)
-KS_COMPILED = (5, 100, 1000)
+KS = (5, 10, 100, 1000)
+ENGINES = ("reference", "compiled")
 
 
 def _sentences(n: int) -> list[list[str]]:
@@ -64,120 +65,139 @@ def _made(hg: Hypergraph) -> int:
     return hg.num_edges if items is None else sum(x is not None for x in items)
 
 
+class _Examined:
+    """Derivations of the goal examined in the last run of each engine: the compiled one's read
+    from its state after each call of the kernel (one Python call per chunk), the reference's
+    from the ranks it asks :meth:`LazyKBest.entry` for (one wrapper call per derivation, ~1 %
+    of the reference's time per derivation)."""
+
+    def __init__(self) -> None:
+        self.compiled = self.reference = 0
+        step = kbest_kernel.Extraction.step
+        entry = LazyKBest.entry
+
+        def counted_step(ex: kbest_kernel.Extraction, limit: int) -> int:
+            status = step(ex, limit)
+            self.compiled = ex.examined
+            return status
+
+        def counted_entry(kb: LazyKBest, j: int, node: int | None = None) -> Any:
+            if node is None:
+                self.reference = j + 1
+            return entry(kb, j, node)
+
+        setattr(kbest_kernel.Extraction, "step", counted_step)  # noqa: B010
+        setattr(LazyKBest, "entry", counted_entry)  # noqa: B010
+
+
+def _record(ds: list[Derivation]) -> list[tuple[Any, ...]]:
+    return [(d.tree, d.score, d.tokens, d.features) for d in ds]
+
+
 def _timed(fn: Callable[[], list[Derivation]]) -> tuple[float, list[Derivation]]:
     start = time.perf_counter()
     out = fn()
     return time.perf_counter() - start, out
 
 
-def _extract(
-    name: str, hg: Hypergraph, weights: dict[str, float], k: int
-) -> Callable[[], list[Derivation]]:
-    if name == "old":
-        return lambda: old_unique_kbest(hg, weights, k)
-    if name == "same":
-        return lambda: unique_kbest(hg, weights, k, max_derivations=100 * k)
-    return lambda: unique_kbest(hg, weights, k)
-
-
-def _key(ds: list[Derivation]) -> list[tuple[tuple[str, ...], float]]:
-    return [(d.tokens, d.score) for d in ds]
-
-
-def _run(
-    engine: str, ks: tuple[int, ...], sentences: list[list[str]], bundle: Any
-) -> dict[str, Any]:
-    dec = bundle.decoder(DecoderConfig(engine=engine))  # type: ignore[arg-type]
-    weights = dec.weights
-    fresh = engine != "reference"  # array-backed: decode anew so no edge object is left over
-    first = dec.forest(sentences[0]).hypergraph
-    fast_viterbi(first, weights)  # numba kernels loaded outside the timings
-    unique_kbest(first, weights, 2)
-    rows: list[dict[str, Any]] = []
-    for i, toks in enumerate(sentences):
-        forest = dec.forest(toks).hypergraph
-        row: dict[str, Any] = {"tokens": len(toks), "nodes": forest.num_nodes}
-        row["edges"] = forest.num_edges
-        if not fresh:
-            count = inside(forest, weights, COUNTING)[forest.goal]
-            row["log10_derivations"] = round(math.log10(count), 1) if count > 0 else None
-        for k in ks:
-            runs: dict[str, tuple[float, list[Derivation], int]] = {}
-            order = ("old", "same", "new") if i % 2 == 0 else ("new", "same", "old")
-            for name in order:
-                hg = dec.forest(toks).hypergraph if fresh else forest
-                t, out = _timed(_extract(name, hg, weights, k))
-                runs[name] = (t, out, _made(hg))
-            (t_old, old, made_old), (t_same, same, made_same) = runs["old"], runs["same"]
-            t_new, new, made_new = runs["new"]
-            assert _key(old) == _key(same), (toks, k)
-            m = min(len(old), len(new))  # the shorter list is a prefix of the longer
-            assert _key(new)[:m] == _key(old)[:m], (toks, k)
-            cell: dict[str, Any] = {
-                "old_ms": round(1000 * t_old, 2),
-                "same_work_ms": round(1000 * t_same, 2),
-                "same_work_speedup": round(t_old / t_same, 2),
-                "new_ms": round(1000 * t_new, 2),
-                "old_strings": len(old),
-                "new_strings": len(new),
-                # fewer than k strings within the budget: did time run out, or the strings?
-                "new_budget_hit": len(new) < k and t_new >= UNIQUE_KBEST_TIME_BUDGET_S,
-            }
-            if fresh:
-                cell |= {"old_edge_objects": made_old, "same_work_edge_objects": made_same}
-                cell["new_edge_objects"] = made_new
-            row[f"k{k}"] = cell
-        rows.append(row)
-        print(engine, json.dumps(row), file=sys.stderr)
-    summary: dict[str, Any] = {}
-    for k in ks:
-        col = [r[f"k{k}"] for r in rows]
-        s: dict[str, Any] = {
-            "old_ms_median": round(statistics.median(c["old_ms"] for c in col), 2),
-            "same_work_ms_median": round(statistics.median(c["same_work_ms"] for c in col), 2),
-            "same_work_speedup_median": round(
-                statistics.median(c["same_work_speedup"] for c in col), 2
-            ),
-            "same_work_speedup_min": min(c["same_work_speedup"] for c in col),
-            "new_ms_median": round(statistics.median(c["new_ms"] for c in col), 2),
-            "new_ms_max": max(c["new_ms"] for c in col),
-            "old_fewer_than_k": sum(c["old_strings"] < k for c in col),
-            "new_fewer_than_k": sum(c["new_strings"] < k for c in col),
-            "new_fewer_than_k_budget_hit": sum(c["new_budget_hit"] for c in col),
-            "old_strings_total": sum(c["old_strings"] for c in col),
-            "new_strings_total": sum(c["new_strings"] for c in col),
-        }
-        if fresh:
-            for name in ("old", "same_work", "new"):
-                s[f"{name}_edge_objects_median"] = statistics.median(
-                    c[f"{name}_edge_objects"] for c in col
-                )
-            s["edges_median"] = statistics.median(r["edges"] for r in rows)
-        summary[f"k{k}"] = s
-    return {"engine": engine, "summary": summary, "sentences": rows}
+def _median(xs: list[float], digits: int = 2) -> float:
+    return round(statistics.median(xs), digits)
 
 
 def main(n: int = SENTENCES) -> None:
     bundle = load_bundle(ROOT / "models" / "demo-de-en")
+    dec = bundle.decoder()
+    weights = dec.weights
     sentences = _sentences(n)
-    results: dict[str, Any] = {
+    examined = _Examined()
+    first = dec.forest(sentences[0]).hypergraph
+    fast_viterbi(first, weights)  # numba kernels loaded outside the timings
+    for engine in ENGINES:
+        unique_kbest(first, weights, 2, engine=engine)  # type: ignore[arg-type]
+    rows: list[dict[str, Any]] = []
+    for i, toks in enumerate(sentences):
+        forest = dec.forest(toks).hypergraph
+        count = inside(forest, weights, COUNTING)[forest.goal]
+        row: dict[str, Any] = {
+            "tokens": len(toks),
+            "nodes": forest.num_nodes,
+            "edges": forest.num_edges,
+            "log10_derivations": round(math.log10(count), 1) if count > 0 else None,
+        }
+        order = ENGINES if i % 2 == 0 else ENGINES[::-1]
+        for k in KS:
+            cell: dict[str, Any] = {}
+            same: dict[str, list[Derivation]] = {}
+            budget: dict[str, list[Derivation]] = {}
+            for mode in ("same_work", "budget"):
+                for engine in order:
+                    hg = dec.forest(toks).hypergraph  # fresh: no edge object made yet
+                    limit = 100 * k if mode == "same_work" else None
+                    t, out = _timed(
+                        partial(unique_kbest, hg, weights, k, limit, engine=engine)  # type: ignore[arg-type]
+                    )
+                    name = "py" if engine == "reference" else "c"
+                    cell[f"{mode}_{name}_ms"] = round(1000 * t, 2)
+                    cell[f"{mode}_{name}_strings"] = len(out)
+                    cell[f"{mode}_{name}_edge_objects"] = _made(hg)
+                    (same if mode == "same_work" else budget)[engine] = out
+                    if mode == "budget":
+                        cell[f"budget_{name}_examined"] = getattr(examined, engine)
+                    if mode == "budget":
+                        # fewer than k strings: did time run out, or the strings?
+                        cell[f"budget_{name}_hit"] = (
+                            len(out) < k and t >= UNIQUE_KBEST_TIME_BUDGET_S
+                        )
+            assert _record(same["reference"]) == _record(same["compiled"]), (toks, k)
+            py, c = budget["reference"], budget["compiled"]
+            m = min(len(py), len(c))  # the shorter list is a prefix of the longer
+            assert _record(py)[:m] == _record(c)[:m], (toks, k)
+            cell["same_work_speedup"] = round(cell["same_work_py_ms"] / cell["same_work_c_ms"], 2)
+            row[f"k{k}"] = cell
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+
+    summary: dict[str, Any] = {}
+    for k in KS:
+        col = [r[f"k{k}"] for r in rows]
+        s: dict[str, Any] = {
+            "same_work_py_ms_median": _median([c["same_work_py_ms"] for c in col]),
+            "same_work_c_ms_median": _median([c["same_work_c_ms"] for c in col]),
+            "same_work_speedup_median": _median([c["same_work_speedup"] for c in col]),
+            "same_work_speedup_min": min(c["same_work_speedup"] for c in col),
+            "same_work_speedup_max": max(c["same_work_speedup"] for c in col),
+            "same_work_fewer_than_k": sum(c["same_work_py_strings"] < k for c in col),
+            "same_work_strings_total": sum(c["same_work_py_strings"] for c in col),
+        }
+        for name in ("py", "c"):
+            s[f"budget_{name}_ms_median"] = _median([c[f"budget_{name}_ms"] for c in col])
+            s[f"budget_{name}_ms_max"] = max(c[f"budget_{name}_ms"] for c in col)
+            s[f"budget_{name}_fewer_than_k"] = sum(c[f"budget_{name}_strings"] < k for c in col)
+            s[f"budget_{name}_fewer_than_k_budget_hit"] = sum(c[f"budget_{name}_hit"] for c in col)
+            s[f"budget_{name}_strings_total"] = sum(c[f"budget_{name}_strings"] for c in col)
+            s[f"budget_{name}_edge_objects_median"] = statistics.median(
+                c[f"budget_{name}_edge_objects"] for c in col
+            )
+        for name in ("py", "c"):
+            s[f"budget_{name}_examined_median"] = statistics.median(
+                c[f"budget_{name}_examined"] for c in col
+            )
+            s[f"budget_{name}_examined_max"] = max(c[f"budget_{name}_examined"] for c in col)
+        summary[f"k{k}"] = s
+    results = {
         "model": "demo-de-en",
+        "decoder": "compiled (array-backed forests)",
         "sentences": len(sentences),
         "time_budget_s": UNIQUE_KBEST_TIME_BUDGET_S,
-        "runs": [_run("reference", KS_REFERENCE, sentences, bundle)],
+        "edges_median": statistics.median(r["edges"] for r in rows),
+        "summary": summary,
+        "sentences_detail": rows,
     }
-    try:
-        import service.mt.compiled_decoder  # noqa: F401
-    except ImportError as exc:  # the compiled engine is optional here
-        results["compiled_skipped"] = str(exc)
-    else:
-        results["runs"].append(_run("compiled", KS_COMPILED, sentences, bundle))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    for run in results["runs"]:
-        for k, s in run["summary"].items():
-            print(run["engine"], k, json.dumps(s))
+    for key, s in summary.items():
+        print(key, json.dumps(s))
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else SENTENCES)

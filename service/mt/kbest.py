@@ -27,19 +27,37 @@ The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (Hieber & Riezler 2015, §
 keeps the first (best) derivation of each distinct target string, as n-best lists for tuning, PSQ
 and translation retrieval need; since spurious ambiguity can put thousands of derivations of one
 string ahead of the next string, it is bounded by time (:data:`UNIQUE_KBEST_TIME_BUDGET_S`)
-rather than by a number of derivations.
+rather than by a number of derivations. It runs the same search compiled
+(:mod:`service.mt.kbest_kernel`, the default, several times faster, so the budget examines
+that many more derivations) or in Python over :class:`LazyKBest`
+(:func:`unique_kbest_reference`, the tested reference); with ``max_derivations`` the two return
+identical lists (tests/mt/test_kbest_kernel.py).
 """
 
 from __future__ import annotations
 
 import heapq
+import sys
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from service.mt.hypergraph import Derivation, DerivationNode, Hypergraph
+from service.errors import ConfigurationError
+from service.mt.hypergraph import (
+    Derivation,
+    DerivationNode,
+    FloatArray,
+    Hypergraph,
+    HypergraphArrays,
+    IntArray,
+    Yield,
+)
 from service.mt.inference import Weights, resolve_edge_weights, viterbi_scores
+
+if TYPE_CHECKING:  # the kernel's module imports numba: imported where it is used
+    from service.mt import kbest_kernel
 
 # A derivation of a node: (score, edge, ranks of the tails' derivations).
 _Entry = tuple[float, int, tuple[int, ...]]
@@ -66,6 +84,51 @@ def _fill(pattern: tuple[int, ...], subs: Sequence[tuple[int, ...]]) -> tuple[in
     return tuple(out)
 
 
+def initial_candidates(
+    a: HypergraphArrays, w: FloatArray, best: FloatArray, back: IntArray
+) -> tuple[IntArray, FloatArray, IntArray]:
+    """The initial candidates ``⟨e, 0⟩`` of every node (GetCandidates), sorted per node.
+
+    The incoming edges other than the 1-best whose tails all have a derivation, scored
+    ``W(e) + Σ_i viterbi(T_i(e))`` (summed in tail order, as a derivation's score is) and sorted
+    per node by ``(−score, edge id)``: the order in which a heap of ``(−score, e, 0)`` pops them.
+    Returns the edges, their scores and, per node ``v``, the run ``ptr[v] : ptr[v + 1]``.
+    """
+    arity = np.diff(a.tail_ptr)
+    max_arity = int(arity.max()) if a.num_edges else 0
+    score = np.array(w, dtype=np.float64)
+    usable = np.ones(a.num_edges, dtype=bool)
+    first = a.tail_ptr[:-1]
+    for i in range(max_arity):
+        has = arity > i
+        tail = a.tail_nodes[first[has] + i]
+        score[has] += best[tail]
+        usable[has] &= back[tail] >= 0
+    usable &= back[a.edge_head] != np.arange(a.num_edges)
+    ids = np.flatnonzero(usable)
+    heads = a.edge_head[ids]
+    order = np.lexsort((ids, -score[ids], heads))
+    run = ids[order]
+    ptr = np.zeros(a.num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(heads, minlength=a.num_nodes), out=ptr[1:])
+    return run, score[run], ptr
+
+
+def canonical_term_ids(a: HypergraphArrays) -> IntArray:
+    """The edges' target words as ids; equal strings get equal ids (the first id of the string)."""
+    first_id: dict[str, int] = {}
+    canon = np.array(
+        [first_id.setdefault(s, i) for i, s in enumerate(a.vocabulary)], dtype=np.int64
+    )
+    return canon[a.term_ids] if len(a.term_ids) else np.zeros(0, dtype=np.int64)
+
+
+def target_pattern(target: Yield, words: Sequence[int]) -> tuple[int, ...]:
+    """An edge's target as word ids (``words``, in order) and gaps ``~i`` (tail ``i``'s yield)."""
+    it = iter(words)
+    return tuple(next(it) if isinstance(s, str) else ~s for s in target)
+
+
 class LazyKBest:
     """Lazily enumerates the derivations of every node in order of decreasing score.
 
@@ -90,36 +153,15 @@ class LazyKBest:
         max_arity = int(arity.max()) if a.num_edges else 0
         self._zeros = [(0,) * n for n in range(max_arity + 1)]
 
-        # The initial candidates ⟨e, 0⟩ of every node (GetCandidates): the incoming edges other
-        # than the 1-best whose tails all have a derivation, scored W(e) + Σ_i viterbi(T_i(e))
-        # (summed in tail order, as a derivation's score is) and sorted per node by
-        # (-score, edge id): the order in which a heap of (-score, e, 0) pops them.
-        score = np.array(w, dtype=np.float64)
-        usable = np.ones(a.num_edges, dtype=bool)
-        first = a.tail_ptr[:-1]
-        for i in range(max_arity):
-            has = arity > i
-            tail = a.tail_nodes[first[has] + i]
-            score[has] += best[tail]
-            usable[has] &= back[tail] >= 0
-        usable &= back[a.edge_head] != np.arange(a.num_edges)
-        ids = np.flatnonzero(usable)
-        heads = a.edge_head[ids]
-        order = np.lexsort((ids, -score[ids], heads))
-        run = ids[order]
-        ptr = np.zeros(a.num_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(heads, minlength=a.num_nodes), out=ptr[1:])
+        run, run_score, ptr = initial_candidates(a, w, best, back)
         self._run_edges: list[int] = run.tolist()
-        self._run_neg: list[float] = (-score[run]).tolist()
+        self._run_neg: list[float] = (-run_score).tolist()
         self._run_next: list[int] = ptr[:-1].tolist()  # cursor into the run of each node
         self._run_end: list[int] = ptr[1:].tolist()
 
-        # Target words as ids; equal strings get equal ids (the first id of the string).
-        first_id: dict[str, int] = {}
-        canon = [first_id.setdefault(s, i) for i, s in enumerate(a.vocabulary)]
         self._vocabulary = a.vocabulary
         self._term_ptr: list[int] = a.term_ptr.tolist()
-        self._term_ids: list[int] = [canon[i] for i in a.term_ids.tolist()]
+        self._term_ids: list[int] = canonical_term_ids(a).tolist()
 
         self._found: dict[int, list[_Entry]] = {}  # D̂(v), in score order
         self._cand: dict[int, list[_Entry]] = {}  # heaps of pushed successors (-score, e, j)
@@ -255,9 +297,7 @@ class LazyKBest:
             elif arity == 1 and not words:
                 out = _GAP
             else:
-                it = iter(words)
-                target = self.hg.edges[e].target
-                out = tuple(next(it) if isinstance(s, str) else ~s for s in target)
+                out = target_pattern(self.hg.edges[e].target, words)
             self._patterns[e] = out
         return out
 
@@ -361,6 +401,8 @@ def unique_kbest(
     k: int,
     max_derivations: int | None = None,
     time_budget: float | None = None,
+    *,
+    engine: Literal["compiled", "reference"] = "compiled",
 ) -> list[Derivation]:
     """The best derivation of each of the ``k`` best distinct target strings, in score order.
 
@@ -374,11 +416,35 @@ def unique_kbest(
       extractor is set up (the Viterbi pass, whose first call in a process loads the compiled
       kernel, and the sorting of the candidates come before).
 
-    The clock is read every few hundred derivations, so the first of them are always examined
-    and the list is never empty when the goal has a derivation. When the budget runs out the
-    list holds the strings found so far: always a prefix of the unbounded list, but how long a
-    prefix depends on the machine's speed, so pass ``max_derivations`` where results must be
-    reproducible (tests, tuning comparisons).
+    The clock is read every few hundred derivations or more (never before the first
+    :data:`_CLOCK_EVERY`), so the first of them are always examined and the list is never empty
+    when the goal has a derivation. When the budget runs out the list holds the strings found
+    so far: always a prefix of the unbounded list, but how long a prefix depends on the
+    machine's speed, so pass ``max_derivations`` where results must be reproducible (tests,
+    tuning comparisons).
+
+    ``engine="compiled"`` (the default) runs the search in the compiled kernel of
+    :mod:`service.mt.kbest_kernel`; ``"reference"`` in Python (:func:`unique_kbest_reference`).
+    With ``max_derivations`` both return identical lists; under a time budget the compiled one
+    examines many more derivations.
+    """
+    if engine == "reference":
+        return unique_kbest_reference(hg, weights, k, max_derivations, time_budget)
+    if engine != "compiled":
+        raise ConfigurationError(f"unknown k-best engine {engine!r}: 'compiled' or 'reference'")
+    return _unique_kbest_compiled(hg, weights, k, max_derivations, time_budget)
+
+
+def unique_kbest_reference(
+    hg: Hypergraph,
+    weights: Weights,
+    k: int,
+    max_derivations: int | None = None,
+    time_budget: float | None = None,
+) -> list[Derivation]:
+    """:func:`unique_kbest` in Python over :class:`LazyKBest`: the tested reference.
+
+    The clock is read once every :data:`_CLOCK_EVERY` derivations.
     """
     extractor = LazyKBest(hg, weights)
     if max_derivations is None and time_budget is None:
@@ -400,3 +466,79 @@ def unique_kbest(
             picked.append((j, entry[0]))
         j += 1
     return [hg.derivation(extractor.tree(goal, r), score) for r, score in picked]
+
+
+# The compiled search reads the clock between calls of its kernel: after _CLOCK_EVERY
+# derivations, then after twice as many each time, up to this many per call.
+_MAX_CHUNK = 1 << 13
+
+
+def _extraction(
+    hg: Hypergraph, weights: Weights, k: int, hash_bits: int | None = None
+) -> kbest_kernel.Extraction:
+    """The state of a compiled unique k-best search of ``hg`` (set up, nothing examined yet).
+
+    Edge scores, the Viterbi pass and the sorted initial candidates come from the reference's
+    own code, so the kernel adds the same floats. ``hash_bits`` narrows the hash of target
+    strings (tests: collisions must not merge strings).
+    """
+    from service.mt import kbest_kernel as kk
+
+    a = hg.arrays()
+    w = resolve_edge_weights(hg, weights)
+    best, back = viterbi_scores(hg, w)
+    run, run_score, ptr = initial_candidates(a, w, best, back)
+    term_ptr, term_ids = a.term_ptr, canonical_term_ids(a)
+    words: list[int] | None = None
+
+    def pattern(e: int) -> tuple[int, ...]:
+        nonlocal words
+        if words is None:
+            words = term_ids.tolist()
+        return target_pattern(hg.edges[e].target, words[term_ptr[e] : term_ptr[e + 1]])
+
+    return kk.Extraction(
+        a.tail_ptr, a.tail_nodes, w, best, back, run, run_score, ptr, term_ptr, term_ids,
+        hg.goal, k, pattern, hash_bits,
+    )  # fmt: skip
+
+
+def _unique_kbest_compiled(
+    hg: Hypergraph,
+    weights: Weights,
+    k: int,
+    max_derivations: int | None,
+    time_budget: float | None,
+    hash_bits: int | None = None,
+) -> list[Derivation]:
+    """:func:`unique_kbest` through :func:`service.mt.kbest_kernel.extract` (the same search).
+
+    The kernel runs in calls of at most ``limit`` derivations of the goal in all: the first
+    ends after :data:`_CLOCK_EVERY`, each next one examines twice as many (at most
+    :data:`_MAX_CHUNK`), and the clock is read between calls.
+    """
+    from service.mt import kbest_kernel as kk
+
+    ex = _extraction(hg, weights, k, hash_bits)
+    kk.load()  # the kernel is loaded (the first time in a process) before the clock starts
+    if max_derivations is None and time_budget is None:
+        time_budget = default_time_budget()
+    deadline = None if time_budget is None else time.perf_counter() + time_budget
+    limit = sys.maxsize if max_derivations is None else max(0, max_derivations)
+    chunk = _CLOCK_EVERY
+    end = limit if deadline is None else min(limit, chunk)
+    while True:
+        status = ex.step(end)
+        if status in (kk.DONE, kk.EXHAUSTED):
+            break
+        if status == kk.LIMIT:
+            if ex.examined >= limit:
+                break
+            chunk = min(2 * chunk, _MAX_CHUNK)
+            end = min(limit, ex.examined + chunk)
+        # after LIMIT, or after patterns were filled in (NEED)
+        if deadline is not None and ex.examined >= _CLOCK_EVERY and time.perf_counter() >= deadline:
+            break
+
+    scores = [score for _, _, score in ex.picked_entries()]
+    return [hg.derivation(t, s) for t, s in zip(ex.trees(), scores, strict=True)]

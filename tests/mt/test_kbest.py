@@ -12,6 +12,7 @@ import heapq
 import random
 import time
 from itertools import groupby
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -42,6 +43,9 @@ from tests.mt.forests import (
 )
 
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
+# unique_kbest: the compiled search (the default) and the Python reference
+ENGINES = pytest.mark.parametrize("engine", ["compiled", "reference"])
+Engine = Literal["compiled", "reference"]
 
 # All 18 derivations of the toy forest, worked out by hand (see tests/mt/forests.py),
 # grouped by score; "(phrase)" marks the derivation through the phrase rule "the house".
@@ -79,8 +83,9 @@ def test_ties_are_broken_by_edge_id() -> None:
     assert [d.edges[0] for d in got] == [11, 11, 12]
 
 
-def test_unique_kbest_of_the_toy_forest() -> None:
-    got = unique_kbest(toy_forest(), TOY_WEIGHTS, 100)
+@ENGINES
+def test_unique_kbest_of_the_toy_forest(engine: Engine) -> None:
+    got = unique_kbest(toy_forest(), TOY_WEIGHTS, 100, engine=engine)
     # 18 derivations, 16 strings: the phrase-rule derivations repeat two strings.
     assert len(got) == 16
     firsts: dict[str, float] = {}
@@ -92,17 +97,22 @@ def test_unique_kbest_of_the_toy_forest() -> None:
     assert got[0].text == "the house burns" and got[0].rule_ids[-3:] == (0, 2, 4)
 
 
-def test_unique_kbest_examines_at_most_max_derivations() -> None:
+@ENGINES
+def test_unique_kbest_examines_at_most_max_derivations(engine: Engine) -> None:
     # The 2nd and 3rd derivations have new strings, the 5th repeats "the house burns" ...
-    assert [d.text for d in unique_kbest(toy_forest(), TOY_WEIGHTS, 10, max_derivations=3)] == [
+    assert [
+        d.text
+        for d in unique_kbest(toy_forest(), TOY_WEIGHTS, 10, max_derivations=3, engine=engine)
+    ] == [
         "the house burns",
         "the house is burning",
         "the burns house",
     ]
-    assert len(unique_kbest(toy_forest(), TOY_WEIGHTS, 2)) == 2
+    assert len(unique_kbest(toy_forest(), TOY_WEIGHTS, 2, engine=engine)) == 2
 
 
-def test_many_derivations_with_one_string() -> None:
+@ENGINES
+def test_many_derivations_with_one_string(engine: Engine) -> None:
     # Two words, each with 3 translations that all print "x": 9 derivations, 1 string.
     b = HypergraphBuilder()
     a, c = b.add_node("X", (0, 1)), b.add_node("X", (1, 2))
@@ -113,19 +123,20 @@ def test_many_derivations_with_one_string() -> None:
     b.add_edge(goal, [a, c], [0, 1], {GLUE: 1})
     hg = b.build(goal)
     assert [d.score for d in kbest(hg, {P: 1.0}, 20)] == [0, -1, -1, -2, -2, -2, -3, -3, -4]
-    only = unique_kbest(hg, {P: 1.0}, 5)
+    only = unique_kbest(hg, {P: 1.0}, 5, engine=engine)
     assert [(d.text, d.score) for d in only] == [("x x", 0.0)]
-    assert unique_kbest(hg, {P: 1.0}, 5, max_derivations=0) == []
+    assert unique_kbest(hg, {P: 1.0}, 5, max_derivations=0, engine=engine) == []
 
 
-def test_goal_without_derivations_has_an_empty_kbest_list() -> None:
+@ENGINES
+def test_goal_without_derivations_has_an_empty_kbest_list(engine: Engine) -> None:
     b = HypergraphBuilder()
     x = b.add_node("X", (0, 1))
     goal = b.add_node("S", (0, 1))
     b.add_edge(goal, [x], [0], {WP: 1})
     hg = b.build(goal)
     assert kbest(hg, {}, 5) == []
-    assert unique_kbest(hg, {}, 5) == []
+    assert unique_kbest(hg, {}, 5, engine=engine) == []
 
 
 def test_extractor_is_lazy_and_resumable() -> None:
@@ -160,9 +171,10 @@ def test_kbest_equals_sorted_brute_force_for_every_k(seed: int) -> None:
         assert got == everything[:k]  # a fresh extractor gives the same prefix
 
 
+@ENGINES
 @PROPERTY
 @given(seed=SEEDS)
-def test_unique_kbest_equals_brute_force_distinct_strings(seed: int) -> None:
+def test_unique_kbest_equals_brute_force_distinct_strings(seed: int, engine: Engine) -> None:
     rng = random.Random(seed)
     hg = random_forest(rng)
     weights = random_weights(rng)
@@ -171,7 +183,7 @@ def test_unique_kbest_equals_brute_force_distinct_strings(seed: int) -> None:
         best_of[tokens] = max(s, best_of.get(tokens, s))
     expected = sorted(best_of.values(), reverse=True)
     for k in (1, 2, 5, len(best_of) + 1):
-        got = unique_kbest(hg, weights, k, max_derivations=10**6)
+        got = unique_kbest(hg, weights, k, max_derivations=10**6, engine=engine)
         assert [d.score for d in got] == expected[:k]
         assert len({d.tokens for d in got}) == len(got)
         assert all(best_of[d.tokens] == d.score for d in got)
@@ -397,7 +409,8 @@ def test_edges_of_arity_three_equal_the_reference(seed: int) -> None:
     assert len(new._found[goal]) == len(brute_force(hg, weights))
 
 
-def test_edge_objects_are_made_only_for_derivations_used() -> None:
+@ENGINES
+def test_edge_objects_are_made_only_for_derivations_used(engine: Engine) -> None:
     # A forest with many edges, of which few lie on the 3 best strings.
     b = HypergraphBuilder()
     words = [b.add_node("X", (i, i + 1)) for i in range(4)]
@@ -413,13 +426,14 @@ def test_edge_objects_are_made_only_for_derivations_used() -> None:
         prev = s
     hg = b.build(prev)
     lazy, made = array_backed(hg)
-    got = unique_kbest(lazy, {P: 1.0, GLUE: -0.1}, 3)
+    got = unique_kbest(lazy, {P: 1.0, GLUE: -0.1}, 3, engine=engine)
     assert [d.tokens for d in got] == _old_unique_strings(hg, {P: 1.0, GLUE: -0.1}, 3)
     assert set(made) <= trees_edges([d.tree for d in got]) | set(range(800, hg.num_edges))
     assert len(set(made)) < 30 < hg.num_edges
 
 
-def test_equal_strings_under_different_word_ids_are_one_string() -> None:
+@ENGINES
+def test_equal_strings_under_different_word_ids_are_one_string(engine: Engine) -> None:
     # An array-backed forest may give one string two word ids: it is still one string.
     b = HypergraphBuilder()
     x = b.add_node("X", (0, 1))
@@ -435,7 +449,7 @@ def test_equal_strings_under_different_word_ids_are_one_string() -> None:
     ex = LazyKBest(forest, {P: 1.0})
     assert ex.entry(2) is not None and ex.entry(3) is None
     assert [ex.tokens(x, j) for j in range(3)] == [("a",), ("a",), ("c",)]
-    assert [d.score for d in unique_kbest(forest, {P: 1.0}, 3)] == [0.0, -2.0]
+    assert [d.score for d in unique_kbest(forest, {P: 1.0}, 3, engine=engine)] == [0.0, -2.0]
 
 
 # --- spurious ambiguity and the time budget -----------------------------------------------------
@@ -460,40 +474,45 @@ def ambiguous_forest(positions: int, synonyms: int) -> Hypergraph:
     return b.build(prev)
 
 
-def test_unique_kbest_sees_past_spurious_ambiguity() -> None:
+@ENGINES
+def test_unique_kbest_sees_past_spurious_ambiguity(engine: Engine) -> None:
     hg = ambiguous_forest(3, 10)  # 1,000 derivations of "x x x" before any other string
     best_of: dict[tuple[str, ...], float] = {}
     for s, tokens, _ in brute_force(hg, {P: 1.0}):
         best_of[tokens] = max(s, best_of.get(tokens, s))
     expected = sorted(best_of.items(), key=lambda ts: -ts[1])
-    got = unique_kbest(hg, {P: 1.0}, 5)
+    got = unique_kbest(hg, {P: 1.0}, 5, engine=engine)
     assert [(d.tokens, d.score) for d in got] == expected[:5]
     # the previous bound of 100·k derivations stopped at the first string
     assert _old_unique_strings(hg, {P: 1.0}, 5) == [("x", "x", "x")]
-    assert len(unique_kbest(hg, {P: 1.0}, 5, max_derivations=500)) == 1
+    assert len(unique_kbest(hg, {P: 1.0}, 5, max_derivations=500, engine=engine)) == 1
     # and every string when asked for more than there are (the derivations run out)
-    assert len(unique_kbest(hg, {P: 1.0}, 100)) == 8
+    assert len(unique_kbest(hg, {P: 1.0}, 100, engine=engine)) == 8
 
 
-def test_unique_kbest_stops_at_the_time_budget() -> None:
+@ENGINES
+def test_unique_kbest_stops_at_the_time_budget(engine: Engine) -> None:
     hg = ambiguous_forest(5, 10)  # 100,000 derivations of one string before the second
     start = time.perf_counter()
-    got = unique_kbest(hg, {P: 1.0}, 2, time_budget=0.01)
+    got = unique_kbest(hg, {P: 1.0}, 2, time_budget=0.01, engine=engine)
     assert time.perf_counter() - start < 5.0
     assert [d.text for d in got] == ["x x x x x"]  # 10^5 derivations do not fit in 0.01 s
 
 
-def test_the_default_time_budget_is_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+@ENGINES
+def test_the_default_time_budget_is_the_setting(
+    monkeypatch: pytest.MonkeyPatch, engine: Engine
+) -> None:
     hg = ambiguous_forest(3, 10)
-    assert len(unique_kbest(hg, {P: 1.0}, 2)) == 2
+    assert len(unique_kbest(hg, {P: 1.0}, 2, engine=engine)) == 2
     assert kbest_module.default_time_budget() == kbest_module.UNIQUE_KBEST_TIME_BUDGET_S
     monkeypatch.setenv("CLIR_KBEST_TIME_BUDGET_S", "1e-9")
     get_settings.cache_clear()
     # the clock is read after the first few hundred derivations: one string, never none
-    assert [d.text for d in unique_kbest(hg, {P: 1.0}, 2)] == ["x x x"]
-    assert len(unique_kbest(hg, {P: 1.0}, 2, time_budget=60.0)) == 2
+    assert [d.text for d in unique_kbest(hg, {P: 1.0}, 2, engine=engine)] == ["x x x"]
+    assert len(unique_kbest(hg, {P: 1.0}, 2, time_budget=60.0, engine=engine)) == 2
     # a count bound alone is not timed
-    assert len(unique_kbest(hg, {P: 1.0}, 2, max_derivations=2000)) == 2
+    assert len(unique_kbest(hg, {P: 1.0}, 2, max_derivations=2000, engine=engine)) == 2
     # a forest with fewer derivations than one clock interval is searched to the end
-    full = unique_kbest(toy_forest(), TOY_WEIGHTS, 100, max_derivations=10**6)
-    assert unique_kbest(toy_forest(), TOY_WEIGHTS, 100, time_budget=0.0) == full
+    full = unique_kbest(toy_forest(), TOY_WEIGHTS, 100, max_derivations=10**6, engine=engine)
+    assert unique_kbest(toy_forest(), TOY_WEIGHTS, 100, time_budget=0.0, engine=engine) == full
