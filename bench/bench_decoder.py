@@ -401,6 +401,9 @@ def bench_identity(
                     "differences": diffs,
                 }
             )
+            # each run on its own line too: a run cut short (the reference is slow at pop
+            # 1000) keeps what it measured in the log
+            log(f"identity run {json.dumps(runs[-1])}")
     return {
         "sentences": len(sents),
         "lengths": [len(s) for s in sents],
