@@ -125,3 +125,25 @@ def brute_force(
         (float(sum(float(w[e]) for e in t.preorder())), hg.yield_of(t), t)
         for t in all_trees(hg, hg.goal)
     ]
+
+
+def arity_three_forest(rng: random.Random) -> Hypergraph:
+    """A random forest with edges of three tails (the decoder's rules have at most two gaps;
+    the generic successor rule of k-best is checked on these): leaves with one-word edges, a
+    node over them with three-tail edges whose gaps are shuffled among a word, and a goal with
+    a three-tail glue edge and a unary one."""
+    b = HypergraphBuilder()
+    leaves = [b.add_node("X", (i, i + 1)) for i in range(3)]
+    for v in leaves:
+        for _ in range(rng.randint(1, 3)):
+            b.add_edge(v, [], [rng.choice("abc")], {P: float(rng.randint(-2, 0))})
+    mid = b.add_node("X", (0, 3))
+    for _ in range(rng.randint(1, 3)):
+        tails = [rng.choice(leaves) for _ in range(3)]
+        target: list[str | int] = [0, 1, 2, "d"]
+        rng.shuffle(target)
+        b.add_edge(mid, tails, target, {P: float(rng.randint(-1, 0))})
+    goal = b.add_node("S", (0, 3))
+    b.add_edge(goal, [mid, leaves[0], mid], [2, 0, 1], {GLUE: 1.0})
+    b.add_edge(goal, [mid], [0], {GLUE: 2.0})
+    return b.build(goal)

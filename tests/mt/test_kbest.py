@@ -36,6 +36,7 @@ from tests.mt.forests import (
     TOY_WEIGHTS,
     WP,
     P,
+    arity_three_forest,
     brute_force,
     random_forest,
     random_weights,
@@ -383,30 +384,16 @@ def test_array_extractor_equals_the_object_based_reference(seed: int) -> None:
 def test_edges_of_arity_three_equal_the_reference(seed: int) -> None:
     # The decoder's rules have at most two gaps; the generic successor rule is checked here.
     rng = random.Random(seed)
-    b = HypergraphBuilder()
-    leaves = [b.add_node("X", (i, i + 1)) for i in range(3)]
-    for v in leaves:
-        for _ in range(rng.randint(1, 3)):
-            b.add_edge(v, [], [rng.choice("abc")], {P: float(rng.randint(-2, 0))})
-    mid = b.add_node("X", (0, 3))
-    for _ in range(rng.randint(1, 3)):
-        tails = [rng.choice(leaves) for _ in range(3)]
-        target: list[str | int] = [0, 1, 2, "d"]
-        rng.shuffle(target)
-        b.add_edge(mid, tails, target, {P: float(rng.randint(-1, 0))})
-    goal = b.add_node("S", (0, 3))
-    b.add_edge(goal, [mid, leaves[0], mid], [2, 0, 1], {GLUE: 1.0})
-    b.add_edge(goal, [mid], [0], {GLUE: 2.0})
-    hg = b.build(goal)
+    hg = arity_three_forest(rng)
     weights = {P: 1.0, GLUE: -0.5}
     new, old = LazyKBest(hg, weights), ObjectLazyKBest(hg, weights)
-    for v in (goal, *range(hg.num_nodes)):
+    for v in (hg.goal, *range(hg.num_nodes)):
         j = 0
         while (got := new.entry(j, v)) == old.entry(j, v) and got is not None:
             assert new.tokens(v, j) == old.tokens(v, j)
             j += 1
         assert got is None and old.entry(j, v) is None, (v, j)
-    assert len(new._found[goal]) == len(brute_force(hg, weights))
+    assert len(new._found[hg.goal]) == len(brute_force(hg, weights))
 
 
 @ENGINES

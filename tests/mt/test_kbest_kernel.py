@@ -21,7 +21,7 @@ from service.errors import ConfigurationError
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder
-from service.mt.hypergraph import Derivation, Hypergraph, HypergraphBuilder
+from service.mt.hypergraph import Derivation, Hypergraph
 from service.mt.inference import Weights
 from service.mt.kbest import _extraction, _unique_kbest_compiled, kbest, unique_kbest
 from service.mt.rules import GLUE
@@ -29,6 +29,7 @@ from tests.mt.forests import (
     SEEDS,
     TOY_WEIGHTS,
     P,
+    arity_three_forest,
     brute_force,
     random_forest,
     random_weights,
@@ -110,21 +111,7 @@ def test_arrays_grow_mid_search(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("seed", range(30))
 def test_edges_of_arity_three_equal_the_reference(seed: int) -> None:
     rng = random.Random(seed)
-    b = HypergraphBuilder()
-    leaves = [b.add_node("X", (i, i + 1)) for i in range(3)]
-    for v in leaves:
-        for _ in range(rng.randint(1, 3)):
-            b.add_edge(v, [], [rng.choice("abc")], {P: float(rng.randint(-2, 0))})
-    mid = b.add_node("X", (0, 3))
-    for _ in range(rng.randint(1, 3)):
-        tails = [rng.choice(leaves) for _ in range(3)]
-        target: list[str | int] = [0, 1, 2, "d"]
-        rng.shuffle(target)
-        b.add_edge(mid, tails, target, {P: float(rng.randint(-1, 0))})
-    goal = b.add_node("S", (0, 3))
-    b.add_edge(goal, [mid, leaves[0], mid], [2, 0, 1], {GLUE: 1.0})
-    b.add_edge(goal, [mid], [0], {GLUE: 2.0})
-    hg = b.build(goal)
+    hg = arity_three_forest(rng)
     for k in (1, 4, 1000):
         assert_same(hg, {P: 1.0, GLUE: -0.5}, k, 10**6)
 
