@@ -70,7 +70,7 @@ def run_search(
         ranking = scorer.rank(decoded.query, depth, explain=req.explain)
         translation = one_best(decoded.query)
         total, relation = scorer.retrieved(ranking, depth, decoded.query)
-        default_terms = weighted_terms(index, scorer.query_terms(decoded.query))
+        default_terms = weighted_terms(index, scorer.query_terms(decoded.query, ranking))
     results: list[SearchHit] = []
     for hit in ranking.hits[req.offset : depth]:
         doc = index.doc(hit.docno)

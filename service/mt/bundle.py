@@ -151,7 +151,8 @@ class ModelBundle:
 
             table = self.lm_table if config.use_lm else None
             return CompiledDecoder(self.grammar, self.lm, weights, config, table)
-        return Decoder(self.grammar, self.lm, weights, config)
+        table = self.lm_table if config.use_lm and config.minimise_lm_states else None
+        return Decoder(self.grammar, self.lm, weights, config, structure=table)
 
     def decoder(
         self, config: DecoderConfig | None = None, weights: WeightsVersion | None = None

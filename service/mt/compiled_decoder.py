@@ -85,7 +85,8 @@ class CompiledDecoder(Decoder):
         config: DecoderConfig | None = None,
         lm_table: LmTable | None = None,
     ) -> None:
-        super().__init__(grammar, lm, weights, config)
+        # the table answers the structure queries too: no second load through lm.structure()
+        super().__init__(grammar, lm, weights, config, structure=lm_table)
         self._use_lm = self.lm is not None
         if self._use_lm:
             if lm_table is None:
@@ -119,28 +120,12 @@ class CompiledDecoder(Decoder):
         self._toff = np.asarray(grammar.target_offsets)
         self._rtarget = np.asarray(grammar.rule_target)
         self._features = np.asarray(grammar.features)
-        self._lm_arrays = (
-            lm_table.arrays()
-            if lm_table is not None and self._use_lm
-            else (
-                np.zeros(1, np.uint64),
-                np.zeros(1, np.float32),
-                np.zeros(1, np.float32),
-                np.zeros(1, np.float32),
-                np.zeros(1, np.float32),
-            )
-        )
-        self._st_arrays = (
-            lm_table.structure_arrays()
-            if lm_table is not None and self._use_lm
-            else (
-                np.zeros(1, np.uint64),
-                np.zeros(1, np.float32),
-                np.zeros(1, np.float32),
-                np.zeros(1, np.bool_),
-                np.zeros(1, np.bool_),
-            )
-        )
+        if lm_table is not None and self._use_lm:
+            self._lm_arrays, self._st_arrays = lm_table.arrays(), lm_table.structure_arrays()
+        else:  # the kernel never reads them without an LM; same dtypes, one specialisation
+            keys, vals, flags = np.zeros(1, np.uint64), np.zeros(1, np.float32), np.zeros(1, bool)
+            self._lm_arrays = (keys, vals, vals, vals, vals)
+            self._st_arrays = (keys, vals, vals, flags, flags)
         clash = set(grammar.feature_names) & set(_EXTRA)
         if clash:
             raise ConfigurationError(f"grammar features clash with decoder features: {clash}")

@@ -224,7 +224,10 @@ class Decoder:
         lm: LanguageModel | None,
         weights: Mapping[str, float],
         config: DecoderConfig | None = None,
+        structure: NgramStructure | None = None,
     ) -> None:
+        """``structure``: the LM's n-gram structure for state minimisation when the caller
+        has it at hand (a bundle's LM table); otherwise ``lm.structure()`` is asked."""
         self.grammar = grammar
         self.config = config or DecoderConfig()
         self.lm = lm if (lm is not None and self.config.use_lm) else None
@@ -238,7 +241,7 @@ class Decoder:
         self._w_lm = w.get(LANGUAGE_MODEL, 0.0)
         self._w_oov = w.get(LM_OOV, 0.0)
         self._order = self.lm.order if self.lm is not None else 1
-        self._structure = _structure(self.lm, self.config)
+        self._structure = _structure(self.lm, self.config, structure)
         self._nterm = _target_terminal_counts(grammar)
         self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
         self._tables = threading.local()  # per thread: the ContextTable kept across sentences
@@ -420,11 +423,13 @@ class _GcPause:
 _GC_PAUSE = _GcPause()
 
 
-def _structure(lm: LanguageModel | None, config: DecoderConfig) -> NgramStructure:
+def _structure(
+    lm: LanguageModel | None, config: DecoderConfig, given: NgramStructure | None
+) -> NgramStructure:
     """What LM state minimisation needs to know about ``lm`` (none when it is off)."""
     if lm is None or not config.minimise_lm_states:
         return NO_STRUCTURE
-    structure = lm.structure()
+    structure = given if given is not None else lm.structure()
     if structure is None:
         raise ConfigurationError(
             f"{type(lm).__name__} cannot tell the n-gram structure that LM state minimisation "

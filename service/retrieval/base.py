@@ -98,9 +98,9 @@ class Scorer(ABC):
     # --- what a ranking says, read by the method that made it (the web layer never sniffs
     # explanations or method names)
 
-    def query_terms(self, query: DecodedQuery) -> set[str]:
-        """The English terms this method searches ``query`` with: by default every target
-        word of its forests (BOW-FD, PSQ)."""
+    def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+        """The English terms this method searched ``query`` with, for its ``ranking``: by
+        default every target word of its forests (BOW-FD, PSQ)."""
         return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
 
     def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:

@@ -50,9 +50,9 @@ class DirectTranslation(Scorer):
         info = {"translation": text, "candidates": len(out)}
         return out, info
 
-    def query_terms(self, query: DecodedQuery) -> set[str]:
-        """The 1-best translation's tokens."""
-        return {t for sentence in one_best(query) for t in sentence}
+    def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+        """The 1-best translation's tokens (the ranking's, not decoded again)."""
+        return set(_translation_tokens(ranking))
 
     def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
         return [str(t) for t in explanation.get("matched", ())]
@@ -63,5 +63,11 @@ class DirectTranslation(Scorer):
         n = len(ranking.hits)
         if n < depth:
             return n, "eq"
-        tokens = [t for sentence in one_best(query) for t in sentence]
-        return max(n, len(self.index.docs_containing_any(self.index.term_ids(tokens)))), "eq"
+        ids = self.index.term_ids(_translation_tokens(ranking))
+        return max(n, len(self.index.docs_containing_any(ids))), "eq"
+
+
+def _translation_tokens(ranking: Ranking) -> list[str]:
+    """The tokens of the 1-best translation a DT ranking searched with (its ``info``; tokens
+    hold no spaces)."""
+    return str(ranking.info["translation"]).split()
