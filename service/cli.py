@@ -244,7 +244,7 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         freeze_smt=args.freeze_smt, lex=args.lex, ir_terms=not args.no_ir_terms, v=args.v,
         candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
-        activate=args.activate,
+        holdout=args.holdout, groups=args.groups, activate=args.activate,
     )  # fmt: skip
     # learning settings: only those given, so that LtrParams holds the one set of defaults
     learning = {k: getattr(args, k) for k in ("rho", "eps", "rate", "tau")}
@@ -254,7 +254,7 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         result = train_ltr(params, ctx)
     finally:
         ctx.close()
-    print(json.dumps({**result.to_json(), "activated": result.activated}, sort_keys=True))
+    print(json.dumps(result.to_json(), sort_keys=True))
     return 0
 
 
@@ -404,7 +404,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
         if index_path is None:
             print("note: no document index: the version is not probed", file=sys.stderr)
         index = load_index(index_path) if index_path is not None else None
-        done = activate_version(bundle, args.activate, index)
+        done = activate_version(bundle, args.activate, index, force=args.force)
         payload: dict[str, Any] = {
             "model": str(args.model),
             "version": done.record.version,
@@ -671,6 +671,11 @@ def _run_verbs(verb: VerbAdder) -> None:
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--activate", metavar="VERSION", help="make this version the active one")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="activate a learned version that did not gain on its held-out queries",
+    )
+    p.add_argument(
         "--index",
         type=Path,
         help="document index to probe the version with (default: the first configured one)",
@@ -725,7 +730,19 @@ def _service_verbs(verb: VerbAdder) -> None:
     p.add_argument("--dev-limit", type=int, help="use only the first N dev queries")
     p.add_argument("--pop-limit", type=int)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--activate", action="store_true", help="activate the new weights version")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.2,
+        help="share of the training queries held out (whole pages or groups) to measure the "
+        "learned weights on; 0: none (default 0.2)",
+    )
+    p.add_argument("--groups", type=Path, help="qid<TAB>group file for the hold-out")
+    p.add_argument(
+        "--activate",
+        action="store_true",
+        help="activate the new weights version if it gains on the held-out queries",
+    )
     p.add_argument("--rho", type=float, help="Adadelta decay (default 0.95)")
     p.add_argument("--eps", type=float, help="Adadelta epsilon (default 1e-6)")
     p.add_argument("--rate", type=float, help="perceptron step, relative (default 0.01)")

@@ -414,11 +414,16 @@ def activate(
     model: Annotated[
         str | None, Query(max_length=300, description="The model's name or path.")
     ] = None,
+    force: Annotated[
+        bool,
+        Query(description="Activate a learned version that did not gain on its held-out queries."),
+    ] = False,
 ) -> ActivatedPublic:
     """Make a weights version the one the service uses (no restart; validated first: 422 for a
-    malformed file, 409 for one the service cannot score with)."""
+    malformed file, 409 for one the service cannot score with or, without ``force``, for a
+    learned version that was not offered for activation)."""
     bundle = _pick_bundle(resources.models, lang, model)
-    done = activate_version(bundle, version, resources.doc_index)
+    done = activate_version(bundle, version, resources.doc_index, force=force)
     log.info("activated weights %s of %s (was %s)", version, bundle.name, done.previous)
     return ActivatedPublic(
         model=bundle.name,

@@ -10,12 +10,14 @@ never move (``freeze_smt``).
 Gradient objectives (:class:`GradientObjective`) take Adadelta steps (Zeiler 2012; ρ = 0.95,
 ε = 1e-6, as in Hieber & Riezler 2015, §4; :class:`service.mt.tuning.optimizers.AdaDelta`) on
 ``∂L/∂w = Xᵀ ∂L/∂s``; its running averages persist across queries and epochs (one optimiser per
-shard).
+shard). ``l2 > 0`` adds ``l2 · ½‖w − w₀‖²`` to every step's loss, ``w₀`` the weights the
+objective first saw (the run's start): regularisation towards the starting weights.
 
 * ``hinge`` — Hieber & Riezler 2015, §4: pairs (d+, d−) with rl(d+) > rl(d−), margin Δ = rl(d+) −
   rl(d−), loss ``[s(d−) − s(d+) + Δ]+``, whose subgradient is ``Φ(d−) − Φ(d+)`` for each violated
-  pair (0 at the kink). Cyclic order: query by query, relevant document by relevant document (by
-  decreasing level, then document number), one Adadelta step per relevant document over all
+  pair (0 at the kink); ``pairs="grades"`` averages the pairs within each lower level. Cyclic
+  order: query by query, relevant document by relevant document (by decreasing level, then
+  document number), one Adadelta step per relevant document over all
   its pairs with less relevant candidates.
 * ``listnet`` — top-one ListNet (Chen et al. 2017, §3.1): the target distribution is ``softmax(rl)``
   over the candidates (Cao et al. 2007's exponential of the relevance level), so equally relevant
@@ -112,16 +114,24 @@ class GradientObjective(Objective):
         trainable: BoolArray | None = None,
         rho: float = 0.95,
         eps: float = 1e-6,
+        l2: float = 0.0,
     ) -> None:
         super().__init__(size, trainable)
         if not (0.0 < rho < 1.0) or eps <= 0.0:
             raise ConfigurationError(f"{self.name}: need 0 < rho < 1 and eps > 0")
+        if l2 < 0.0:
+            raise ConfigurationError(f"{self.name}: need l2 >= 0, got {l2}")
         self.rho = rho
         self.eps = eps
+        self.l2 = l2
+        self.anchor: FloatArray | None = None  # the weights of the first update: the start
         self.ada = AdaDelta(size, rho, eps)
 
     def params(self) -> dict[str, Any]:
-        return {"rho": self.rho, "eps": self.eps}
+        out: dict[str, Any] = {"rho": self.rho, "eps": self.eps}
+        if self.l2:
+            out["l2"] = self.l2
+        return out
 
     @abstractmethod
     def units(self, rel: IntArray) -> Sequence[int]:
@@ -141,18 +151,53 @@ class GradientObjective(Objective):
         return loss, _grad(x, coef)
 
     def update(self, w: FloatArray, x: Any, rel: IntArray) -> tuple[FloatArray, float]:
+        if self.anchor is None:
+            self.anchor = np.array(w, dtype=np.float64)
         total = 0.0
         for unit in self.units(rel):
             loss, grad = self.loss_grad(w, x, rel, unit)
+            if self.l2:
+                diff = w - self.anchor
+                loss += 0.5 * self.l2 * float(diff @ diff)
+                grad = grad + self.l2 * diff
             total += loss
             w = self.ada.step(w, grad * self.mask)
         return w, total
 
 
 class Hinge(GradientObjective):
-    """Pairwise margin-rescaled hinge loss (Hieber & Riezler 2015, §4)."""
+    """Pairwise margin-rescaled hinge loss (Hieber & Riezler 2015, §4).
+
+    ``pairs="all"`` sums over every violated pair, as the paper does; with ~100 unjudged
+    candidates per query the level-0 pairs then make up most of the gradient.
+    ``pairs="grades"`` weighs each less relevant level equally: the hinge losses of ``d+``
+    against the candidates of one lower level are averaged over that level, and the levels
+    summed (3 vs 2, 3 vs 1 and 3 vs 0 count once each).
+
+    Either may add ``l2`` · ½‖w − w₀‖² (regularisation towards the starting weights ``w₀``,
+    which the per-term IR weights start at 0), as every :class:`GradientObjective` can."""
 
     name = "hinge"
+
+    def __init__(
+        self,
+        size: int,
+        trainable: BoolArray | None = None,
+        rho: float = 0.95,
+        eps: float = 1e-6,
+        l2: float = 0.0,
+        pairs: str = "all",
+    ) -> None:
+        super().__init__(size, trainable, rho, eps, l2)
+        if pairs not in ("all", "grades"):
+            raise ConfigurationError(f"hinge: pairs must be 'all' or 'grades', got {pairs!r}")
+        self.pairs = pairs
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if self.pairs != "all":
+            out["pairs"] = self.pairs
+        return out
 
     def units(self, rel: IntArray) -> Sequence[int]:
         """Relevant documents that have a less relevant candidate, by decreasing level."""
@@ -167,8 +212,11 @@ class Hinge(GradientObjective):
         margin = scores - scores[i] + (rel[i] - rel)
         violated = (rel < rel[i]) & (margin > 0)
         coef = violated.astype(np.float64)
-        coef[i] = -float(violated.sum())
-        return float(margin[violated].sum()), coef
+        if self.pairs == "grades":
+            _, inverse, counts = np.unique(rel, return_inverse=True, return_counts=True)
+            coef /= counts[inverse]  # each level's pairs averaged over the level's candidates
+        coef[i] = -float(coef.sum())
+        return float((margin * coef)[violated].sum()), coef
 
 
 class ListNet(GradientObjective):

@@ -8,12 +8,17 @@ index, the training and dev queries and qrels, the objective and the learning se
 taken relative to it) and the model and index must be among the configured ones.
 
 :func:`train_ltr` runs the whole job: start weights = the bundle's active weights with
-``IR_BM25 = v`` unless they already carry one; training (:mod:`service.ltr.trainer`) on shards
-of the training queries; the best epoch's weights are stored as a new version
-``ltr-<objective>-<UTC timestamp>`` with its dev metrics and the starting version as parent
-(:class:`service.mt.weights.WeightsStore`: atomic, never overwriting, in the weights state
-directory), activated only if asked and only if the service can score with it
-(:func:`service.retrieval.versions.activate_version`).
+``IR_BM25 = v`` unless they already carry one; ``holdout`` (20 %) of the training queries are
+set aside, whole pages (or whole groups of a given ``qid<TAB>group`` file) at a time
+(:mod:`service.ltr.protocol`); training (:mod:`service.ltr.trainer`) on shards of the rest,
+stopped early on dev; the held-out queries are then ranked by the start and the learned weights
+and compared (MAP gain, paired randomization test, detectable difference: dev, where the epoch
+was chosen, cannot say whether it carries over). The best epoch's weights are stored as a new
+version ``ltr-<objective>-<UTC timestamp>`` with its dev and held-out metrics, whether
+activation is offered (``activation_offered``: only for a positive held-out MAP gain) and the
+starting version as parent (:class:`service.mt.weights.WeightsStore`: atomic, never
+overwriting, in the weights state directory); it is activated only if asked, offered, and
+the service can score with it (:func:`service.retrieval.versions.activate_version`).
 Cancellation (``ctx.cancelled()``) raises :class:`~service.errors.JobCancelled` and writes
 nothing. :func:`run_job` is what the job worker calls (``TASKS["ltr"]``).
 """
@@ -23,13 +28,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from service.data import load_queries
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
 from service.jobs.context import JobContext
 from service.ltr.backends import BACKENDS, make_backend
@@ -40,6 +46,7 @@ from service.ltr.examples import (
     select_queries,
 )
 from service.ltr.objectives import OBJECTIVES
+from service.ltr.protocol import compare_runs, holdout_split, page_groups
 from service.ltr.shard import shard_specs
 from service.ltr.trainer import (
     BUILD_SHARE,
@@ -56,6 +63,9 @@ __all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
 
 # The names the registries know (the API's validation and its OpenAPI enums come from them).
 if TYPE_CHECKING:
+    from service.index.inverted import InvertedIndex
+    from service.mt.bundle import ModelBundle
+
     Objective = str
     BackendName = str
 else:
@@ -99,7 +109,22 @@ class LtrParams(BaseModel):
     dev_limit: int | None = Field(None, ge=1, description="Use the first N dev queries.")
     patience: int = Field(3, ge=1, le=1000, description="Epochs without a new best dev MAP.")
     seed: int = Field(0, ge=0, description="Seed of the fixed cyclic query order.")
-    activate: bool = Field(False, description="Activate the new weights version.")
+    holdout: float = Field(
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="Share of the judged training queries held out (whole groups) to measure "
+        "the learned weights on; activation is offered only if they gain there. 0: no hold-out "
+        "(then the dev gain decides).",
+    )
+    groups: Path | None = Field(
+        None,
+        description="qid<TAB>group file: queries of one group are held out together; default: "
+        "a query's page (its most relevant judged document).",
+    )
+    activate: bool = Field(
+        False, description="Activate the new weights version if activation is offered."
+    )
     pop_limit: int | None = Field(None, ge=1, le=100_000, description="Decoder pop limit.")
     rho: float = Field(0.95, gt=0, lt=1, description="Adadelta decay ρ (gradient objectives).")
     eps: float = Field(1e-6, gt=0, le=1, description="Adadelta ε (gradient objectives).")
@@ -150,6 +175,9 @@ class LtrParams(BaseModel):
         for name, default in defaults.items():
             given: Path | None = getattr(self, name)
             paths[name] = self._data_path(given, default, name, settings, restrict_paths)
+        if self.groups is not None:
+            paths["groups"] = self._data_path(self.groups, self.groups, "groups", settings,
+                                              restrict_paths)  # fmt: skip
         backend = self.backend or ("inline" if self.shards == 1 else settings.ltr_backend)
         return self.model_copy(
             update={"lang": src, "model": model, "index": index, "backend": backend, **paths}
@@ -215,6 +243,17 @@ class LtrParams(BaseModel):
 
 
 @dataclass(frozen=True)
+class Offer:
+    """Whether the learned weights may be activated, and why."""
+
+    offered: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offered": self.offered, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class LtrResult:
     """What a run produced."""
 
@@ -222,12 +261,115 @@ class LtrResult:
     model: str
     metrics: dict[str, float]
     activated: bool
+    offer: Offer
     outcome: TrainOutcome
     train: Selection
     dev_failed: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "model": self.model, "metrics": self.metrics}
+        return {
+            "version": self.version,
+            "model": self.model,
+            "metrics": self.metrics,
+            "activated": self.activated,
+            "activation": self.offer.to_json(),
+        }
+
+
+def _hold_out(sel: Selection, p: LtrParams) -> tuple[Selection, Selection | None]:
+    """(training, held out): ``p.holdout`` of the queries, whole groups at a time
+    (:func:`service.ltr.protocol.holdout_split`; groups from ``p.groups`` or the pages)."""
+    if p.holdout == 0.0:
+        return sel, None
+    if p.groups is not None:
+        given = load_queries(p.groups)
+        missing = [q for q in sel.queries if q not in given]
+        if missing:
+            raise InvalidInputError(
+                f"the groups file {p.groups} names no group for {len(missing)} training "
+                f"queries, e.g. {missing[0]!r}"
+            )
+        groups = {q: given[q] for q in sel.queries}
+    else:
+        groups = page_groups({q: sel.qrels[q] for q in sel.queries})
+    try:
+        kept, held = holdout_split(groups, p.holdout)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{exc}; send more queries or set holdout to 0") from None
+
+    def part(qids: list[str]) -> Selection:
+        return replace(sel, queries={q: sel.queries[q] for q in qids},
+                       qrels={q: sel.qrels[q] for q in qids})  # fmt: skip
+
+    return part(kept), part(held)
+
+
+def _heldout_comparison(
+    bundle: ModelBundle,
+    index: InvertedIndex,
+    held: Selection,
+    start: Mapping[str, float],
+    learned: Mapping[str, float],
+    pop_limit: int,
+    p: LtrParams,
+    ctx: JobContext,
+) -> dict[str, float]:
+    """The held-out queries ranked (BOW-FD, depth 1000) by the start and the learned weights:
+    :func:`service.ltr.protocol.compare_runs`' figures."""
+    rep = Reporter(ctx)
+    n = len(held.queries)
+
+    def progress(done: int, total: int) -> None:
+        frac = 1.0 - HELDOUT_SHARE * (1.0 - 0.8 * done / total)
+        rep.progress(frac, f"decoding held-out queries {done}/{n}")
+
+    dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex)
+    dev = DevSet.build(dec, held, check=rep.check, progress=progress)
+    if len(dev.queries) < 2:
+        raise InvalidInputError(
+            f"only {len(dev.queries)} held-out queries could be decoded; send more queries "
+            "or set holdout to 0"
+        )
+    out = compare_runs(dev.run(learned, rep.check), dev.run(start, rep.check), held.qrels)
+    out["failed"] = len(dev.failed)
+    rep.progress(1.0, f"held-out MAP gain {out['map_gain']:+.4f} on {n} queries", force=True)
+    return {k: float(v) for k, v in out.items()}
+
+
+HELDOUT_SHARE = 0.1  # share of the progress bar for measuring on the held-out queries
+
+
+class _Scaled:
+    """A job context whose progress fractions are scaled into ``[0, top]``."""
+
+    def __init__(self, ctx: JobContext, top: float) -> None:
+        self.ctx = ctx
+        self.top = top
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.ctx.progress(self.top * fraction, message)
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
+        self.ctx.epoch_metrics(epoch, metrics)
+
+    def cancelled(self) -> bool:
+        return bool(self.ctx.cancelled())
+
+
+def _offer(metrics: Mapping[str, float]) -> Offer:
+    """Activation is offered when the learned weights gain MAP on the held-out queries (or,
+    without a hold-out, on dev — where early stopping chose them, so only a weak check)."""
+    if "heldout_map_gain" in metrics:
+        gain, p = metrics["heldout_map_gain"], metrics["heldout_p_map"]
+        where = f"{int(metrics['heldout_queries'])} held-out training queries"
+        detect = f", detectable {metrics['heldout_detectable']:.4f}"
+    else:
+        gain, p = metrics["dev_map"] - metrics["baseline_dev_map"], float("nan")
+        where, detect = "dev (no hold-out)", ""
+    figures = f"MAP gain {gain:+.4f} on {where}" + (f" (p {p:.3f}{detect})" if p == p else "")
+    if gain > 0.0:
+        return Offer(True, figures)
+    return Offer(False, f"{figures}: not positive, so activation is not offered")
 
 
 def _version_name(objective: str, existing: set[str]) -> str:
@@ -270,6 +412,7 @@ def train_ltr(
     start = start_weights(active.weights, p.v)
     pop_limit = p.pop_limit or settings.pop_limit
     train_sel = select_queries(p.queries, p.qrels, index, p.limit)
+    train_sel, held_sel = _hold_out(train_sel, p)
     dev_sel = select_queries(p.dev_queries, p.dev_qrels, index, p.dev_limit,
                              require_relevant=False)  # fmt: skip
     specs = shard_specs(
@@ -291,10 +434,16 @@ def train_ltr(
 
     assert p.backend is not None
     backend = make_backend(p.backend, bundle=bundle, index=index, ray_address=settings.ray_address)
+    share = HELDOUT_SHARE if held_sel is not None else 0.0
     with backend:
         outcome = train(backend, specs, start, build_dev=build_dev, epochs=p.epochs,
-                        patience=p.patience, ctx=ctx)  # fmt: skip
+                        patience=p.patience, ctx=_Scaled(ctx, 1.0 - share))  # fmt: skip
     Reporter(ctx).check()
+    heldout = (
+        _heldout_comparison(bundle, index, held_sel, start, outcome.weights, pop_limit, p, ctx)
+        if held_sel is not None
+        else None
+    )
     best, base = outcome.best_metrics, outcome.baseline
     metrics: dict[str, float] = {
         "dev_map": best["map"],
@@ -309,8 +458,12 @@ def train_ltr(
         "skipped_queries": float(train_sel.no_relevant_in_index),
         "dev_queries": float(len(built[0].queries)),
         "shards": float(len(specs)),
-        "seconds": round(time.perf_counter() - t0, 1),
     }
+    if heldout is not None:
+        metrics.update({f"heldout_{k}": float(v) for k, v in heldout.items()})
+    offer = _offer(metrics)
+    metrics["activation_offered"] = float(offer.offered)
+    metrics["seconds"] = round(time.perf_counter() - t0, 1)
     # sparse features that stayed 0 (LEX, per-term IR) are left out: absent means 0
     weights = {
         n: w
@@ -327,7 +480,8 @@ def train_ltr(
     )
     record = store.save(weights, version=name, source=source, metrics=metrics,
                         parent=active.version)  # fmt: skip
-    if p.activate:
+    activated = p.activate and offer.offered
+    if activated:
         from service.retrieval.versions import activate_version
 
         try:
@@ -340,7 +494,8 @@ def train_ltr(
         version=record.version,
         model=str(p.model),
         metrics=metrics,
-        activated=p.activate,
+        activated=activated,
+        offer=offer,
         outcome=outcome,
         train=train_sel,
         dev_failed=len(built[0].failed),

@@ -15,7 +15,10 @@ serving:
    document method, constructed as the service constructs them
    (:func:`service.retrieval.runner.make_scorer`); a failure is refused as
    :class:`~service.errors.ConflictError` (HTTP 409): the file is well formed, but this service
-   cannot score with it.
+   cannot score with it;
+3. a learning-to-rank version that was not offered for activation (its metrics say
+   ``activation_offered = 0``: it did not gain on the held-out queries, :mod:`service.ltr.task`)
+   is refused as :class:`~service.errors.ConflictError` unless ``force`` is given.
 """
 
 from __future__ import annotations
@@ -134,12 +137,33 @@ def active_version_or_none(bundle: ModelBundle) -> str | None:
         return None
 
 
+def check_offered(record: WeightsVersion) -> None:
+    """Refuse a version whose training did not offer it for activation."""
+    m = record.metrics
+    if m.get("activation_offered", 1.0) != 0.0:
+        return
+    if "heldout_map_gain" in m:
+        why = (
+            f"its MAP gain on {int(m.get('heldout_queries', 0))} held-out queries was "
+            f"{m['heldout_map_gain']:+.4f} (p {m.get('heldout_p_map', float('nan')):.3f})"
+        )
+    else:
+        why = "it did not gain MAP on dev"
+    raise ConflictError(
+        f"refused: weights version {record.version} was not offered for activation: {why}; "
+        "activate it anyway with force"
+    )
+
+
 def activate_version(
-    bundle: ModelBundle, version: str, index: InvertedIndex | None = None
+    bundle: ModelBundle, version: str, index: InvertedIndex | None = None, *, force: bool = False
 ) -> Activation:
-    """Validate ``version`` (:func:`validate_version`) and make it the bundle's active one.
-    The pointer is written to the bundle's weights state, never into the bundle."""
+    """Validate ``version`` (:func:`validate_version`; unless ``force``, also that its training
+    offered it, :func:`check_offered`) and make it the bundle's active one. The pointer is
+    written to the bundle's weights state, never into the bundle."""
     record = validate_version(bundle, version, index)
+    if not force:
+        check_offered(record)
     previous = active_version_or_none(bundle)
     try:
         bundle.weights_store.activate(version)  # reads the file back once more

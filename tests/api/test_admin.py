@@ -318,6 +318,20 @@ def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_cop
     assert after["results"][0]["id"] == "d2"
 
 
+def test_a_learned_version_not_offered_needs_force(admin: TestClient, bundle_copy: Path) -> None:
+    weights = weights_store(bundle_copy)
+    old = weights.active_version()
+    metrics = {"activation_offered": 0.0, "heldout_map_gain": -0.0031, "heldout_queries": 406.0,
+               "heldout_p_map": 0.04}  # fmt: skip
+    weights.save(weights.load(old).weights, version="lost", source="ltr", metrics=metrics)
+    r = admin.post("/v1/admin/models/lost/activate?lang=de", headers=AUTH)
+    assert r.status_code == 409, r.text
+    assert "not offered for activation" in r.text and "-0.0031" in r.text and "406" in r.text
+    assert weights.active_version() == old and search(admin)["weights_version"] == old
+    body = ok(admin.post("/v1/admin/models/lost/activate?lang=de&force=true", headers=AUTH))
+    assert body["version"] == "lost" and search(admin)["weights_version"] == "lost"
+
+
 def save_lex_version(weights: WeightsStore, name: str = "lex") -> str:
     """A version as ``train-ltr --lex`` writes one: LEX weights beside the SMT weights (a large
     weight on translating "haus" as "home" lifts d2, "home", over d1, "house")."""

@@ -57,6 +57,51 @@ def test_hinge_subgradient_equals_finite_differences() -> None:
     assert violated > 0  # the check is not vacuous
 
 
+def test_hinge_by_grades_is_the_sum_of_per_level_mean_hinges() -> None:
+    # The slow definition: for each lower level, the mean of [s(d-) - s(d+) + Δ]+ over the
+    # level's candidates; summed over the levels. Checked as a loss and by its gradient.
+    x, rel, w = toy_list()
+    obj = Hinge(4, pairs="grades")
+    s = x @ w
+    for i in obj.units(rel):
+        expected = 0.0
+        for level in sorted(set(rel.tolist())):
+            if level < rel[i]:
+                members = np.flatnonzero(rel == level)
+                expected += float(np.mean(np.maximum(s[members] - s[i] + rel[i] - level, 0.0)))
+        loss, grad = obj.loss_grad(w, sp.csr_matrix(x), rel, i)
+        assert loss == pytest.approx(expected)
+        np.testing.assert_allclose(grad, finite_difference(obj, w, x, rel, i), atol=1e-6)
+    # one relevant document, three unjudged: grades averages what "all" sums
+    x1 = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 2.0], [0.0, 3.0]])
+    rel1 = np.array([1, 0, 0, 0])
+    all_loss, all_grad = Hinge(2).loss_grad(np.ones(2), x1, rel1, 0)
+    g_loss, g_grad = Hinge(2, pairs="grades").loss_grad(np.ones(2), x1, rel1, 0)
+    assert all_loss == 1 + 2 + 3 and g_loss == pytest.approx(2.0)
+    np.testing.assert_allclose(g_grad, all_grad / 3)
+    with pytest.raises(ConfigurationError, match="pairs"):
+        Hinge(2, pairs="some")
+
+
+def test_l2_pulls_towards_the_first_weights() -> None:
+    # With no violated pair the hinge gradient is 0 and only the L2 term moves w: the
+    # Adadelta step then follows l2·(w - w0), towards w0 — the weights of the first update.
+    x = np.array([[5.0, 0.0], [0.0, 0.0]])
+    rel = np.array([1, 0])
+    w0 = np.array([1.0, 0.0])  # s(d+) = 5 > s(d-) + 1: no violated pair
+    obj = Hinge(2, l2=0.5)
+    w1, loss1 = obj.update(w0, sp.csr_matrix(x), rel)  # anchor = w0; nothing moves
+    assert loss1 == 0.0 and np.array_equal(w1, w0)
+    away = np.array([2.0, -2.0])  # still no violated pair
+    w2, loss2 = obj.update(away, sp.csr_matrix(x), rel)
+    assert loss2 == pytest.approx(0.5 * 0.5 * (1.0 + 4.0))  # ½·l2·‖w − w0‖²
+    assert np.all(np.abs(w2 - w0) < np.abs(away - w0))  # each coordinate moved towards w0
+    plain = Hinge(2)
+    plain.update(w0, sp.csr_matrix(x), rel)
+    w3, _ = plain.update(away, sp.csr_matrix(x), rel)
+    assert np.array_equal(w3, away)  # without l2 nothing moves: the test can fail
+
+
 def test_hinge_gradient_of_one_pair_is_the_feature_difference() -> None:
     x = np.array([[2.0, 0.0], [0.0, 1.0]])
     rel = np.array([1, 0])

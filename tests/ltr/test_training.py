@@ -126,20 +126,98 @@ def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None
 
     store = weights_store(Path(result.model), ltr_settings.weights_state_dir)
     saved = store.load(result.version)
-    assert store.active_version() == result.version
+    # activated only if offered: the held-out queries decide (the toy's gain is 0)
+    assert result.activated == bool(saved.metrics["activation_offered"])
+    assert (store.active_version() == result.version) == result.activated
     assert saved.parent == "default" or saved.parent in store.versions()
     assert saved.weights == pytest.approx(result.outcome.weights)
     assert IR_FEATURE in saved.weights
     m = saved.metrics
-    for key in ("dev_map", "dev_ndcg", "dev_pres", "baseline_dev_map", "best_epoch", "epochs"):
+    for key in ("dev_map", "dev_ndcg", "dev_pres", "baseline_dev_map", "best_epoch", "epochs",
+                "heldout_map_gain", "heldout_p_map", "heldout_detectable"):  # fmt: skip
         assert key in m
-    assert m["train_queries"] == len(TRAIN_QUERIES)
+    # 20 % of the six queries held out, whole pages: two (ceil of 1.2 queries)
+    assert m["heldout_queries"] == 2 and m["train_queries"] == len(TRAIN_QUERIES) - 2
     assert m["dev_map"] >= m["baseline_dev_map"]
     assert 1 <= m["epochs"] <= 3
     assert [e for e, _ in ctx.epochs] == list(range(1, int(m["epochs"]) + 1))
     assert all({"map", "ndcg", "pres", "train_loss"} <= set(x) for _, x in ctx.epochs)
     fractions = [f for f, _ in ctx.reports]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
+def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
+    ltr_settings: Settings, ltr_data: dict[str, Path], toy_index: InvertedIndex
+) -> None:
+    groups = ltr_data["root"] / "groups.tsv"
+    groups.write_text("".join(f"{q}\t{'a' if q in ('t1', 't2', 't6') else 'b'}\n"
+                              for q in TRAIN_QUERIES), encoding="utf-8")  # fmt: skip
+    result = train_ltr(LtrParams(epochs=1, candidates=5, holdout=0.3, groups=groups),
+                       settings=ltr_settings)  # fmt: skip
+    kept = set(result.train.queries)
+    held = set(TRAIN_QUERIES) - kept
+    assert held in ({"t1", "t2", "t6"}, {"t3", "t4", "t5"})  # one whole group
+    m = result.metrics
+    assert m["heldout_queries"] == 3 and m["train_queries"] == 3
+    # the job's figure for the start weights equals a separate ranking of the held-out queries
+    from service.mt.bundle import load_bundle
+
+    bundle = load_bundle(ltr_settings.model_bundles[0])
+    start = start_weights(bundle.active_weights().weights, 1.0)
+    sel = select_queries(ltr_data["queries"], ltr_data["qrels"], toy_index)
+    sel.queries = {q: t for q, t in sel.queries.items() if q in held}
+    sel.qrels = {q: r for q, r in sel.qrels.items() if q in held}
+    dev = DevSet.build(Decoding(bundle, toy_index, start, pop_limit=50, lex=False), sel)
+    expected, _ = dev.evaluate(start)
+    assert m["heldout_map_default"] == pytest.approx(expected["map"])
+    # a groups file that misses a query, or too few groups, is refused with the reason
+    groups.write_text("t1\ta\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="no group for 5 training queries"):
+        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), settings=ltr_settings)
+    groups.write_text("".join(f"{q}\tone\n" for q in TRAIN_QUERIES), encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=r"at least 2 groups.*holdout to 0"):
+        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), settings=ltr_settings)
+
+
+@pytest.mark.parametrize("gain", [-0.01, 0.0, 0.02])
+def test_activation_is_offered_only_for_a_held_out_gain(
+    ltr_settings: Settings, monkeypatch: pytest.MonkeyPatch, gain: float
+) -> None:
+    # The toy cannot make learning gain or lose on purpose, so the held-out comparison is
+    # replaced (only it) by one that reports ``gain``; everything else runs for real.
+    import service.ltr.task as task
+    from service.errors import ConflictError
+    from service.mt.bundle import weights_store
+    from service.retrieval.versions import activate_version
+
+    real = task.compare_runs
+
+    def reporting(*args: object, **kwargs: object) -> dict[str, float]:
+        out = dict(real(*args, **kwargs))  # type: ignore[arg-type]
+        out["map_gain"] = gain
+        return out
+
+    monkeypatch.setattr(task, "compare_runs", reporting)
+    store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
+    before = store.active_version()
+    result = train_ltr(LtrParams(epochs=1, candidates=5, activate=True), settings=ltr_settings)
+    out = result.to_json()
+    assert out["activation"]["offered"] is (gain > 0) and out["activated"] is (gain > 0)
+    assert result.metrics["activation_offered"] == float(gain > 0)
+    assert f"{gain:+.4f}" in out["activation"]["reason"]
+    if gain > 0:
+        assert store.active_version() == result.version
+        return
+    assert "not offered" in out["activation"]["reason"]
+    assert store.active_version() == before  # stored, not activated
+    from service.mt.bundle import load_bundle
+
+    bundle = load_bundle(ltr_settings.model_bundles[0], state_root=ltr_settings.weights_state_dir)
+    with pytest.raises(ConflictError, match=r"not offered for activation.*force"):
+        activate_version(bundle, result.version)
+    assert store.active_version() == before
+    activate_version(bundle, result.version, force=True)
+    assert store.active_version() == result.version
 
 
 @pytest.mark.parametrize("objective", ["listnet", "listmle", "listmle-te", "perceptron"])
@@ -290,7 +368,9 @@ def test_clir_train_ltr(
 
     stored = load_bundle(ltr_settings.model_bundles[0]).weights_store.load(payload["version"])
     assert "rate=0.05 tau=1" in stored.source and "ir_terms=False" in stored.source
-    assert payload["metrics"]["train_queries"] == len(TRAIN_QUERIES)
+    m = payload["metrics"]
+    assert m["train_queries"] + m["heldout_queries"] == len(TRAIN_QUERIES)
+    assert payload["activation"]["offered"] == bool(m["activation_offered"])
     assert "epoch 1:" in err
     assert main([*args, "--epochs", "0"]) == 1
     assert "epochs" in capsys.readouterr().err

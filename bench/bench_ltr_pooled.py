@@ -1,0 +1,281 @@
+"""Learning to rank measured on thousands of unseen queries: K-fold cross-validation over the
+judged training queries, each decoded by the jackknifed bundle that never saw its page
+(Hieber & Riezler 2015, §4 for the learning, §5 for the test; :mod:`service.ltr.protocol`).
+
+Input: the examples written by :mod:`bench.ltr_examples` (one file per language and form).
+Folds group the queries by page (``--groups page``) or by linked pages (``linked``: pages
+whose queries judge each other 2, transitively). Round ``j`` trains on ``K − 2`` folds, stops
+early on fold ``j + 1`` and ranks fold ``j`` by BOW-FD at depth 1000; the ranked folds are
+pooled and compared with the starting weights' rankings of the same queries: MAP, NDCG@1000,
+PRES, the paired randomization test (10,000 permutations) and the smallest MAP difference the
+queries could show (power .8, α = .05 and .01). The dev check: one more run trained on all
+folds but one (which it stops on), scored on the dev queries decoded by the serving bundle.
+
+Early stopping watches the MAP of the stopping fold's *candidate lists* (the top 100 under the
+starting weights plus the judged documents, reranked by the current weights): the same
+candidates training sees, 20× cheaper than a depth-1000 ranking per epoch. ``--stop-by
+ranking`` stops on the depth-1000 BOW-FD MAP instead (the admin job's criterion).
+
+A run is ``objective:variant`` with optional ``:option=value`` parts, e.g. ``hinge:lex``,
+``hinge:frozen:pairs=grades``, ``hinge:lex:l2=0.001``, ``hinge:smt:start=untuned`` (SMT
+weights start from the bundle's untuned ``default`` version instead of the tuned ones; the
+comparison stays against the tuned weights, which the product serves). Variants as in
+``bench_ltr``: ``smt`` (everything learned), ``frozen`` (SMT frozen; per-term IR weights),
+``lex`` (frozen + LEX), ``v`` (only the IR weight v).
+
+Writes (merging) ``bench/results/ltr_pooled_<lang>.json``: ``forms.<form>.runs``; with
+``--default RUN`` the top-level keys of the issue (``queries``, ``objective``,
+``map_default``, ``map_learned``, ``p_map``, ``detectable``, ``dev_map_default``,
+``dev_map_learned``) are that run's on the paragraph form. Run::
+
+    nice -n 10 .venv/bin/python -m bench.bench_ltr_pooled de --examples var/ltr/de-short.pkl \\
+        --runs hinge:lex,listmle-te:lex --folds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+from bench.bench_ltr import VARIANTS
+from bench.common import RESULTS_DIR, ROOT
+from bench.ltr_examples import load
+from service.evaluation import evaluate
+from service.ltr.backends import InlineBackend
+from service.ltr.examples import DevSet, QueryExample
+from service.ltr.protocol import (
+    DEPTH,
+    METRICS,
+    compare_runs,
+    cv_rounds,
+    grouped_folds,
+    linked_groups,
+    page_groups,
+)
+from service.ltr.shard import Shard, ShardSpec
+from service.ltr.space import FeatureSpace
+from service.ltr.task import LtrParams
+from service.ltr.trainer import Reporter, train
+from service.mt.bundle import WEIGHTS_DIR
+from service.mt.weights import WeightsStore
+from service.records import RunDict
+from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
+from service.retrieval.runner import load_index
+
+
+@dataclass
+class CandidateSet:
+    """Stopping queries scored on their candidate lists: ``evaluate`` reranks each query's
+    candidates by ``Φ · w`` (the features training computes) and returns MAP, NDCG and PRES
+    over them, as :meth:`DevSet.evaluate` does over the depth-1000 ranking."""
+
+    examples: list[QueryExample]
+    space: FeatureSpace
+    qrels: dict[str, dict[str, int]]
+    doc_id: Any  # docno -> document id
+
+    def evaluate(
+        self, weights: dict[str, float], check: Any = None
+    ) -> tuple[dict[str, float], Any]:
+        t0 = time.perf_counter()
+        w = self.space.vector(weights)
+        run: RunDict = {}
+        for ex in self.examples:
+            scores = ex.features(w, len(w)) @ w
+            pairs = zip(ex.docnos.tolist(), scores.tolist(), strict=True)
+            run[ex.qid] = {self.doc_id(int(d)): float(s) for d, s in pairs}
+        sub = {q: self.qrels[q] for q in run}
+        result = evaluate(run, sub, METRICS, depth=DEPTH)
+        metrics = dict(result.means)
+        metrics["seconds"] = time.perf_counter() - t0
+        return metrics, result
+
+
+def parse_run(text: str) -> tuple[str, str, dict[str, str]]:
+    objective, variant, *rest = text.split(":")
+    opts = dict(part.split("=", 1) for part in rest)
+    if variant not in VARIANTS:
+        raise SystemExit(f"{text}: unknown variant {variant!r} ({', '.join(VARIANTS)})")
+    return objective, variant, opts
+
+
+def objective_options(objective: str, opts: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(LtrParams(objective=objective).objective_options())
+    for name in ("l2", "rate", "tau", "rho", "eps"):
+        if name in opts:
+            out[name] = float(opts[name])
+    if "pairs" in opts:
+        out["pairs"] = opts["pairs"]
+    return out
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, float):
+        return round(x, 5)
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_round(v) for v in x]
+    return x
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        data = load(args.examples)
+        self.key = data["key"]
+        self.lang, self.form = self.key["lang"], self.key["form"]
+        self.index = load_index(ROOT / "indexes" / "docs")
+        self.space: FeatureSpace = data["space"]
+        self.start: dict[str, float] = data["start"]
+        self.examples: list[QueryExample] = data["examples"]
+        self.by_qid = {e.qid: e for e in self.examples}
+        self.qrels = {q: data["train_qrels"][q] for q in self.by_qid}
+        self.stats = data["stats"]
+        dev_queries, dev_qrels, _ = data["dev"]
+        self.dev = DevSet(self.index, dev_qrels, dev_queries, self.space)
+        self.all = DevSet(self.index, self.qrels,
+                          [(e.qid, e.sentences) for e in self.examples], self.space)  # fmt: skip
+        groups = (linked_groups if args.groups == "linked" else page_groups)(self.qrels)
+        self.group_sizes = np.bincount(np.unique(list(groups.values()), return_counts=True)[1])
+        self.folds = grouped_folds(groups, args.folds)
+        t = time.perf_counter()
+        self.base = self.all.run(self.start)
+        self.base_seconds = time.perf_counter() - t
+        self.dev_base = self.dev.run(self.start)
+        store = WeightsStore(ROOT / "models" / f"{self.lang}-en" / WEIGHTS_DIR)
+        self.untuned = dict(store.load("default").weights)  # the bundle's untuned SMT weights
+
+    def _subset(self, qids: tuple[str, ...]) -> DevSet:
+        keep = set(qids)
+        return DevSet(self.index, {q: self.qrels[q] for q in qids},
+                      [(q, s) for q, s in self.all.queries if q in keep], self.space)  # fmt: skip
+
+    def _stopper(self, qids: tuple[str, ...]) -> Any:
+        if self.args.stop_by == "ranking":
+            return self._subset(qids)
+        return CandidateSet([self.by_qid[q] for q in qids], self.space,
+                            {q: self.qrels[q] for q in qids}, self.index.doc_id)  # fmt: skip
+
+    def fit(self, run: str, train_q: tuple[str, ...], stop_q: tuple[str, ...]) -> Any:
+        objective, variant, opts = parse_run(run)
+        freeze, lex, ir_terms = VARIANTS[variant]
+        start = dict(self.start)
+        if opts.get("start") == "untuned":
+            start.update(self.untuned)
+        spec = ShardSpec(0, "", "", (), {}, start)
+        shard = Shard(spec)
+        shard.space = self.space
+        shard.examples = [self.by_qid[q] for q in train_q]
+        shard.stats = {"queries": len(train_q)}
+        shard.configure(objective, objective_options(objective, opts), freeze_smt=freeze,
+                        lex=lex, ir_terms=ir_terms)  # fmt: skip
+        stopper = self._stopper(stop_q)
+
+        def use_stop(_rep: Reporter) -> Any:
+            return stopper
+
+        return train(InlineBackend(shards=[shard]), [spec], start, build_dev=use_stop,
+                     epochs=self.args.epochs, patience=self.args.patience)  # fmt: skip
+
+    def cross_validate(self, run: str) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        pooled: RunDict = {}
+        rounds = []
+        for r in cv_rounds(self.folds):
+            outcome = self.fit(run, r.train, r.stop)
+            pooled.update(self._subset(r.test).run(outcome.weights))
+            rounds.append({"train": len(r.train), "stop": len(r.stop), "test": len(r.test),
+                           "best_epoch": outcome.best_epoch,
+                           "stop_map_by_epoch": [outcome.baseline["map"]]
+                           + [e.metrics["map"] for e in outcome.history]})  # fmt: skip
+        pooled_cmp = compare_runs(pooled, self.base, self.qrels)
+        # the dev check: trained on every fold but the first, stopped on the first
+        train_q = tuple(q for f in self.folds[1:] for q in f)
+        outcome = self.fit(run, train_q, tuple(self.folds[0]))
+        dev_run = self.dev.run(outcome.weights)
+        dev_cmp = compare_runs(dev_run, self.dev_base, self.dev.qrels)
+        w = outcome.weights
+        shift = {n: w[n] - self.start.get(n, 0.0) for n in w if not is_ir_term_feature(n)}
+        moved = {n: x for n, x in shift.items() if abs(x) > 1e-9}
+        delta = np.array([x for n, x in w.items() if is_ir_term_feature(n) and x != 0.0])
+        objective, variant, opts = parse_run(run)
+        return _round({
+            "run": run, "objective": objective, "variant": variant, "options": opts,
+            "pooled": pooled_cmp, "rounds": rounds,
+            "dev": dev_cmp, "dev_best_epoch": outcome.best_epoch,
+            "final_weights_moved": moved, "v": w.get(IR_FEATURE),
+            "ir_terms_learned": len(delta),
+            "ir_delta_abs_mean": float(np.abs(delta).mean()) if len(delta) else 0.0,
+            "seconds": time.perf_counter() - t0,
+        })  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("lang", choices=["de", "zh"])
+    ap.add_argument("--examples", type=Path, required=True, help="bench.ltr_examples output")
+    ap.add_argument("--runs", default="hinge:lex")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--groups", choices=["page", "linked"], default="page")
+    ap.add_argument("--stop-by", choices=["candidates", "ranking"], default="candidates")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--default", help="the run whose figures are the file's top-level keys")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    out_path = args.out or RESULTS_DIR / f"ltr_pooled_{args.lang}.json"
+    t0 = time.perf_counter()
+    runner = Runner(args)
+    if runner.lang != args.lang:
+        raise SystemExit(f"{args.examples} holds {runner.lang} examples, not {args.lang}")
+    result = json.loads(out_path.read_text()) if out_path.exists() else {}
+    result.setdefault("forms", {})
+    setup = {"folds": args.folds, "groups": args.groups, "stop_by": args.stop_by,
+             "epochs": args.epochs, "patience": args.patience}  # fmt: skip
+    form = result["forms"].setdefault(runner.form, {})
+    form.update({
+        "examples": runner.key, "build": runner.stats,
+        "fold_sizes": [len(f) for f in runner.folds],
+        "group_size_counts": runner.group_sizes.tolist(),
+        "base_ranking_seconds_per_query": round(runner.base_seconds / len(runner.examples), 4),
+    })  # fmt: skip
+    form.setdefault("runs", [])
+
+    def save() -> None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+        tmp.replace(out_path)
+
+    for run in args.runs.split(","):
+        row = runner.cross_validate(run)
+        row["setup"] = setup
+        print(json.dumps({k: row[k] for k in ("run", "pooled", "dev", "seconds")}), file=sys.stderr)
+        form["runs"] = [r for r in form["runs"] if (r["run"], r["setup"]) != (run, setup)]
+        form["runs"].append(row)
+        if args.default == run and runner.form == "paragraph":
+            p, d = row["pooled"], row["dev"]
+            result.update({
+                "queries": p["queries"], "objective": run, "map_default": p["map_default"],
+                "map_learned": p["map_learned"], "p_map": p["p_map"],
+                "detectable": p["detectable"], "dev_map_default": d["map_default"],
+                "dev_map_learned": d["map_learned"],
+            })  # fmt: skip
+        save()
+    save()
+    print(json.dumps({"out": str(out_path), "seconds": round(time.perf_counter() - t0, 1)}))
+
+
+if __name__ == "__main__":
+    main()
