@@ -142,6 +142,7 @@ class Runner:
         self.by_qid = {e.qid: e for e in self.examples}
         self.qrels = {q: data["train_qrels"][q] for q in self.by_qid}
         self.stats = data["stats"]
+        self.texts: dict[str, str] = data["train_queries"]
         dev_queries, dev_qrels, _ = data["dev"]
         self.dev = DevSet(self.index, dev_qrels, dev_queries, self.space)
         self.all = DevSet(self.index, self.qrels,
@@ -188,6 +189,33 @@ class Runner:
         return train(InlineBackend(shards=[shard]), [spec], start, build_dev=use_stop,
                      epochs=self.args.epochs, patience=self.args.patience)  # fmt: skip
 
+    def breakdown(self, pooled: RunDict) -> dict[str, Any]:
+        """Where a run gains or loses: MAP of the page alone (relevance 3) and of the pages
+        judged 2 or 3, and the AP gain by query length (thirds of the queries by length in
+        whitespace tokens, characters for zh)."""
+        out: dict[str, Any] = {}
+        for level in (3, 2):
+            qrels = {q: {d: r for d, r in j.items() if r >= level} for q, j in self.qrels.items()}
+            a = evaluate(pooled, qrels, {"map": "map"}, depth=DEPTH)
+            b = evaluate(self.base, qrels, {"map": "map"}, depth=DEPTH)
+            out[f"map_rel{level}"] = {"default": b.means["map"], "learned": a.means["map"]}
+        a = evaluate(pooled, self.qrels, {"map": "map"}, depth=DEPTH).per_query["map"]
+        b = evaluate(self.base, self.qrels, {"map": "map"}, depth=DEPTH).per_query["map"]
+
+        def length(q: str) -> int:
+            text = self.texts[q]
+            return len(text.replace(" ", "")) if self.lang == "zh" else len(text.split())
+
+        qids = sorted(a, key=lambda q: (length(q), q))
+        thirds = [qids[i * len(qids) // 3 : (i + 1) * len(qids) // 3] for i in range(3)]
+        out["by_length"] = [
+            {"queries": len(t), "length_min": length(t[0]), "length_max": length(t[-1]),
+             "map_default": float(np.mean([b[q] for q in t])),
+             "map_gain": float(np.mean([a[q] - b[q] for q in t]))}
+            for t in thirds if t
+        ]  # fmt: skip
+        return out
+
     def cross_validate(self, run: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         pooled: RunDict = {}
@@ -200,6 +228,7 @@ class Runner:
                            "stop_map_by_epoch": [outcome.baseline["map"]]
                            + [e.metrics["map"] for e in outcome.history]})  # fmt: skip
         pooled_cmp = compare_runs(pooled, self.base, self.qrels)
+        pooled_cmp["breakdown"] = self.breakdown(pooled)
         # the dev check: trained on every fold but the first, stopped on the first
         train_q = tuple(q for f in self.folds[1:] for q in f)
         outcome = self.fit(run, train_q, tuple(self.folds[0]))
