@@ -77,6 +77,7 @@ VARIANTS = {
     "frozen": (True, False, True),  # SMT frozen, v fixed: the per-term IR weights
     "lex": (True, True, True),  # frozen plus the LEX features
     "v": (True, False, False),  # SMT frozen, only v (no per-term IR weights)
+    "dense": (False, False, False),  # SMT and v learned; no per-term IR, no LEX weights
 }
 
 
