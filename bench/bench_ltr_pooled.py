@@ -35,6 +35,7 @@ Writes (merging) ``bench/results/ltr_pooled_<lang>.json``: ``forms.<form>.runs``
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import sys
@@ -216,6 +217,20 @@ class Runner:
         ]  # fmt: skip
         return out
 
+    def in_sample(self, run: str) -> dict[str, Any]:
+        """What the weight space can fit at all: trained, stopped and ranked on the same (all)
+        queries. Not a measurement of generalisation — the capacity bound it is compared to."""
+        t0 = time.perf_counter()
+        qids = tuple(e.qid for e in self.examples)
+        outcome = self.fit(run, qids, qids)
+        fitted = compare_runs(self.all.run(outcome.weights), self.base, self.qrels)
+        return _round({
+            "run": run, "in_sample": fitted, "best_epoch": outcome.best_epoch,
+            "stop_map_by_epoch": [outcome.baseline["map"]]
+            + [e.metrics["map"] for e in outcome.history],
+            "seconds": time.perf_counter() - t0,
+        })  # fmt: skip
+
     def cross_validate(self, run: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         pooled: RunDict = {}
@@ -261,6 +276,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--patience", type=int, default=3)
     ap.add_argument("--default", help="the run whose figures are the file's top-level keys")
+    ap.add_argument(
+        "--in-sample",
+        action="store_true",
+        help="instead of cross-validating, train and rank on all queries (the capacity bound)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out_path = args.out or RESULTS_DIR / f"ltr_pooled_{args.lang}.json"
@@ -268,41 +288,50 @@ def main() -> None:
     runner = Runner(args)
     if runner.lang != args.lang:
         raise SystemExit(f"{args.examples} holds {runner.lang} examples, not {args.lang}")
-    result = json.loads(out_path.read_text()) if out_path.exists() else {}
-    result.setdefault("forms", {})
     setup = {"folds": args.folds, "groups": args.groups, "stop_by": args.stop_by,
              "epochs": args.epochs, "patience": args.patience}  # fmt: skip
-    form = result["forms"].setdefault(runner.form, {})
-    form.update({
+    form_info = {
         "examples": runner.key, "build": runner.stats,
         "fold_sizes": [len(f) for f in runner.folds],
         "group_size_counts": runner.group_sizes.tolist(),
         "base_ranking_seconds_per_query": round(runner.base_seconds / len(runner.examples), 4),
-    })  # fmt: skip
-    form.setdefault("runs", [])
+    }  # fmt: skip
 
-    def save() -> None:
+    def record(kind: str, row: dict[str, Any], top: dict[str, Any] | None = None) -> None:
+        """Merge ``row`` into the file under a lock (several runs may share it)."""
+        row["setup"] = setup
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        tmp.replace(out_path)
+        with open(out_path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            result = json.loads(out_path.read_text()) if out_path.exists() else {}
+            form = result.setdefault("forms", {}).setdefault(runner.form, {})
+            form.update(form_info)
+            rows = form.get(kind, [])
+            same = (row["run"], setup)
+            form[kind] = [r for r in rows if (r["run"], r["setup"]) != same] + [row]
+            result.update(top or {})
+            tmp = out_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+            tmp.replace(out_path)
 
     for run in args.runs.split(","):
+        if args.in_sample:
+            row = runner.in_sample(run)
+            print(json.dumps(row), file=sys.stderr)
+            record("in_sample", row)
+            continue
         row = runner.cross_validate(run)
-        row["setup"] = setup
         print(json.dumps({k: row[k] for k in ("run", "pooled", "dev", "seconds")}), file=sys.stderr)
-        form["runs"] = [r for r in form["runs"] if (r["run"], r["setup"]) != (run, setup)]
-        form["runs"].append(row)
+        top = None
         if args.default == run and runner.form == "paragraph":
             p, d = row["pooled"], row["dev"]
-            result.update({
+            top = {
                 "queries": p["queries"], "objective": run, "map_default": p["map_default"],
                 "map_learned": p["map_learned"], "p_map": p["p_map"],
                 "detectable": p["detectable"], "dev_map_default": d["map_default"],
                 "dev_map_learned": d["map_learned"],
-            })  # fmt: skip
-        save()
-    save()
+            }  # fmt: skip
+        record("runs", row, top)
     print(json.dumps({"out": str(out_path), "seconds": round(time.perf_counter() - t0, 1)}))
 
 
