@@ -3,7 +3,7 @@
 :class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
 :func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
 sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm_table`), and
-returns the +LM forest as a :class:`~service.mt.hypergraph.Hypergraph` built from arrays: node
+returns the +LM forest as a :class:`~service.forest.hypergraph.Hypergraph` built from arrays: node
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
 
@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.mt import cube_kernel as K
 from service.mt.decoder import (
     TOP,
@@ -36,7 +37,6 @@ from service.mt.decoder import (
     weighted_rule_scores,
 )
 from service.mt.grammar import Grammar
-from service.mt.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.mt.lm import BOS, EOS, LanguageModel
 from service.mt.lm_context import Boundary
 from service.mt.lm_table import LmTable
@@ -226,7 +226,7 @@ def _prune(
     nodes: tuple[NDArray[Any], ...], edges: tuple[NDArray[Any], ...]
 ) -> tuple[tuple[NDArray[Any], ...], tuple[NDArray[Any], ...]]:
     """The kernel's node and edge arrays without what the goal cannot reach (same order,
-    nodes renumbered): :func:`service.mt.hypergraph.prune_unreachable` on arrays."""
+    nodes renumbered): :func:`service.forest.hypergraph.prune_unreachable` on arrays."""
     head, t0, t1 = edges[:3]
     keep_node, keep_edge = K.reachable(len(nodes[0]), head, t0, t1)
     if keep_node.all() and keep_edge.all():
