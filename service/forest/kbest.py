@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from service.errors import ConfigurationError
+from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import (
     Derivation,
     DerivationNode,
@@ -109,9 +110,7 @@ def initial_candidates(
     heads = a.edge_head[ids]
     order = np.lexsort((ids, -score[ids], heads))
     run = ids[order]
-    ptr = np.zeros(a.num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(heads, minlength=a.num_nodes), out=ptr[1:])
-    return run, score[run], ptr
+    return run, score[run], ptr_from_counts(np.bincount(heads, minlength=a.num_nodes))
 
 
 def canonical_term_ids(a: HypergraphArrays) -> IntArray:

@@ -64,6 +64,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import DerivationNode
 
 IntArray = NDArray[np.int64]
@@ -698,8 +699,7 @@ class Extraction:
         self.run_end = own(run_ptr[1:], np.int64)
         arity = np.diff(self.tail_ptr)
         words = np.diff(term_ptr)
-        self.pat_ptr = np.zeros(num_edges + 1, dtype=np.int64)
-        np.cumsum(arity + words, out=self.pat_ptr[1:])
+        self.pat_ptr = ptr_from_counts(arity + words)
         self.pat_sym = np.zeros(int(self.pat_ptr[-1]), dtype=np.int64)
         # known from the arrays: edges without tails (their words) and one gap without words
         self.pat_state = np.zeros(num_edges, dtype=np.int64)

@@ -68,6 +68,7 @@ from service.errors import (
     InternalError,
     InvalidInputError,
 )
+from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.lm import BOS, LanguageModel, NgramStructure
@@ -476,7 +477,7 @@ def _target_terminal_counts(grammar: Grammar) -> NDArray[np.int32]:
         return cached
     symbols = np.asarray(grammar.target_symbols)
     offsets = np.asarray(grammar.target_offsets, dtype=np.int64)
-    terminal = np.concatenate([[0], np.cumsum(symbols >= 0, dtype=np.int64)])
+    terminal = ptr_from_counts(symbols >= 0)  # terminals before each position
     per_target = (terminal[offsets[1:]] - terminal[offsets[:-1]]).astype(np.int32)
     counts: NDArray[np.int32] = per_target[np.asarray(grammar.rule_target)]
     grammar.__dict__["_clir_nterm"] = counts

@@ -82,6 +82,7 @@ import numpy.typing as npt
 from numba import njit
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.mt.rules import X, is_nt, nt
 
 I32 = npt.NDArray[np.int32]
@@ -993,7 +994,7 @@ def extract_rules(
     target_marginal = _target_marginals(corpus, config, kept_targets, buffers, n_shards, progress)
     del buffers
     source_sides = np.concatenate([k[0] for k in kept])
-    offsets = np.cumsum([0] + [len(k[0]) for k in kept])
+    offsets = ptr_from_counts([len(k[0]) for k in kept])
     source_id = np.concatenate([k[1] + off for k, off in zip(kept, offsets, strict=False)])
     return RuleCounts(
         config=config,

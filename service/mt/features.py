@@ -39,6 +39,7 @@ import numpy.typing as npt
 from numba import njit
 
 from service.errors import ConfigurationError
+from service.forest.csr import ptr_from_counts
 from service.mt.extract import (
     COUNT_DECIMALS,
     WORD_OFFSET,
@@ -195,9 +196,7 @@ class RuleTable:
             # codes: 1, 2 -> gaps [X,1], [X,2]; word id w (code w + 2) -> terminal id w - 1
             symbols = rows[used]
             symbols = np.where(symbols <= 2, -symbols, symbols - (WORD_OFFSET + 1))
-            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-            np.cumsum(used.sum(axis=1), out=offsets[1:])
-            return symbols, offsets
+            return symbols, ptr_from_counts(used.sum(axis=1))
 
         assert nt_symbol(0, 1) == -1 and nt_symbol(0, 2) == -2
         source, source_offsets = flat(self.source_sides, self.source_id)
@@ -212,9 +211,9 @@ class RuleTable:
             points.append(np.stack([bit // width, bit % width], axis=1).astype(np.int8))
             per_rule.append(has.sum(axis=1))
         alignment = np.concatenate(points) if points else np.zeros((0, 2), dtype=np.int8)
-        alignment_offsets = np.zeros(len(self) + 1, dtype=np.int64)
-        if per_rule:
-            np.cumsum(np.concatenate(per_rule), out=alignment_offsets[1:])
+        alignment_offsets = ptr_from_counts(
+            np.concatenate(per_rule) if per_rule else np.zeros(0, dtype=np.int64)
+        )
         return EncodedRules(
             source_vocab=self.source_vocab.words[1:],
             target_vocab=self.target_vocab.words[1:],

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from service.data.io import atomic_write
 from service.errors import DataFormatError, InvalidInputError, MissingResourceError
+from service.forest.csr import ptr_from_counts
 from service.mt.extract import AlignedPair, EncodedCorpus, Vocab
 
 FORMAT = "clir-lexical-table/1"
@@ -76,14 +77,12 @@ class LexicalTable:
         if len(self.f_ids) and (self.f_ids.max() >= nf or self.e_ids.max() >= ne):
             raise InvalidInputError("lexical table: a word id is outside its vocabulary")
         # by source word: e ascending within each row, w(e|f)
-        self.f_indptr = np.zeros(nf + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.f_ids, minlength=nf), out=self.f_indptr[1:])
+        self.f_indptr = ptr_from_counts(np.bincount(self.f_ids, minlength=nf))
         f_total = np.bincount(self.f_ids, weights=self.counts, minlength=nf)
         self.p_e_given_f = self.counts / np.where(f_total > 0, f_total, 1.0)[self.f_ids]
         # by target word: f ascending within each row, w(f|e)
         self.e_order = np.lexsort((self.f_ids, self.e_ids))
-        self.e_indptr = np.zeros(ne + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.e_ids, minlength=ne), out=self.e_indptr[1:])
+        self.e_indptr = ptr_from_counts(np.bincount(self.e_ids, minlength=ne))
         e_total = np.bincount(self.e_ids, weights=self.counts, minlength=ne)
         self.p_f_given_e = self.counts / np.where(e_total > 0, e_total, 1.0)[self.e_ids]
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
@@ -48,12 +49,12 @@ def hand_index(docs: Mapping[str, Mapping[str, float]]) -> InvertedIndex:
     tid = {t: i for i, t in enumerate(terms)}
     rows = sorted((tid[t], n, w) for n, d in enumerate(ids) for t, w in docs[d].items())
     counts = np.bincount([r[0] for r in rows], minlength=len(terms))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    offsets = ptr_from_counts(counts)
     blob, voffsets = encode_terms(terms)
 
     def strings(xs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         data = [x.encode() for x in xs]
-        off = np.concatenate([[0], np.cumsum([len(x) for x in data])]).astype(np.int64)
+        off = ptr_from_counts([len(x) for x in data])
         return np.frombuffer(b"".join(data) or b"", dtype=np.uint8).copy(), off
 
     arrays: dict[str, np.ndarray] = {

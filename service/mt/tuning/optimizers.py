@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.jit import compiled as jit
 from service.mt.tuning.bleu import STATS_SIZE, bleu_from_matrix
 from service.mt.tuning.lists import FeatureSpace, FloatArray, KbestEntry, ListArrays
@@ -381,7 +382,7 @@ class MertProblem:
         self.x = np.concatenate([lst.features for lst in lists])
         self.stats = np.concatenate([lst.stats for lst in lists])
         lengths = np.array([len(lst) for lst in lists], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.offsets = ptr_from_counts(lengths)
         self.list_of = np.repeat(np.arange(len(lists)), lengths)
         self.compiled = compiled
 
