@@ -15,7 +15,7 @@ from service.errors import (
 )
 from service.forest.inference import viterbi
 from service.mt.bundle import MANIFEST, load_bundle
-from service.mt.train import TrainConfig, train_model
+from service.mt.training.train import TrainConfig, train_model
 from tests.synthetic import CONFIG, synthetic
 
 
