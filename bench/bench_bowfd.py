@@ -36,9 +36,9 @@ import numpy as np
 
 from bench.common import DATA, RESULTS_DIR, ROOT
 from service.errors import MissingResourceError
+from service.forest.inference import viterbi_scores
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
-from service.mt.inference import viterbi_scores
 from service.retrieval.base import DecodedQuery
 from service.retrieval.bowfd import (
     DEFAULT_PER_SENTENCE_K,

@@ -12,10 +12,10 @@ same bundle and the active weights; they must give identical forests. Measured, 
    alike. Per decoder: median and p90 ms per sentence, median lookup and cube-pruning ms (the
    compiled decoder's "cube_pruning" is everything after the grammar lookup: rule scores,
    kernel, forest arrays); median nodes and edges (equal for both); on the compiled forest,
-   Viterbi (:func:`service.mt.inference.fast_viterbi`), unique 100-best
-   (:func:`service.mt.kbest.unique_kbest` as the service calls it, bounded by its time budget:
+   Viterbi (:func:`service.forest.inference.fast_viterbi`), unique 100-best
+   (:func:`service.forest.kbest.unique_kbest` as the service calls it, bounded by its time budget:
    when spurious ambiguity hides the 100th string this measures the budget; the number of
-   strings found is recorded) and plain 100-best (:func:`service.mt.kbest.kbest`, as in the
+   strings found is recorded) and plain 100-best (:func:`service.forest.kbest.kbest`, as in the
    earlier figures) ms; ``ratio_total`` = total reference time / total compiled time over
    the same sentences. Every row also counts sentences whose best scores agree (a cheap
    check; the full one is item 3).
@@ -75,10 +75,10 @@ from typing import Any
 
 from bench.common import DATA, RESULTS_DIR, ROOT, percentile
 from service.data import load_queries
+from service.forest.inference import fast_viterbi
+from service.forest.kbest import kbest, unique_kbest
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
-from service.mt.inference import fast_viterbi
-from service.mt.kbest import kbest, unique_kbest
 from service.mt.tuning.data import load_dev_pairs
 from service.mt.weights import WeightsVersion
 from service.retrieval.query import query_sentences

@@ -50,10 +50,10 @@ from typing import Any
 from bench.bench_decoder import DATA, ROOT, load_sources, log, ms, percentile, timed
 from service.api.serving import BYTES_PER_ARRAY_EDGE, query_bytes
 from service.data import load_queries
+from service.forest.inference import fast_viterbi
+from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
-from service.mt.inference import fast_viterbi
-from service.mt.kbest import unique_kbest
 from service.retrieval.base import DecodedQuery, Ranking
 from service.retrieval.query import decode_query
 from service.retrieval.runner import load_index, make_scorer

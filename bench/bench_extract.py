@@ -1,17 +1,17 @@
 """Hiero grammar training on de-en with the real pipeline pieces, stage by stage.
 
-Stages: read + clean + tokenise (:class:`service.text.clean.CorpusCleaner`),
-word alignment (eflomal both ways, :func:`service.mt.align.align_corpus`) and
-grow-diag-final-and (:func:`service.mt.align.symmetrize`), encoding, the lexical table, rule
-extraction + aggregation + the min-count filter (:func:`service.mt.extract.extract_rules`,
-tight phrases for rules with gaps, sharded passes), features + pruning to 30
-(:func:`service.mt.features.estimate_features`) and the conversion to the grammar's arrays
-(``RuleTable.to_encoded``). Per stage: wall and CPU seconds (CPU is what to compare when the
-shared machine is loaded; eflomal runs in child processes, counted separately) and peak RSS
-so far. Counts: rule instances, unique rules before and after the min-count filter and after
-pruning, and the bytes of the encoded arrays. Last, the unique rules of the old behaviour
-(loose phrases everywhere, no minimum count) on a prefix of the corpus, for comparison (run
-after the peak-memory figures are taken). Writes ``bench/results/extract_rules.json``.
+Stages: read + clean + tokenise (:class:`service.text.clean.CorpusCleaner`), word alignment (eflomal
+both ways, :func:`service.mt.training.align.align_corpus`) and grow-diag-final-and
+(:func:`service.mt.training.align.symmetrize`), encoding, the lexical table, rule extraction +
+aggregation + the min-count filter (:func:`service.mt.training.extract.extract_rules`, tight phrases
+for rules with gaps, sharded passes), features + pruning to 30
+(:func:`service.mt.training.features.estimate_features`) and the conversion to the grammar's arrays
+(``RuleTable.to_encoded``). Per stage: wall and CPU seconds (CPU is what to compare when the shared
+machine is loaded; eflomal runs in child processes, counted separately) and peak RSS so far. Counts:
+rule instances, unique rules before and after the min-count filter and after pruning, and the bytes
+of the encoded arrays. Last, the unique rules of the old behaviour (loose phrases everywhere, no
+minimum count) on a prefix of the corpus, for comparison (run after the peak-memory figures are
+taken). Writes ``bench/results/extract_rules.json``.
 
     nice -n 10 .venv/bin/python -m bench.bench_extract [N]     # N pairs; default: all
 """
@@ -33,8 +33,8 @@ import numpy.typing as npt
 from bench.common import DATA as SHARED_DATA
 from bench.common import RESULTS_DIR
 from service.data.formats import read_parallel
-from service.mt.align import align_corpus, symmetrize
-from service.mt.extract import (
+from service.mt.training.align import align_corpus, symmetrize
+from service.mt.training.extract import (
     AlignedPair,
     EncodedCorpus,
     ExtractionConfig,
@@ -42,8 +42,8 @@ from service.mt.extract import (
     encode_corpus,
     extract_rules,
 )
-from service.mt.features import estimate_features
-from service.mt.lexical import LexicalTable
+from service.mt.training.features import estimate_features
+from service.mt.training.lexical import lexical_table_from_corpus
 from service.text.clean import CorpusCleaner
 
 DATA = SHARED_DATA / "parallel" / "de-en.tsv.gz"
@@ -101,11 +101,11 @@ def main(n_pairs: int | None = None) -> None:
     links, offsets = stages.run("align_eflomal_gdfa", partial(_align, pairs))
     # compile (or load the cached machine code of) the kernels outside the timings
     warm = encode_corpus([AlignedPair(["a", "b"], ["x", "y"], [(0, 0), (1, 1)])])
-    estimate_features(extract_rules(warm), LexicalTable.from_corpus(warm), 30).to_encoded()
+    estimate_features(extract_rules(warm), lexical_table_from_corpus(warm), 30).to_encoded()
     corpus = stages.run("encode", partial(_encode, pairs, links, offsets))
     n = len(pairs)
     del pairs, links, offsets  # the token lists: only the encoded corpus is needed from here
-    lexical = stages.run("lexical_table", lambda: LexicalTable.from_corpus(corpus))
+    lexical = stages.run("lexical_table", lambda: lexical_table_from_corpus(corpus))
     config = ExtractionConfig()
     counts = stages.run("extract_aggregate_filter", lambda: extract_rules(corpus, config))
     table = stages.run("features_and_pruning", lambda: estimate_features(counts, lexical, 30))

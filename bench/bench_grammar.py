@@ -34,6 +34,7 @@ import numpy as np
 from bench.common import DATA as SHARED_DATA
 from bench.common import RESULTS_DIR, ROOT, percentile
 from service.data.formats import read_parallel
+from service.forest.csr import ptr_from_counts
 from service.mt.grammar import (
     PAD,
     EncodedRules,
@@ -80,9 +81,7 @@ def tokenize(text: str) -> list[str]:
 
 def _flatten(sents: list[list[str]], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     ids = [vocab.setdefault(w, len(vocab)) for s in sents for w in s]
-    off = np.zeros(len(sents) + 1, dtype=np.int64)
-    np.cumsum([len(s) for s in sents], out=off[1:])
-    return np.array(ids, dtype=np.int64), off
+    return np.array(ids, dtype=np.int64), ptr_from_counts([len(s) for s in sents])
 
 
 def sample_patterns(
@@ -213,12 +212,12 @@ def build_grammar(n_rules: int, rng: np.random.Generator) -> tuple[EncodedRules,
         feature_names=list(RULE_FEATURES),
         lhs=np.zeros(n, dtype=np.int64),
         source=src[src != PAD],
-        source_offsets=np.concatenate([[0], np.cumsum(src_len)]),
+        source_offsets=ptr_from_counts(src_len),
         target=tgt[tgt != PAD],
-        target_offsets=np.concatenate([[0], np.cumsum(t_len)]),
+        target_offsets=ptr_from_counts(t_len),
         features=feats,
         alignment=align,
-        alignment_offsets=np.concatenate([[0], np.cumsum(n_pts)]),
+        alignment_offsets=ptr_from_counts(n_pts),
     )
     print(f"built {n} rules in {time.perf_counter() - t0:.1f} s")
     return enc, tests

@@ -1,5 +1,5 @@
 """Unique k-best extraction (Huang & Chiang 2005, Algorithm 3): the compiled kernel
-(``service/mt/kbest_kernel.py``, the default engine of ``unique_kbest``) against the Python
+(``service/forest/kbest_kernel.py``, the default engine of ``unique_kbest``) against the Python
 reference (``engine="reference"``), alternating in one process on the same forests.
 
 On 20 German dev queries of ``tr/de-en`` (``queries.dev.tsv``, second column, through
@@ -37,12 +37,12 @@ from functools import partial
 from typing import Any
 
 from bench.common import DATA, RESULTS_DIR, ROOT
-from service.mt import kbest_kernel
+from service.forest import kbest_kernel
+from service.forest.hypergraph import Derivation, Hypergraph
+from service.forest.inference import fast_viterbi, inside
+from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S, LazyKBest, unique_kbest
+from service.forest.semiring import COUNTING
 from service.mt.bundle import load_bundle
-from service.mt.hypergraph import Derivation, Hypergraph
-from service.mt.inference import fast_viterbi, inside
-from service.mt.kbest import UNIQUE_KBEST_TIME_BUDGET_S, LazyKBest, unique_kbest
-from service.mt.semiring import COUNTING
 from service.text import preprocess
 
 OUT = RESULTS_DIR / "kbest.json"

@@ -1,11 +1,11 @@
 """Benchmark of the 4-gram modified Kneser-Ney LM.
 
-Estimates the LM on the full ``lm/en.txt.gz`` with :mod:`service.mt.lm_estimate` (wall time,
-peak RSS, ARPA size), loads it in KenLM (load time) and measures perplexity on held-out
-English: the reference sentences of the de-en translation-retrieval dev set (qrels joined
-with ``tr/pool.en.tsv.gz``). If KenLM's ``lmplz`` is available (``$LMPLZ`` or on PATH), it
-estimates a model from the same tokenised text and both models are compared on the same
-held-out text (perplexity and the largest per-word difference of log probabilities).
+Estimates the LM on the full ``lm/en.txt.gz`` with :mod:`service.mt.training.lm_estimate` (wall
+time, peak RSS, ARPA size), loads it in KenLM (load time) and measures perplexity on held-out
+English: the reference sentences of the de-en translation-retrieval dev set (qrels joined with
+``tr/pool.en.tsv.gz``). If KenLM's ``lmplz`` is available (``$LMPLZ`` or on PATH), it estimates a
+model from the same tokenised text and both models are compared on the same held-out text
+(perplexity and the largest per-word difference of log probabilities).
 
 Note: the LM text contains the English of every LibreOffice help page, dev pages included
 (data README §4), so the held-out perplexity is optimistic for those sentences.
@@ -32,7 +32,7 @@ from typing import Any
 from bench.common import DATA, RESULTS_DIR
 from service.data.io import iter_lines
 from service.mt.lm import KenLM
-from service.mt.lm_estimate import (
+from service.mt.training.lm_estimate import (
     build_binary,
     estimate_kneser_ney,
     read_lm_text,

@@ -46,12 +46,12 @@ from bench.bench_decoder import load_sources
 from bench.common import DATA, RESULTS_DIR, ROOT, percentile
 from service.data import load_qrels, load_queries
 from service.evaluation import evaluate, randomization_test
+from service.forest.inference import fast_viterbi
 from service.mt.bundle import load_bundle
 from service.mt.cdec_format import import_cdec
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import DecoderConfig
 from service.mt.grammar import load_grammar
-from service.mt.inference import fast_viterbi
 from service.mt.lm import KenLM
 from service.mt.lm_table import load_lm_table
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu

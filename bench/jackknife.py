@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench.common import DATA
-from service.mt.train import TrainConfig, train_model
+from service.mt.training.train import TrainConfig, train_model
 from service.settings import get_settings
 
 LOHELP = "lohelp:"

@@ -124,7 +124,7 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_model(args: argparse.Namespace) -> int:
-    from service.mt.train import TrainConfig, train_model
+    from service.mt.training.train import TrainConfig, train_model
     from service.settings import get_settings
 
     config = TrainConfig(
@@ -169,7 +169,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_build_demo(args: argparse.Namespace) -> int:
-    from service.mt.demo import build_demo
+    from service.mt.training.demo import build_demo
 
     manifest = build_demo(args.data, args.out)
     print(json.dumps({"bundle": str(args.out), "counts": manifest["counts"]["grammar"]}))

@@ -11,7 +11,7 @@ from service.data import write_docs
 from service.index import build_docs_index
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.train import train_model
+from service.mt.training.train import train_model
 from service.records import Doc
 from service.settings import get_settings
 from tests.synthetic import CONFIG, synthetic

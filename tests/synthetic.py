@@ -7,7 +7,7 @@ import gzip
 import random
 from pathlib import Path
 
-from service.mt.train import TrainConfig
+from service.mt.training.train import TrainConfig
 
 NOUNS = {"haus": "house", "auto": "car", "buch": "book", "hund": "dog", "baum": "tree"}
 ADJS = {"klein": "small", "groß": "big", "alt": "old", "neu": "new", "rot": "red"}

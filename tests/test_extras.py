@@ -17,8 +17,8 @@ from service.cli import EXIT_ERROR, main
 from service.errors import ConfigurationError, MissingExtraError
 from service.extras import import_extra
 from service.ltr.backends import make_backend
-from service.mt.align import align_corpus
-from service.mt.train import TrainConfig, train_model
+from service.mt.training.align import align_corpus
+from service.mt.training.train import TrainConfig, train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from service.arraydir import sha256_file
 from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
+from service.forest.csr import ptr_from_counts
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.inverted import InvertedIndex
@@ -179,8 +180,7 @@ def build_arrays(
     post_terms = terms[order]
     post_docs = docnos[order]
     post_tf_i32 = tfs[order]
-    offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(post_terms, minlength=n_terms), out=offsets[1:])
+    offsets = ptr_from_counts(np.bincount(post_terms, minlength=n_terms))
 
     avdl = float(lengths.sum()) / n_docs
     norm = length_norm(lengths, avdl, k1, b)

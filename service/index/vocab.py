@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.errors import DataFormatError
+from service.forest.csr import ptr_from_counts
 
 SEP = "\n"
 
@@ -30,8 +31,7 @@ def encode_terms(terms: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArr
         bad = next(t for t in terms if SEP in t or not t)
         raise ValueError(f"a term must be non-empty and contain no newline: {bad!r}")
     lengths = np.fromiter((len(t) + 1 for t in encoded), dtype=np.int64, count=len(encoded))
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = ptr_from_counts(lengths)
     blob = np.frombuffer(b"".join(t + b"\n" for t in encoded), dtype=np.uint8)
     return blob, offsets
 

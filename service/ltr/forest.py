@@ -17,10 +17,10 @@ changes only the edge weights on that forest. Two facts keep this cheap:
 :func:`best_derivations` runs, for each candidate document, the (max, +) inside pass with
 backpointers over the live forest under ``W'(e, d) = F[e]·w + Σ_{t ∈ e} (v + δ_t)·bm25(t, d)``
 (Hieber & Riezler 2015, eq. 4 with the per-term IR weights δ_t of the ``ir:<t>`` features; ties go
-to the first incoming edge, as in :func:`service.mt.inference.viterbi_scores`) and returns the edges
-of the best derivation; :meth:`CompactSentence.candidate_features` turns them into the documents'
-feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges, ``IR_BM25`` = Σ bm25
-over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
+to the first incoming edge, as in :func:`service.forest.inference.viterbi_scores`) and returns
+the edges of the best derivation; :meth:`CompactSentence.candidate_features` turns them into the
+documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges,
+``IR_BM25`` = Σ bm25 over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
 ``w · Φ(h*_d)`` is the document's BOW-FD score for the sentence. The obviously-correct reference is
 :meth:`service.retrieval.bowfd.BowFdScorer.feature_vector` (one Viterbi pass over the whole
 forest per document); the tests check they agree.
@@ -40,10 +40,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from service.forest.hypergraph import Hyperedge, Hypergraph, Node
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
-from service.mt.hypergraph import Hyperedge, Hypergraph, Node
 from service.retrieval.bowfd import (
     PreparedSentence,
     ir_term_feature,

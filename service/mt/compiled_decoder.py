@@ -3,7 +3,7 @@
 :class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
 :func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
 sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm_table`), and
-returns the +LM forest as a :class:`~service.mt.hypergraph.Hypergraph` built from arrays: node
+returns the +LM forest as a :class:`~service.forest.hypergraph.Hypergraph` built from arrays: node
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
 
@@ -27,6 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.csr import ptr_from_counts
+from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.mt import cube_kernel as K
 from service.mt.decoder import (
     TOP,
@@ -36,7 +38,6 @@ from service.mt.decoder import (
     weighted_rule_scores,
 )
 from service.mt.grammar import Grammar
-from service.mt.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.mt.lm import BOS, EOS, LanguageModel
 from service.mt.lm_context import Boundary
 from service.mt.lm_table import LmTable
@@ -61,12 +62,6 @@ _EXTRA = (RULE_PENALTY, PASS_THROUGH, WORD_PENALTY, GLUE, LANGUAGE_MODEL, LM_OOV
 def _readonly(*arrays: NDArray[Any]) -> None:
     for a in arrays:
         a.setflags(write=False)
-
-
-def _ptr(lengths: NDArray[np.integer[Any]]) -> I64:
-    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    return ptr
 
 
 class CompiledDecoder(Decoder):
@@ -139,7 +134,8 @@ class CompiledDecoder(Decoder):
         m_rlo = np.asarray(sg.rule_start, dtype=np.int64)
         m_rhi = np.asarray(sg.rule_end, dtype=np.int64)
         counts = m_rhi - m_rlo
-        rows = np.repeat(m_rlo - _ptr(counts)[:-1], counts) + np.arange(int(counts.sum()))
+        starts = ptr_from_counts(counts)[:-1]
+        rows = np.repeat(m_rlo - starts, counts) + np.arange(int(counts.sum()))
         scores = weighted_rule_scores(
             self.grammar.features[rows], self._w_rule, self._w_rp, self._w_wp, self._nterm[rows]
         )
@@ -204,7 +200,7 @@ class CompiledDecoder(Decoder):
         tt = self._rtarget[rows]
         starts = self._toff[tt].astype(np.int64)
         lens = self._toff[tt + 1].astype(np.int64) - starts
-        ptr = _ptr(lens)
+        ptr = ptr_from_counts(lens)
         pos = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]))
         syms = self._tsym[pos]
         flags = np.where(syms >= 0, self._vocab_oov[np.maximum(syms, 0)], 0)
@@ -226,7 +222,7 @@ def _prune(
     nodes: tuple[NDArray[Any], ...], edges: tuple[NDArray[Any], ...]
 ) -> tuple[tuple[NDArray[Any], ...], tuple[NDArray[Any], ...]]:
     """The kernel's node and edge arrays without what the goal cannot reach (same order,
-    nodes renumbered): :func:`service.mt.hypergraph.prune_unreachable` on arrays."""
+    nodes renumbered): :func:`service.forest.hypergraph.prune_unreachable` on arrays."""
     head, t0, t1 = edges[:3]
     keep_node, keep_edge = K.reachable(len(nodes[0]), head, t0, t1)
     if keep_node.all() and keep_edge.all():

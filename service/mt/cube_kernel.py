@@ -752,7 +752,7 @@ def reachable(num_nodes, e_head, e_t0, e_t1):  # type: ignore[no-untyped-def]
     X cell of the same span, finished in the first phase; ``S → S[0, k] X[k, j]`` has k < j),
     then the goal's edges. So all edges with a node as a tail come after every edge into that
     node, and a node's mark is final before its incoming edges are visited.
-    :func:`service.mt.hypergraph.reachable` is the reference (tests/mt/test_prune.py).
+    :func:`service.forest.hypergraph.reachable` is the reference (tests/mt/test_prune.py).
     """
     node_keep = np.zeros(num_nodes, np.bool_)
     edge_keep = np.zeros(e_head.shape[0], np.bool_)

@@ -32,7 +32,7 @@ With ``use_lm=False`` (the ``--no-lm`` ablation of Hieber & Riezler 2015, Table 
 features are left out and each −LM node keeps one +LM node.
 
 Before the forest is handed on, the nodes and edges that no derivation of the goal uses are
-dropped (:func:`service.mt.hypergraph.prune_unreachable`; ``DecoderConfig.prune_unreachable``):
+dropped (:func:`service.forest.hypergraph.prune_unreachable`; ``DecoderConfig.prune_unreachable``):
 most +LM items a cell pops are never popped as a tail in any cell above it (cdec drops them
 too). No derivation of the goal changes, so no Viterbi, k-best or retrieval result does; the
 forest that every retrieval method walks and the query cache holds shrinks (at pop 200 on the
@@ -68,8 +68,9 @@ from service.errors import (
     InternalError,
     InvalidInputError,
 )
+from service.forest.csr import ptr_from_counts
+from service.forest.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.grammar import Grammar, SentenceGrammar
-from service.mt.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.lm import BOS, LanguageModel, NgramStructure
 from service.mt.lm_context import (
     EMPTY_TAIL,
@@ -114,7 +115,7 @@ class DecoderConfig:
     # the setting CLIR_DECODER_ENGINE (so every command can run either)
     engine: Literal["compiled", "reference"] = field(default_factory=lambda: _default_engine())
     # drop the +LM nodes and edges that no derivation of the goal uses before the forest is
-    # handed on (:func:`service.mt.hypergraph.prune_unreachable`); no derivation, score or
+    # handed on (:func:`service.forest.hypergraph.prune_unreachable`); no derivation, score or
     # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
     # Off only to measure or inspect the search's whole output.
     prune_unreachable: bool = True
@@ -476,7 +477,7 @@ def _target_terminal_counts(grammar: Grammar) -> NDArray[np.int32]:
         return cached
     symbols = np.asarray(grammar.target_symbols)
     offsets = np.asarray(grammar.target_offsets, dtype=np.int64)
-    terminal = np.concatenate([[0], np.cumsum(symbols >= 0, dtype=np.int64)])
+    terminal = ptr_from_counts(symbols >= 0)  # terminals before each position
     per_target = (terminal[offsets[1:]] - terminal[offsets[:-1]]).astype(np.int32)
     counts: NDArray[np.int32] = per_target[np.asarray(grammar.rule_target)]
     grammar.__dict__["_clir_nterm"] = counts

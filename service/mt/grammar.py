@@ -57,6 +57,7 @@ from service.errors import (
     DataFormatError,
     InvalidInputError,
 )
+from service.forest.csr import ptr_from_counts
 from service.mt.rules import ALL_FEATURES, Rule, nt, nt_index
 
 FORMAT_NAME = "clir-hiero-grammar"
@@ -325,8 +326,7 @@ def _row_starts(sorted_mat: I64) -> npt.NDArray[np.bool_]:
 
 
 def _unpad(mat: I64, lens: I64) -> tuple[I64, I64]:
-    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = ptr_from_counts(lens)
     cols = np.arange(mat.shape[1], dtype=np.int64)
     return mat[cols[None, :] < lens[:, None]].astype(np.int64), offsets
 
@@ -336,8 +336,7 @@ def _gather_segments(
 ) -> tuple[npt.NDArray[Any], I64]:
     """Segments ``order[0], order[1], ...`` of ``flat`` concatenated, with new offsets."""
     lens = np.diff(offsets)[order]
-    new_off = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(lens, out=new_off[1:])
+    new_off = ptr_from_counts(lens)
     idx = np.repeat(offsets[:-1][order] - new_off[:-1], lens) + np.arange(
         int(new_off[-1]), dtype=np.int64
     )

@@ -1,21 +1,17 @@
 """The lexical translation table w(e|f), w(f|e) (Koehn et al. 2003, §3.3; Chen et al. 2017, §2.2).
 
-Estimated from the symmetrised word alignments by relative frequency of links:
-``w(e|f) = c(f, e) / Σ_e' c(f, e')`` and ``w(f|e) = c(f, e) / Σ_f' c(f', e)``, where every
-link counts once and an unaligned word is linked to NULL (an unaligned target word adds
-``c(NULL, e)``, an unaligned source word ``c(f, NULL)``), so ``w(e|NULL)`` and ``w(NULL|f)``
-exist and each conditional distribution sums to one over the real words and NULL.
-
-The rule features read it (lexical weights, :mod:`service.mt.features`); probabilistic
-structured queries and translation retrieval read it from the model bundle later. NULL is
-written ``None`` in the API. Storage: the vocabularies and the link counts as compact numpy
-arrays in one ``.npz`` file (no pickles), written atomically.
+Relative frequencies of word-alignment links: ``w(e|f) = c(f, e) / Σ_e' c(f, e')`` and
+``w(f|e) = c(f, e) / Σ_f' c(f', e)``, where an unaligned word is linked to NULL, so
+``w(e|NULL)`` and ``w(NULL|f)`` exist and each conditional distribution sums to one over the
+real words and NULL. The counts are estimated from the symmetrised alignments at training time
+(:mod:`service.mt.training.lexical`), which also gives the rule features their lexical weights;
+probabilistic structured queries and translation retrieval read the table from the model
+bundle. NULL is written ``None`` in the API. Storage: the vocabularies and the link counts as
+compact numpy arrays in one ``.npz`` file (no pickles), written atomically.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -23,33 +19,12 @@ import numpy.typing as npt
 
 from service.data.io import atomic_write
 from service.errors import DataFormatError, InvalidInputError, MissingResourceError
-from service.mt.extract import AlignedPair, EncodedCorpus, Vocab
+from service.forest.csr import ptr_from_counts
 
 FORMAT = "clir-lexical-table/1"
 
-I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
-
-
-def lexical_counts_reference(
-    pairs: Iterable[AlignedPair],
-) -> Counter[tuple[str | None, str | None]]:
-    """Link counts ``c(f, e)`` with NULL as ``None``, straight from the definition."""
-    counts: Counter[tuple[str | None, str | None]] = Counter()
-    for pair in pairs:
-        links = set(pair.alignment)
-        for i, j in links:
-            counts[pair.source[i], pair.target[j]] += 1
-        aligned_f = {i for i, _ in links}
-        aligned_e = {j for _, j in links}
-        for i, f in enumerate(pair.source):
-            if i not in aligned_f:
-                counts[f, None] += 1
-        for j, e in enumerate(pair.target):
-            if j not in aligned_e:
-                counts[None, e] += 1
-    return counts
 
 
 class LexicalTable:
@@ -76,61 +51,14 @@ class LexicalTable:
         if len(self.f_ids) and (self.f_ids.max() >= nf or self.e_ids.max() >= ne):
             raise InvalidInputError("lexical table: a word id is outside its vocabulary")
         # by source word: e ascending within each row, w(e|f)
-        self.f_indptr = np.zeros(nf + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.f_ids, minlength=nf), out=self.f_indptr[1:])
+        self.f_indptr = ptr_from_counts(np.bincount(self.f_ids, minlength=nf))
         f_total = np.bincount(self.f_ids, weights=self.counts, minlength=nf)
         self.p_e_given_f = self.counts / np.where(f_total > 0, f_total, 1.0)[self.f_ids]
         # by target word: f ascending within each row, w(f|e)
         self.e_order = np.lexsort((self.f_ids, self.e_ids))
-        self.e_indptr = np.zeros(ne + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.e_ids, minlength=ne), out=self.e_indptr[1:])
+        self.e_indptr = ptr_from_counts(np.bincount(self.e_ids, minlength=ne))
         e_total = np.bincount(self.e_ids, weights=self.counts, minlength=ne)
         self.p_f_given_e = self.counts / np.where(e_total > 0, e_total, 1.0)[self.e_ids]
-
-    # --- building ----------------------------------------------------------------------------
-
-    @classmethod
-    def from_corpus(cls, corpus: EncodedCorpus) -> LexicalTable:
-        """Count links and NULL links of an encoded corpus (vectorised)."""
-        ne = len(corpus.target_vocab)
-        sent_of_link = np.repeat(np.arange(len(corpus)), np.diff(corpus.link_offsets))
-        f_pos = corpus.source_offsets[sent_of_link] + corpus.link_i
-        e_pos = corpus.target_offsets[sent_of_link] + corpus.link_j
-        f_aligned = np.zeros(len(corpus.source), dtype=bool)
-        f_aligned[f_pos] = True
-        e_aligned = np.zeros(len(corpus.target), dtype=bool)
-        e_aligned[e_pos] = True
-        f = np.concatenate(
-            [corpus.source[f_pos], corpus.source[~f_aligned], np.zeros((~e_aligned).sum())]
-        ).astype(np.int64)
-        e = np.concatenate(
-            [corpus.target[e_pos], np.zeros((~f_aligned).sum()), corpus.target[~e_aligned]]
-        ).astype(np.int64)
-        keys, counts = np.unique(f * ne + e, return_counts=True)
-        return cls(
-            list(corpus.source_vocab.words),
-            list(corpus.target_vocab.words),
-            keys // ne,
-            keys % ne,
-            counts.astype(np.float64),
-        )
-
-    @classmethod
-    def from_counts(cls, counts: Counter[tuple[str | None, str | None]]) -> LexicalTable:
-        """From a ``(f, e) -> count`` mapping, NULL as ``None`` (the reference's output)."""
-        sv, tv = Vocab(), Vocab()
-        rows = [
-            (0 if f is None else sv.add(f), 0 if e is None else tv.add(e), c)
-            for (f, e), c in counts.items()
-        ]
-        arr = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
-        return cls(
-            sv.words,
-            tv.words,
-            arr[:, 0].astype(np.int64),
-            arr[:, 1].astype(np.int64),
-            arr[:, 2],
-        )
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -196,18 +124,6 @@ class LexicalTable:
 
     def __len__(self) -> int:
         return len(self.counts)
-
-    # --- id-level arrays for the rule features --------------------------------------------------
-
-    def id_maps(self, source_vocab: Vocab, target_vocab: Vocab) -> tuple[I64, I64]:
-        """Maps from another vocabulary's ids to this table's ids (-1 = unknown; 0 -> NULL)."""
-        fmap = np.asarray(
-            [0] + [self.source_ids.get(w, -1) for w in source_vocab.words[1:]], dtype=np.int64
-        )
-        emap = np.asarray(
-            [0] + [self.target_ids.get(w, -1) for w in target_vocab.words[1:]], dtype=np.int64
-        )
-        return fmap, emap
 
     # --- storage -------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 The text is split into sentences, preprocessed like the training corpus, decoded into the +LM
 forest (:mod:`service.mt.decoder`) and read out by Viterbi or by unique k-best extraction
-(:mod:`service.mt.kbest`, Huang & Chiang 2005 Algorithm 3).
+(:mod:`service.forest.kbest`, Huang & Chiang 2005 Algorithm 3).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from service.errors import InvalidInputError
+from service.forest.hypergraph import Derivation
+from service.forest.inference import fast_viterbi
+from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
-from service.mt.hypergraph import Derivation
-from service.mt.inference import fast_viterbi
-from service.mt.kbest import unique_kbest
 from service.text import preprocess, split_sentences
 
 

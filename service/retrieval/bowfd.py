@@ -35,7 +35,7 @@ Two implementations return the same ranking:
 * :func:`rank_sentence` — fast and exact (bench/bench_bowfd.py records the measurements):
   1. the forest is cut to its *live* part (:class:`LiveForest`): nodes and edges on no
      derivation of the goal never change a goal score (the decoders already drop the +LM
-     nodes cube pruning leaves unreachable, :func:`service.mt.hypergraph.prune_unreachable`;
+     nodes cube pruning leaves unreachable, :func:`service.forest.hypergraph.prune_unreachable`;
      the cut still matters after ``beam`` pruning and for forests from elsewhere);
   2. documents are scored in blocks by one compiled (max, +) inside pass over the live forest
      with the documents as the innermost, vectorised loop (:func:`_block_kernel`), with the
@@ -74,11 +74,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, HypergraphBuilder, IntArray
+from service.forest.inference import tree_from_backpointers, viterbi_scores
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.mt.bundle import ModelBundle
-from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph, HypergraphBuilder, IntArray
-from service.mt.inference import tree_from_backpointers, viterbi_scores
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 from service.retrieval.lex import LexFeatures, is_lex_feature
 

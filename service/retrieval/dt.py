@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
-from service.mt.inference import fast_viterbi
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 
 

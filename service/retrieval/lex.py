@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph
 from service.mt.grammar import Grammar
-from service.mt.hypergraph import FloatArray, Hyperedge, Hypergraph
 from service.mt.rules import PASS_THROUGH, Rule, is_nt
 
 LEX_PREFIXES = ("lex:", "ins:", "del:")

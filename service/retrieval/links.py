@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.forest.hypergraph import DerivationNode, Hypergraph
 from service.mt.grammar import Grammar
-from service.mt.hypergraph import DerivationNode, Hypergraph
 from service.mt.rules import PASS_THROUGH, nt_index
 
 

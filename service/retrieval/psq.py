@@ -39,10 +39,10 @@ import numpy as np
 import numpy.typing as npt
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.kbest import LazyKBest
 from service.index.bm25 import rsj, tf_bm25
 from service.index.inverted import InvertedIndex, top_k
 from service.mt.bundle import ModelBundle
-from service.mt.kbest import LazyKBest
 from service.mt.lexical import LexicalTable
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 from service.retrieval.links import AlignedDerivation, RuleLinks, aligned_derivation

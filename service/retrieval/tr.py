@@ -47,9 +47,9 @@ import numpy as np
 import numpy.typing as npt
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.kbest import unique_kbest
 from service.index.bm25 import RsjPolicy
 from service.index.inverted import InvertedIndex
-from service.mt.kbest import unique_kbest
 from service.retrieval.base import DecodedQuery, Hit, Scorer, register
 from service.retrieval.psq import posteriors
 

@@ -20,10 +20,10 @@ from service.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from service.forest.hypergraph import HypergraphBuilder
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
-from service.mt.hypergraph import HypergraphBuilder
 from service.settings import Settings
 
 

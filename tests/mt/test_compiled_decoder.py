@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.forest.inference import fast_viterbi
+from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder, DecoderConfig, Forest
-from service.mt.inference import fast_viterbi
-from service.mt.kbest import unique_kbest
 from service.text import preprocess
 
 ROOT = Path(__file__).resolve().parents[2]

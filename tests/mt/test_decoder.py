@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.errors import InputTooLargeError, InvalidInputError
+from service.forest.inference import enumerate_derivations, viterbi
+from service.forest.kbest import kbest
 from service.mt.decoder import _GC_PAUSE, Decoder, DecoderConfig, Forest, _GcPause
 from service.mt.grammar import load_grammar, write_grammar
-from service.mt.inference import enumerate_derivations, viterbi
-from service.mt.kbest import kbest
 from service.mt.lm import ArpaLM, KenLM, LanguageModel
 from service.mt.rules import (
     GLUE,

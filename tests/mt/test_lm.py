@@ -22,7 +22,7 @@ from service.mt.lm import (
     NoLM,
     load_language_model,
 )
-from service.mt.lm_estimate import LMPLZ_DISCOUNT_FALLBACK, estimate_kneser_ney, write_arpa
+from service.mt.training.lm_estimate import LMPLZ_DISCOUNT_FALLBACK, estimate_kneser_ney, write_arpa
 from tests.mt.toy_lm import TOY_ARPA
 
 

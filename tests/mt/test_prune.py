@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from service.forest.hypergraph import Hypergraph, prune_unreachable, reachable
+from service.forest.inference import fast_viterbi, inside, viterbi
+from service.forest.kbest import kbest, unique_kbest
+from service.forest.semiring import COUNTING, LOG
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder, DecoderConfig, Forest
-from service.mt.hypergraph import Hypergraph, prune_unreachable, reachable
-from service.mt.inference import fast_viterbi, inside, viterbi
-from service.mt.kbest import kbest, unique_kbest
-from service.mt.semiring import COUNTING, LOG
-from tests.mt.forests import (
+from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,
     brute_force,

@@ -14,12 +14,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.csr import ptr_from_counts
+from service.forest.hypergraph import Hypergraph, HypergraphBuilder
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
-from service.mt.hypergraph import Hypergraph, HypergraphBuilder
 from service.mt.rules import GLUE, Rule, nt
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.bowfd import (
@@ -35,7 +36,7 @@ from service.retrieval.bowfd import (
 )
 from service.retrieval.lex import LexFeatures, rule_lex_features
 from service.retrieval.query import decode_query
-from tests.mt.forests import TOY_WEIGHTS, WORDS, all_trees, random_forest, toy_forest
+from tests.forest.forests import TOY_WEIGHTS, WORDS, all_trees, random_forest, toy_forest
 
 P, WP = "LogPEgivenF", "WordPenalty"
 
@@ -48,12 +49,12 @@ def hand_index(docs: Mapping[str, Mapping[str, float]]) -> InvertedIndex:
     tid = {t: i for i, t in enumerate(terms)}
     rows = sorted((tid[t], n, w) for n, d in enumerate(ids) for t, w in docs[d].items())
     counts = np.bincount([r[0] for r in rows], minlength=len(terms))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    offsets = ptr_from_counts(counts)
     blob, voffsets = encode_terms(terms)
 
     def strings(xs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         data = [x.encode() for x in xs]
-        off = np.concatenate([[0], np.cumsum([len(x) for x in data])]).astype(np.int64)
+        off = ptr_from_counts([len(x) for x in data])
         return np.frombuffer(b"".join(data) or b"", dtype=np.uint8).copy(), off
 
     arrays: dict[str, np.ndarray] = {
@@ -91,7 +92,7 @@ def query_of(*forests: Hypergraph, weights: Mapping[str, float] = TOY_WEIGHTS) -
 
 
 # --- hand-worked scores -------------------------------------------------------------------------
-# toy_forest() is "das Haus brennt" (tests/mt/forests.py). With TOY_WEIGHTS the edge scores are
+# toy_forest() is "das Haus brennt" (tests/forest/forests.py). With TOY_WEIGHTS the edge scores are
 #   the −1.0, that −1.5 | house −0.75, home −2.0 | burns −1.5, "is burning" −1.75 |
 #   swap X13 −0.5 | "the house" −2.5 | every glue edge −0.25.
 # The monotone glue derivation of words x y z scores x + y + z − 0.75; "the house"+z scores

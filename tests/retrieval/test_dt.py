@@ -8,11 +8,11 @@ from collections import Counter
 import pytest
 
 from service.data import write_docs
+from service.forest.hypergraph import HypergraphBuilder
 from service.index import build_docs_index
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
-from service.mt.hypergraph import HypergraphBuilder
 from service.records import Doc
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.dt import DirectTranslation

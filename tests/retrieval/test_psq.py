@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
+from service.forest.hypergraph import DerivationNode, HypergraphBuilder
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.grammar import Grammar, GrammarBuilder, load_grammar
-from service.mt.hypergraph import DerivationNode, HypergraphBuilder
 from service.mt.rules import PASS_THROUGH, WORD_PENALTY, Rule
 from service.retrieval.links import AlignedDerivation, RuleLinks, derivation_links
 from service.retrieval.psq import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from service.errors import InvalidInputError
+from service.forest.inference import viterbi
 from service.mt.bundle import ModelBundle
-from service.mt.inference import viterbi
 from service.retrieval.query import decode_query
 
 

@@ -4,7 +4,7 @@
 :func:`service.mt.tuning.loop.tune` calls once per iteration: it builds a decoder for the
 weights (:class:`service.mt.decoder.Decoder` over the bundle's grammar and LM), decodes every
 tokenised dev sentence to its +LM forest and extracts the unique k-best translations
-(:func:`service.mt.kbest.unique_kbest`) under the same weights. The decoder is built directly
+(:func:`service.forest.kbest.unique_kbest`) under the same weights. The decoder is built directly
 rather than through :meth:`ModelBundle.decoder`, whose cache is keyed by weights-version name
 and would hand back a stale decoder for the many unnamed weight vectors of tuning.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from service.errors import InvalidInputError
+from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
-from service.mt.kbest import unique_kbest
 from service.records import Translation
 
 # derivations examined per wanted string of a tuning k-best list

@@ -23,15 +23,15 @@ weights. They are registered by name in :data:`OPTIMIZERS` (:func:`get_optimizer
 - ``listmle-te`` — top-rank enhanced ListMLE (Chen et al. 2017, §4): factor ``j`` weighted by the
   position cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list's length.
 
-The listwise losses are minimised by Algorithm 2 of Chen et al. 2017: epochs over the training lists
-in shuffled mini-batches of 10, each batch's summed gradient applied by AdaDelta (Zeiler 2012,
-ρ = 0.95, ε = 1e-6; its running averages start from zero at every call, i.e. every outer
-iteration, so the first steps are about √ε small). The paper says ``eval(·)`` is sentence
-BLEU but not its scale; we use BLEU in percent (0–100) for ListNet's target distribution,
-since in [0, 1] the softmax is almost uniform and the loss pulls all scores together
-(``bleu_scale`` changes it). ListMLE only uses the BLEU order (ties keep the k-best order).
-The paper does not normalise the weights and neither do we: the listwise losses fix the
-scale of ``w`` themselves.
+The listwise losses (:mod:`service.learning`, shared with learning to rank) are minimised by
+Algorithm 2 of Chen et al. 2017: epochs over the training lists in shuffled mini-batches of 10,
+each batch's summed gradient applied by AdaDelta (Zeiler 2012, ρ = 0.95, ε = 1e-6; its running
+averages start from zero at every call, i.e. every outer iteration, so the first steps are about
+√ε small). The paper says ``eval(·)`` is sentence BLEU but not its scale; we use BLEU in percent
+(0–100) for ListNet's target distribution, since in [0, 1] the softmax is almost uniform and the
+loss pulls all scores together (``bleu_scale`` changes it). ListMLE only uses the BLEU order
+(ties keep the k-best order). The paper does not normalise the weights and neither do we: the
+listwise losses fix the scale of ``w`` themselves.
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.jit import compiled as jit
+from service.learning import NEG, AdaDelta, listmle_loss_grad, listnet_loss_grad, position_costs
 from service.mt.tuning.bleu import STATS_SIZE, bleu_from_matrix
 from service.mt.tuning.lists import FeatureSpace, FloatArray, KbestEntry, ListArrays
 
 Merge = Literal["aggregate", "merge"]
-NEG = -1e30  # score of padding positions: exp(NEG - finite) == 0 without inf/nan arithmetic
 
 
 class Optimizer(ABC):
@@ -87,67 +88,6 @@ class Optimizer(ABC):
 
     def signature(self) -> dict[str, Any]:
         return {"method": self.name, **self.params()}
-
-
-# --- AdaDelta ------------------------------------------------------------------------------------
-class AdaDelta:
-    """AdaDelta (Zeiler 2012, Algorithm 1): per-coordinate steps from running RMS averages.
-
-    ``E[g²] ← ρE[g²] + (1−ρ)g²``; ``Δx = −√(E[Δx²] + ε) / √(E[g²] + ε) · g``;
-    ``E[Δx²] ← ρE[Δx²] + (1−ρ)Δx²``; ``x ← x + Δx``. Minimises.
-    """
-
-    def __init__(self, size: int, rho: float = 0.95, eps: float = 1e-6) -> None:
-        self.rho = rho
-        self.eps = eps
-        self.eg2 = np.zeros(size)
-        self.edx2 = np.zeros(size)
-
-    def step(self, x: FloatArray, grad: FloatArray) -> FloatArray:
-        rho, eps = self.rho, self.eps
-        self.eg2 = rho * self.eg2 + (1.0 - rho) * grad * grad
-        dx = -np.sqrt(self.edx2 + eps) / np.sqrt(self.eg2 + eps) * grad
-        self.edx2 = rho * self.edx2 + (1.0 - rho) * dx * dx
-        out: FloatArray = x + dx
-        return out
-
-
-# --- listwise losses on padded score matrices ----------------------------------------------------
-def listnet_loss_grad(
-    scores: FloatArray, target: FloatArray, mask: NDArray[np.bool_]
-) -> tuple[float, FloatArray]:
-    """Top-one ListNet: ``Σ_lists −Σ_j P_y(j) log softmax(s)_j`` and its gradient in ``s``.
-
-    ``scores`` and ``target`` (the target distribution per row, 0 on padding) are ``[B, n]``;
-    ``mask`` marks real entries. Since ``Σ_j P_y(j) = 1``, ``∂L/∂s = softmax(s) − P_y``.
-    """
-    s = np.where(mask, scores, NEG)
-    top = s.max(axis=1, keepdims=True)
-    log_z = top + np.log(np.exp(s - top).sum(axis=1, keepdims=True))
-    log_p = s - log_z
-    loss = float(-(target * np.where(mask, log_p, 0.0)).sum())
-    grad: FloatArray = np.exp(log_p) - target
-    return loss, grad
-
-
-def listmle_loss_grad(
-    scores: FloatArray, cost: FloatArray, mask: NDArray[np.bool_]
-) -> tuple[float, FloatArray]:
-    """Weighted ListMLE ``Σ_lists Σ_j c_j (log Σ_{t≥j} e^{s_t} − s_j)`` and its gradient.
-
-    Rows of ``scores`` ``[B, n]`` are in the target order (best BLEU first), padding last;
-    ``cost`` holds ``c_j`` (1 for ListMLE, 0 beyond the top k, the position cost for TE, 0 on
-    padding). With ``Z_j = log Σ_{t≥j} e^{s_t}``:
-    ``∂L/∂s_t = e^{s_t} Σ_{j≤t} c_j e^{−Z_j} − c_t``, the sum taken in log space.
-    """
-    s = np.where(mask, scores, NEG)
-    z = np.logaddexp.accumulate(s[:, ::-1], axis=1)[:, ::-1]
-    loss = float((cost * (z - s)).sum())
-    positive = cost > 0
-    log_c = np.where(positive, np.log(np.where(positive, cost, 1.0)), NEG)
-    acc = np.logaddexp.accumulate(log_c - z, axis=1)
-    grad: FloatArray = np.exp(s + acc) - cost
-    return loss, np.where(mask, grad, 0.0)
 
 
 class ListwiseOptimizer(Optimizer):
@@ -301,21 +241,6 @@ class ListMLETE(ListMLE):
         super().__init__(position_cost=True, **kwargs)
 
 
-def position_costs(
-    lengths: NDArray[np.int64], width: int, top_k: int | None, position_cost: bool
-) -> FloatArray:
-    """``c_j`` per list (rows) and position (columns, 0-based ``j − 1``); 0 on padding."""
-    j = np.arange(1, width + 1)[None, :]
-    n = np.asarray(lengths)[:, None]
-    cost = np.where(j <= n, 1.0, 0.0)
-    if top_k is not None:
-        cost = np.where(j <= top_k, cost, 0.0)
-    if position_cost:
-        cost = cost * (n - j + 1) / (n * (n + 1) / 2.0)
-    out: FloatArray = cost
-    return out
-
-
 # --- MERT --------------------------------------------------------------------------------------
 def _envelope_kernel(
     a: FloatArray,
@@ -381,7 +306,7 @@ class MertProblem:
         self.x = np.concatenate([lst.features for lst in lists])
         self.stats = np.concatenate([lst.stats for lst in lists])
         lengths = np.array([len(lst) for lst in lists], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.offsets = ptr_from_counts(lengths)
         self.list_of = np.repeat(np.arange(len(lists)), lengths)
         self.compiled = compiled
 

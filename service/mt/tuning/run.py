@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from service.forest.inference import fast_viterbi
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
-from service.mt.inference import fast_viterbi
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.data import DevPair
 from service.mt.tuning.dev import bundle_kbest_decoder

@@ -1,8 +1,8 @@
-"""Listwise losses (ListNet top-one, ListMLE, top-k, top-rank enhanced) and AdaDelta.
+"""The listwise tuning optimisers (ListNet top-one, ListMLE, top-k, top-rank enhanced).
 
 The fast padded implementations are checked against slow per-list references written from
-the formulas of Chen et al. 2017, §3.1.2 and §4, their gradients against finite
-differences, and AdaDelta against a two-step update worked by hand.
+the formulas of Chen et al. 2017, §3.1.2 and §4, and their gradients against finite
+differences; AdaDelta and the position costs themselves are tested in tests/test_learning.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from service.mt.tuning.bleu import BleuStats
 from service.mt.tuning.lists import KbestEntry, ListArrays
 from service.mt.tuning.optimizers import (
     OPTIMIZERS,
-    AdaDelta,
     ListMLE,
     ListNet,
     ListwiseOptimizer,
     get_optimizer,
-    position_costs,
 )
 
 
@@ -119,29 +117,6 @@ def test_losses_by_hand() -> None:
     # the worse-by-BLEU entry scored higher: loss log(1 + e^{s2 - s1}) = log(1 + e^2)
     wrong = [ListArrays(np.array([[0.0], [2.0]]), np.array([0.4, 0.2]), lst[0].stats)]
     assert ListMLE().loss_grad(np.array([1.0]), wrong)[0] == pytest.approx(math.log(1 + math.e**2))
-
-
-def test_position_costs() -> None:
-    c = position_costs(np.array([4, 2]), 5, None, True)
-    np.testing.assert_allclose(c[0], [0.4, 0.3, 0.2, 0.1, 0.0])
-    np.testing.assert_allclose(c[1], [2 / 3, 1 / 3, 0, 0, 0])
-    np.testing.assert_allclose(position_costs(np.array([4]), 4, 2, False)[0], [1, 1, 0, 0])
-
-
-def test_adadelta_two_steps_by_hand() -> None:
-    ada = AdaDelta(2, rho=0.95, eps=1e-6)
-    x = np.array([1.0, -1.0])
-    # step 1, g = (2, 0): E[g²] = 0.05·4 = 0.2; Δx = −√1e-6 / √0.200001 · 2 = −0.0044721248;
-    # E[Δx²] = 0.05 · 0.0044721248² = 1.0e-6 (coordinate 2: g = 0 gives Δx = 0)
-    x = ada.step(x, np.array([2.0, 0.0]))
-    np.testing.assert_allclose(x, [1.0 - 0.0044721248, -1.0], rtol=0, atol=1e-10)
-    # step 2, g = (−1, 1): E[g²] = 0.95·0.2 + 0.05·1 = 0.24, and (0 + 0.05) = 0.05;
-    # Δx₁ = √(0.99999e-6 + 1e-6) / √0.240001 = 0.0028867417 (moves up);
-    # Δx₂ = −√1e-6 / √0.050001 = −0.0044721 (moves down)
-    x = ada.step(x, np.array([-1.0, 1.0]))
-    np.testing.assert_allclose(
-        x, [1.0 - 0.0044721248 + 0.0028867417, -1.0 - 0.0044720913], rtol=0, atol=1e-9
-    )
 
 
 def entry(tokens: str, feats: dict[str, float], bleu: float) -> KbestEntry:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from service.forest.csr import ptr_from_counts
 from service.mt.tuning.bleu import bleu_from_matrix, bleu_stats
 from service.mt.tuning.lists import ListArrays
 from service.mt.tuning.optimizers import MERT, MertProblem, upper_envelopes
@@ -30,7 +31,7 @@ def envelope_value(
 def test_envelope_equals_brute_force(seed: int, compiled: bool) -> None:
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 12, size=6)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    offsets = ptr_from_counts(lengths)
     n = int(offsets[-1])
     # small integers: parallel lines, identical lines and three lines through one point occur
     a = rng.integers(-4, 5, size=n).astype(np.float64)

@@ -10,7 +10,7 @@ import pytest
 
 from service.cli import main
 from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.train import train_model
+from service.mt.training.train import train_model
 from service.mt.tuning.data import load_dev_pairs
 from tests.synthetic import ADJS, CONFIG, DETS, NOUNS, synthetic
 

@@ -1,11 +1,11 @@
 """The small demo bundle committed under ``models/demo-de-en``.
 
-``make serve`` on a fresh clone needs a model without the full training run. The demo is a
-real bundle, built by the same pipeline (:func:`service.mt.train.train_model`) from a subset:
-every LibreOffice-help paragraph pair of the training pages plus a deterministic 1-in-``n``
-sample of the gettext pairs, a grammar kept small by stricter pruning (fewer target sides per
-source side, gapped rules seen in more sentence pairs), and a language model on the English
-side of that subset plus the English LibreOffice help pages (the demo's document collection).
+``make serve`` on a fresh clone needs a model without the full training run. The demo is a real
+bundle, built by the same pipeline (:func:`service.mt.training.train.train_model`) from a subset:
+every LibreOffice-help paragraph pair of the training pages plus a deterministic 1-in-``n`` sample
+of the gettext pairs, a grammar kept small by stricter pruning (fewer target sides per source side,
+gapped rules seen in more sentence pairs), and a language model on the English side of that subset
+plus the English LibreOffice help pages (the demo's document collection).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from service.data.io import atomic_write, open_output
 from service.mt.bundle import GRAMMAR_DIR, MANIFEST
 from service.mt.grammar import load_grammar, write_grammar
 from service.mt.rules import ARITY, LOG_COUNT
-from service.mt.train import TrainConfig, train_model
+from service.mt.training.train import TrainConfig, train_model
 
 
 def _keep(origin: str, foreign: str, one_in: int) -> bool:

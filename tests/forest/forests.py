@@ -13,7 +13,7 @@ import random
 
 from hypothesis import strategies as st
 
-from service.mt.hypergraph import DerivationNode, Hypergraph, HypergraphBuilder
+from service.forest.hypergraph import DerivationNode, Hypergraph, HypergraphBuilder
 from service.mt.rules import GLUE, LOG_P_E_GIVEN_F, WORD_PENALTY, nt
 
 P, WP = LOG_P_E_GIVEN_F, WORD_PENALTY

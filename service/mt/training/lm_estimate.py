@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from service.data.io import ErrorPolicy, MalformedLines, atomic_write, iter_lines, open_output
 from service.errors import ConfigurationError, DataFormatError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.mt.lm import BOS, EOS, UNK
 
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -166,8 +167,7 @@ def encode_corpus(sentences: Iterable[Sequence[str]]) -> EncodedCorpus:
     words = np.frombuffer(ids, dtype=np.int32)
     total = int(lens.sum()) + 2 * n_sent
     tokens = np.empty(total, dtype=np.int32)
-    starts = np.zeros(n_sent, dtype=np.int64)
-    np.cumsum(lens[:-1] + 2, out=starts[1:])
+    starts = ptr_from_counts(lens + 2)[:-1]
     ends = starts + lens + 1
     is_word = np.ones(total, dtype=bool)
     is_word[starts] = False

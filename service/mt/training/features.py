@@ -1,7 +1,7 @@
 """Rule features of the Hiero grammar, pruning, and the glue rules (Chiang 2007 §5;
 Chen et al. 2017, §2.2).
 
-Per rule ``X -> <f, e>`` with fractional count ``c(f, e)`` (:mod:`service.mt.extract`):
+Per rule ``X -> <f, e>`` with fractional count ``c(f, e)`` (:mod:`service.mt.training.extract`):
 
 * ``LogPEgivenF = log c(f, e) / c(f)`` and ``LogPFgivenE = log c(f, e) / c(e)``, the
   marginals summed over all extracted rules: before the min-count filter of rules with gaps
@@ -39,21 +39,8 @@ import numpy.typing as npt
 from numba import njit
 
 from service.errors import ConfigurationError
-from service.mt.extract import (
-    COUNT_DECIMALS,
-    WORD_OFFSET,
-    AlignedPair,
-    ExtractionConfig,
-    RuleCounts,
-    Vocab,
-    alignment_from_code,
-    best_alignment,
-    decode_side,
-    extract_rules_reference,
-    min_count_filter_reference,
-    sentence_counts_reference,
-)
-from service.mt.lexical import LexicalTable, lexical_counts_reference
+from service.forest.csr import ptr_from_counts
+from service.mt.lexical import LexicalTable
 from service.mt.rules import (
     ARITY,
     GLUE,
@@ -69,6 +56,25 @@ from service.mt.rules import (
     X,
     is_nt,
     nt,
+)
+from service.mt.training.extract import (
+    COUNT_DECIMALS,
+    WORD_OFFSET,
+    AlignedPair,
+    ExtractionConfig,
+    RuleCounts,
+    Vocab,
+    alignment_from_code,
+    best_alignment,
+    decode_side,
+    extract_rules_reference,
+    min_count_filter_reference,
+    sentence_counts_reference,
+)
+from service.mt.training.lexical import (
+    lexical_counts_reference,
+    lexical_id_maps,
+    lexical_table_from_counts,
 )
 from service.settings import get_settings
 
@@ -124,7 +130,7 @@ def reference_rule_table(
     config = config or ExtractionConfig()
     pairs = list(pairs)
     by_rule = extract_rules_reference(pairs, config)
-    lex = LexicalTable.from_counts(lexical_counts_reference(pairs))
+    lex = lexical_table_from_counts(lexical_counts_reference(pairs))
     count = {key: sum(by_alignment.values()) for key, by_alignment in by_rule.items()}
     c_f: dict[tuple[str, ...], float] = defaultdict(float)
     c_e: dict[tuple[str, ...], float] = defaultdict(float)
@@ -165,8 +171,8 @@ class RuleTable:
     """The pruned grammar in columns, grouped by source side, best p(e|f) first.
 
     Rule ``r`` is ``X -> <source_sides[source_id[r]], target_sides[target_id[r]]>`` (integer
-    rows, see :class:`~service.mt.extract.RuleCounts`), with ``features[r]`` in the order of
-    ``feature_names`` and its alignment as a 64-bit code of width ``alignment_width``.
+    rows, see :class:`~service.mt.training.extract.RuleCounts`), with ``features[r]`` in the
+    order of ``feature_names`` and its alignment as a 64-bit code of width ``alignment_width``.
     """
 
     source_vocab: Vocab
@@ -195,9 +201,7 @@ class RuleTable:
             # codes: 1, 2 -> gaps [X,1], [X,2]; word id w (code w + 2) -> terminal id w - 1
             symbols = rows[used]
             symbols = np.where(symbols <= 2, -symbols, symbols - (WORD_OFFSET + 1))
-            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-            np.cumsum(used.sum(axis=1), out=offsets[1:])
-            return symbols, offsets
+            return symbols, ptr_from_counts(used.sum(axis=1))
 
         assert nt_symbol(0, 1) == -1 and nt_symbol(0, 2) == -2
         source, source_offsets = flat(self.source_sides, self.source_id)
@@ -212,9 +216,9 @@ class RuleTable:
             points.append(np.stack([bit // width, bit % width], axis=1).astype(np.int8))
             per_rule.append(has.sum(axis=1))
         alignment = np.concatenate(points) if points else np.zeros((0, 2), dtype=np.int8)
-        alignment_offsets = np.zeros(len(self) + 1, dtype=np.int64)
-        if per_rule:
-            np.cumsum(np.concatenate(per_rule), out=alignment_offsets[1:])
+        alignment_offsets = ptr_from_counts(
+            np.concatenate(per_rule) if per_rule else np.zeros(0, dtype=np.int64)
+        )
         return EncodedRules(
             source_vocab=self.source_vocab.words[1:],
             target_vocab=self.target_vocab.words[1:],
@@ -421,7 +425,7 @@ def estimate_features(
     # grouping and pruning first, so the lexical weights are computed for kept rules only
     order = _prune_order(counts, limit)
     c_k, src_k, tgt_k, a_k = c[order], src[order], tgt[order], counts.alignment[order]
-    fmap, emap = lexical.id_maps(counts.source_vocab, counts.target_vocab)
+    fmap, emap = lexical_id_maps(lexical, counts.source_vocab, counts.target_vocab)
     log_ef, log_fe = _lexical_weights(
         counts.source_sides,
         counts.target_sides,

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.mt.rules import nt_index
 from service.records import Translation
 
@@ -158,12 +159,6 @@ def _readonly(a: NDArray[np.generic]) -> None:
     a.setflags(write=False)
 
 
-def _ptr(lengths: list[int]) -> IntArray:
-    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(np.array(lengths, dtype=np.int64), out=ptr[1:])
-    return ptr
-
-
 class _ArrayParts:
     """Flat lists behind :class:`HypergraphArrays`, extended edge by edge as edges are added,
     so that building the numpy view is a few C-level conversions rather than a loop over edges.
@@ -223,14 +218,14 @@ class _ArrayParts:
             num_edges=len(self.heads),
             goal=goal,
             edge_head=heads,
-            tail_ptr=_ptr(self.tail_len),
+            tail_ptr=ptr_from_counts(self.tail_len),
             tail_nodes=tails,
-            in_ptr=_ptr([len(x) for x in incoming]),
+            in_ptr=ptr_from_counts([len(x) for x in incoming]),
             in_edges=np.array(list(chain.from_iterable(incoming)), dtype=np.int64),
-            term_ptr=_ptr(self.term_len),
+            term_ptr=ptr_from_counts(self.term_len),
             term_ids=np.array(list(map(vocab.__getitem__, self.terms)), dtype=np.int64),
             vocabulary=tuple(str(w) for w in vocab),
-            feat_ptr=_ptr(self.feat_len),
+            feat_ptr=ptr_from_counts(self.feat_len),
             feat_ids=np.array(list(map(name_id.__getitem__, self.feat_names)), dtype=np.int64),
             feat_vals=np.array(self.feat_vals, dtype=np.float64),
             feature_names=tuple(names),

@@ -1,4 +1,4 @@
-"""Tests of the modified Kneser-Ney estimator (service.mt.lm_estimate).
+"""Tests of the modified Kneser-Ney estimator (service.mt.training.lm_estimate).
 
 Two toy corpora are worked out by hand below (count-of-counts, discounts, probabilities and
 backoff weights as exact fractions); random corpora are checked against a slow dict-based
@@ -18,7 +18,7 @@ import pytest
 
 from service.errors import DataFormatError, InvalidInputError
 from service.mt.lm import ArpaLM, KenLM
-from service.mt.lm_estimate import (
+from service.mt.training.lm_estimate import (
     LMPLZ_DISCOUNT_FALLBACK,
     estimate_kneser_ney,
     train_lm,

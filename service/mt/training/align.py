@@ -55,6 +55,7 @@ from service.errors import (
     MissingResourceError,
 )
 from service.extras import import_extra
+from service.forest.csr import ptr_from_counts
 from service.jit import compiled
 
 IntArray = npt.NDArray[np.int32]
@@ -142,8 +143,7 @@ class Alignments:
             arr = np.array(sorted(set(sent)), dtype=np.int32).reshape(-1, 2)
             chunks.append(arr)
         counts = np.array([len(c) for c in chunks], dtype=np.int64)
-        offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
+        offsets = ptr_from_counts(counts)
         links = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.int32)
         return cls(links, offsets, src_lens, tgt_lens)
 
@@ -159,8 +159,7 @@ class Alignments:
             keep = np.ones(len(links), dtype=bool)
             keep[1:] = (sent[1:] != sent[:-1]) | np.any(links[1:] != links[:-1], axis=1)
             links, sent = links[keep], sent[keep]
-        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(sent, minlength=len(counts)), out=offsets[1:])
+        offsets = ptr_from_counts(np.bincount(sent, minlength=len(counts)))
         return cls(links, offsets, src_lens, tgt_lens)
 
     def _check(self) -> None:

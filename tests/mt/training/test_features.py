@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from service.errors import ConfigurationError, DataFormatError, MissingResourceError
-from service.mt.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
-from service.mt.features import (
+from service.mt.lexical import LexicalTable
+from service.mt.rules import GLUE, RULE_FEATURES, Rule
+from service.mt.training.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
+from service.mt.training.features import (
     MIN_LEX_PROB,
     RuleTable,
     estimate_features,
@@ -19,8 +21,11 @@ from service.mt.features import (
     lexical_weight,
     reference_rule_table,
 )
-from service.mt.lexical import LexicalTable, lexical_counts_reference
-from service.mt.rules import GLUE, RULE_FEATURES, Rule
+from service.mt.training.lexical import (
+    lexical_counts_reference,
+    lexical_table_from_corpus,
+    lexical_table_from_counts,
+)
 from service.settings import get_settings
 
 # S1 das haus / the house, S2 das buch / the book, S3 das buch / a book; all monotone 1-1.
@@ -35,7 +40,9 @@ def _table(
     pairs: list[AlignedPair], limit: int | None = None, config: ExtractionConfig | None = None
 ) -> RuleTable:
     corpus = encode_corpus(pairs)
-    return estimate_features(extract_rules(corpus, config), LexicalTable.from_corpus(corpus), limit)
+    return estimate_features(
+        extract_rules(corpus, config), lexical_table_from_corpus(corpus), limit
+    )
 
 
 def _by_key(rules: list[Rule]) -> dict[tuple[tuple[str, ...], tuple[str, ...]], Rule]:
@@ -156,8 +163,8 @@ LEX_CORPUS = [
 def test_lexical_table_by_hand() -> None:
     # links: das–the 2, das–a 1, haus–house 2, NULL–. 1, ja–NULL 1
     for table in (
-        LexicalTable.from_corpus(encode_corpus(LEX_CORPUS)),
-        LexicalTable.from_counts(lexical_counts_reference(LEX_CORPUS)),
+        lexical_table_from_corpus(encode_corpus(LEX_CORPUS)),
+        lexical_table_from_counts(lexical_counts_reference(LEX_CORPUS)),
     ):
         assert table.prob_e_given_f("the", "das") == pytest.approx(2 / 3)
         assert table.prob_e_given_f("a", "das") == pytest.approx(1 / 3)
@@ -184,7 +191,7 @@ def test_lexical_table_by_hand() -> None:
 def test_lexical_table_from_corpus_equals_the_reference_counts() -> None:
     rng = random.Random(3)
     pairs = [_random_pair(rng) for _ in range(50)]
-    fast = LexicalTable.from_corpus(encode_corpus(pairs))
+    fast = lexical_table_from_corpus(encode_corpus(pairs))
     counts = lexical_counts_reference(pairs)
     assert len(fast) == len(counts)
     for (f, e), c in counts.items():
@@ -194,7 +201,7 @@ def test_lexical_table_from_corpus_equals_the_reference_counts() -> None:
 
 
 def test_lexical_table_save_and_load(tmp_path: Path) -> None:
-    table = LexicalTable.from_corpus(encode_corpus(LEX_CORPUS))
+    table = lexical_table_from_corpus(encode_corpus(LEX_CORPUS))
     path = tmp_path / "bundle" / "lexical.npz"
     table.save(path)
     loaded = LexicalTable.load(path)
@@ -271,7 +278,7 @@ def test_default_limit_comes_from_settings(monkeypatch: pytest.MonkeyPatch) -> N
     assert [r.target for r in _table(pairs, -1).rules()] == [("c",), ("b",)]
     corpus = encode_corpus(pairs)
     with pytest.raises(ConfigurationError, match="at least 1"):
-        estimate_features(extract_rules(corpus), LexicalTable.from_corpus(corpus), 0)
+        estimate_features(extract_rules(corpus), lexical_table_from_corpus(corpus), 0)
 
 
 def test_glue_rules() -> None:

@@ -13,9 +13,9 @@ from service.errors import (
     InvalidInputError,
     MissingResourceError,
 )
+from service.forest.inference import viterbi
 from service.mt.bundle import MANIFEST, load_bundle
-from service.mt.inference import viterbi
-from service.mt.train import TrainConfig, train_model
+from service.mt.training.train import TrainConfig, train_model
 from tests.synthetic import CONFIG, synthetic
 
 

@@ -1,6 +1,6 @@
 """Offline training of a model bundle: ``clir train-model``.
 
-Stages, each resumable (:mod:`service.mt.stages`) in the work directory ``<out>.work/``:
+Stages, each resumable (:mod:`service.mt.training.stages`) in the work directory ``<out>.work/``:
 
 1. ``clean``   normalise, tokenise and filter the parallel corpus (:mod:`service.text.clean`);
 2. ``align``   eflomal in both directions, symmetrised with grow-diag-final-and;
@@ -36,7 +36,6 @@ from service.data import read_parallel
 from service.data.io import atomic_write, iter_lines
 from service.errors import ConfigurationError, InvalidInputError
 from service.extras import import_extra
-from service.mt.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
 from service.mt.bundle import (
     BUNDLE_FORMAT,
     DEFAULT_WEIGHTS,
@@ -46,20 +45,21 @@ from service.mt.bundle import (
     MANIFEST,
     WEIGHTS_DIR,
 )
-from service.mt.extract import (
+from service.mt.grammar import write_encoded
+from service.mt.lm_table import load_lm_table
+from service.mt.rules import ALL_FEATURES
+from service.mt.training.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
+from service.mt.training.extract import (
     AlignedPair,
     ExtractionConfig,
     default_shards,
     encode_corpus,
     extract_rules,
 )
-from service.mt.features import estimate_features
-from service.mt.grammar import write_encoded
-from service.mt.lexical import LexicalTable
-from service.mt.lm_estimate import train_lm
-from service.mt.lm_table import load_lm_table
-from service.mt.rules import ALL_FEATURES
-from service.mt.stages import StageRunner, peak_rss_mb, stage_key
+from service.mt.training.features import estimate_features
+from service.mt.training.lexical import lexical_table_from_corpus
+from service.mt.training.lm_estimate import train_lm
+from service.mt.training.stages import StageRunner, peak_rss_mb, stage_key
 from service.mt.weights import WeightsStore
 from service.text import preprocess
 from service.text.clean import CorpusCleaner
@@ -332,7 +332,7 @@ def _grammar(build: _Build) -> dict[str, Any]:
         for k, (s, t) in enumerate(build.token_pairs())
     )
     corpus = encode_corpus(aligned_pairs)
-    lexical = LexicalTable.from_corpus(corpus)
+    lexical = lexical_table_from_corpus(corpus)
     lexical.save(build.bundle / LEXICAL_FILE)
     ext = ExtractionConfig(
         max_initial_source=config.max_initial_source,

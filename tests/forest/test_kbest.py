@@ -18,20 +18,20 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-import service.mt.kbest as kbest_module
-from service.mt.hypergraph import (
+import service.forest.kbest as kbest_module
+from service.forest.hypergraph import (
     Derivation,
     DerivationNode,
     Hyperedge,
     Hypergraph,
     HypergraphBuilder,
 )
-from service.mt.inference import Weights, resolve_edge_weights, viterbi, viterbi_backpointers
-from service.mt.kbest import LazyKBest, kbest, unique_kbest
+from service.forest.inference import Weights, resolve_edge_weights, viterbi, viterbi_backpointers
+from service.forest.kbest import LazyKBest, kbest, unique_kbest
+from service.forest.semiring import TROPICAL
 from service.mt.rules import GLUE
-from service.mt.semiring import TROPICAL
 from service.settings import get_settings
-from tests.mt.forests import (
+from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,
     WP,
@@ -48,7 +48,7 @@ PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
 ENGINES = pytest.mark.parametrize("engine", ["compiled", "reference"])
 Engine = Literal["compiled", "reference"]
 
-# All 18 derivations of the toy forest, worked out by hand (see tests/mt/forests.py),
+# All 18 derivations of the toy forest, worked out by hand (see tests/forest/forests.py),
 # grouped by score; "(phrase)" marks the derivation through the phrase rule "the house".
 TOY_BY_SCORE: list[tuple[float, list[str]]] = [
     (-4.0, ["the house burns"]),

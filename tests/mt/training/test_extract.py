@@ -10,7 +10,8 @@ from fractions import Fraction
 import pytest
 
 from service.errors import ConfigurationError, InvalidInputError
-from service.mt.extract import (
+from service.mt.rules import is_nt
+from service.mt.training.extract import (
     AlignedPair,
     ExtractionConfig,
     PhrasePair,
@@ -25,7 +26,6 @@ from service.mt.extract import (
     min_count_filter_reference,
     sentence_counts_reference,
 )
-from service.mt.rules import is_nt
 
 # er hat das haus gesehen / he has seen the house
 #

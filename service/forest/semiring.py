@@ -4,7 +4,7 @@ Hieber & Riezler 2015 (§3, "Dynamic Programming on Hypergraphs") compute the sc
 translation with the inside algorithm under the tropical semiring ⟨R, max, +, −∞, 0⟩ (the paper
 writes ``×`` for the log-domain product, i.e. ``+`` on scores); posteriors need the log semiring and
 counting derivations needs the counting semiring (Goodman 1999). The algorithms in
-:mod:`service.mt.inference` are written once against :class:`Semiring` and run under any of
+:mod:`service.forest.inference` are written once against :class:`Semiring` and run under any of
 these; a hyperedge weight ``W(e; w) = w · φ(e)`` (a log-domain score) enters a semiring through
 :meth:`Semiring.from_weight`.
 

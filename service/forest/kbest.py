@@ -28,10 +28,10 @@ keeps the first (best) derivation of each distinct target string, as n-best list
 and translation retrieval need; since spurious ambiguity can put thousands of derivations of one
 string ahead of the next string, it is bounded by time (:data:`UNIQUE_KBEST_TIME_BUDGET_S`)
 rather than by a number of derivations. It runs the same search compiled
-(:mod:`service.mt.kbest_kernel`, the default, several times faster, so the budget examines
+(:mod:`service.forest.kbest_kernel`, the default, several times faster, so the budget examines
 that many more derivations) or in Python over :class:`LazyKBest`
 (:func:`unique_kbest_reference`, the tested reference); with ``max_derivations`` the two return
-identical lists (tests/mt/test_kbest_kernel.py).
+identical lists (tests/forest/test_kbest_kernel.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from service.errors import ConfigurationError
-from service.mt.hypergraph import (
+from service.forest.csr import ptr_from_counts
+from service.forest.hypergraph import (
     Derivation,
     DerivationNode,
     FloatArray,
@@ -54,10 +55,10 @@ from service.mt.hypergraph import (
     IntArray,
     Yield,
 )
-from service.mt.inference import Weights, resolve_edge_weights, viterbi_scores
+from service.forest.inference import Weights, resolve_edge_weights, viterbi_scores
 
 if TYPE_CHECKING:  # the kernel's module imports numba: imported where it is used
-    from service.mt import kbest_kernel
+    from service.forest import kbest_kernel
 
 # A derivation of a node: (score, edge, ranks of the tails' derivations).
 _Entry = tuple[float, int, tuple[int, ...]]
@@ -109,9 +110,7 @@ def initial_candidates(
     heads = a.edge_head[ids]
     order = np.lexsort((ids, -score[ids], heads))
     run = ids[order]
-    ptr = np.zeros(a.num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(heads, minlength=a.num_nodes), out=ptr[1:])
-    return run, score[run], ptr
+    return run, score[run], ptr_from_counts(np.bincount(heads, minlength=a.num_nodes))
 
 
 def canonical_term_ids(a: HypergraphArrays) -> IntArray:
@@ -424,7 +423,7 @@ def unique_kbest(
     tuning comparisons).
 
     ``engine="compiled"`` (the default) runs the search in the compiled kernel of
-    :mod:`service.mt.kbest_kernel`; ``"reference"`` in Python (:func:`unique_kbest_reference`).
+    :mod:`service.forest.kbest_kernel`; ``"reference"`` in Python (:func:`unique_kbest_reference`).
     With ``max_derivations`` both return identical lists; under a time budget the compiled one
     examines many more derivations.
     """
@@ -482,7 +481,7 @@ def _extraction(
     own code, so the kernel adds the same floats. ``hash_bits`` narrows the hash of target
     strings (tests: collisions must not merge strings).
     """
-    from service.mt import kbest_kernel as kk
+    from service.forest import kbest_kernel as kk
 
     a = hg.arrays()
     w = resolve_edge_weights(hg, weights)
@@ -511,13 +510,13 @@ def _unique_kbest_compiled(
     time_budget: float | None,
     hash_bits: int | None = None,
 ) -> list[Derivation]:
-    """:func:`unique_kbest` through :func:`service.mt.kbest_kernel.extract` (the same search).
+    """:func:`unique_kbest` through :func:`service.forest.kbest_kernel.extract` (the same search).
 
     The kernel runs in calls of at most ``limit`` derivations of the goal in all: the first
     ends after :data:`_CLOCK_EVERY`, each next one examines twice as many (at most
     :data:`_MAX_CHUNK`), and the clock is read between calls.
     """
-    from service.mt import kbest_kernel as kk
+    from service.forest import kbest_kernel as kk
 
     ex = _extraction(hg, weights, k, hash_bits)
     kk.load()  # the kernel is loaded (the first time in a process) before the clock starts

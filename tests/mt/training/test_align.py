@@ -23,7 +23,7 @@ from service.errors import (
     InvalidInputError,
     MissingResourceError,
 )
-from service.mt.align import (
+from service.mt.training.align import (
     SYMMETRIZATION_METHODS,
     Alignments,
     _read_links,

@@ -1,4 +1,4 @@
-"""The compiled unique k-best (service/mt/kbest_kernel.py) against the Python reference.
+"""The compiled unique k-best (service/forest/kbest_kernel.py) against the Python reference.
 
 With a count bound (``max_derivations``) both engines examine the same derivations in the same
 order, so their lists must be identical — trees, scores (the same floats), strings, rules, spans
@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-import service.mt.kbest_kernel as kk
+import service.forest.kbest_kernel as kk
 from service.errors import ConfigurationError
+from service.forest.hypergraph import Derivation, Hypergraph
+from service.forest.inference import Weights
+from service.forest.kbest import _extraction, _unique_kbest_compiled, kbest, unique_kbest
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder
-from service.mt.hypergraph import Derivation, Hypergraph
-from service.mt.inference import Weights
-from service.mt.kbest import _extraction, _unique_kbest_compiled, kbest, unique_kbest
 from service.mt.rules import GLUE
-from tests.mt.forests import (
+from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,
     P,
@@ -35,7 +35,7 @@ from tests.mt.forests import (
     random_weights,
     toy_forest,
 )
-from tests.mt.test_kbest import ambiguous_forest, array_backed
+from tests.forest.test_kbest import ambiguous_forest, array_backed
 
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
 DEMO = Path(__file__).resolve().parents[2] / "models" / "demo-de-en"

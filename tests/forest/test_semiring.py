@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.errors import ConfigurationError
-from service.mt.semiring import (
+from service.forest.semiring import (
     BOOLEAN,
     COUNTING,
     LOG,

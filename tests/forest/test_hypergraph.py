@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.mt.hypergraph import DerivationNode, HypergraphBuilder, target_yield
-from service.mt.inference import (
+from service.forest.hypergraph import DerivationNode, HypergraphBuilder, target_yield
+from service.forest.inference import (
     edge_posteriors,
     enumerate_derivations,
     fast_viterbi,
@@ -23,9 +23,9 @@ from service.mt.inference import (
     viterbi_backpointers,
     viterbi_scores,
 )
+from service.forest.semiring import COUNTING, LOG, REAL, TROPICAL
 from service.mt.rules import GLUE, nt
-from service.mt.semiring import COUNTING, LOG, REAL, TROPICAL
-from tests.mt.forests import (
+from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,
     WP,

@@ -1,15 +1,15 @@
 """Unique k-best extraction as one compiled kernel (numba, ``nogil``) over flat arrays.
 
-The same search as :func:`service.mt.kbest.unique_kbest_reference` (lazy k-best, Huang & Chiang
+The same search as :func:`service.forest.kbest.unique_kbest_reference` (lazy k-best, Huang & Chiang
 2005 Algorithm 3, keeping the first derivation of each distinct target string), the tested
 reference: every choice that decides the output is the reference's, so with a count bound the
-lists are identical, scores and ties included (tests/mt/test_kbest_kernel.py):
+lists are identical, scores and ties included (tests/forest/test_kbest_kernel.py):
 
 - a derivation of node ``v`` is an *entry* ``(score, edge, tail ranks)``; entries ``0 … |V|-1``
-  are the nodes' Viterbi derivations (from :func:`~service.mt.inference.viterbi_scores`), the
+  are the nodes' Viterbi derivations (from :func:`~service.forest.inference.viterbi_scores`), the
   others are made as the search goes; ``D̂(v)`` is a list of entry ids per node;
 - ``cand[v]`` is the node's sorted run of initial candidates ``⟨e, 0⟩`` (computed in numpy by
-  :func:`service.mt.kbest.initial_candidates`, the reference's own code) merged with a binary
+  :func:`service.forest.kbest.initial_candidates`, the reference's own code) merged with a binary
   heap of successors ordered by ``(−score, edge, tail ranks)``, the reference's heap key, which
   is a strict total order: the pop order does not depend on the heap's layout;
 - successors ``⟨e, j + b^i⟩`` are pushed only for ``j_k = 0`` for all ``k > i``, their scores
@@ -64,7 +64,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.mt.hypergraph import DerivationNode
+from service.forest.csr import ptr_from_counts
+from service.forest.hypergraph import DerivationNode
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -698,8 +699,7 @@ class Extraction:
         self.run_end = own(run_ptr[1:], np.int64)
         arity = np.diff(self.tail_ptr)
         words = np.diff(term_ptr)
-        self.pat_ptr = np.zeros(num_edges + 1, dtype=np.int64)
-        np.cumsum(arity + words, out=self.pat_ptr[1:])
+        self.pat_ptr = ptr_from_counts(arity + words)
         self.pat_sym = np.zeros(int(self.pat_ptr[-1]), dtype=np.int64)
         # known from the arrays: edges without tails (their words) and one gap without words
         self.pat_state = np.zeros(num_edges, dtype=np.int64)

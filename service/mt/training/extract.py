@@ -51,7 +51,7 @@ Definitions and constraints (the defaults of :class:`ExtractionConfig`):
   "seen in two different sentence pairs" removes the one-off rules (85% of the unique gapped
   rules on the full de-en corpus: 46.9M → 13.6M unique rules) and keeps every rule with
   independent evidence, where a fractional count ≥ 1 would keep only a tenth of those.
-  The marginals ``c(f)`` and ``c(e)`` behind p(e|f) and p(f|e) (:mod:`service.mt.features`)
+  The marginals ``c(f)`` and ``c(e)`` behind p(e|f) and p(f|e) (:mod:`service.mt.training.features`)
   are summed over *all* extracted rules before this filter, like the pruning to the best
   target sides, so the filter removes rules but changes no probability of a kept rule.
   ``1`` disables it.
@@ -82,6 +82,7 @@ import numpy.typing as npt
 from numba import njit
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.csr import ptr_from_counts
 from service.mt.rules import X, is_nt, nt
 
 I32 = npt.NDArray[np.int32]
@@ -993,7 +994,7 @@ def extract_rules(
     target_marginal = _target_marginals(corpus, config, kept_targets, buffers, n_shards, progress)
     del buffers
     source_sides = np.concatenate([k[0] for k in kept])
-    offsets = np.cumsum([0] + [len(k[0]) for k in kept])
+    offsets = ptr_from_counts([len(k[0]) for k in kept])
     source_id = np.concatenate([k[1] + off for k, off in zip(kept, offsets, strict=False)])
     return RuleCounts(
         config=config,

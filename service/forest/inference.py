@@ -31,9 +31,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
+from service.forest.hypergraph import Derivation, DerivationNode, FloatArray, Hypergraph
+from service.forest.semiring import LOG, TROPICAL, Semiring
 from service.jit import compiled
-from service.mt.hypergraph import Derivation, DerivationNode, FloatArray, Hypergraph
-from service.mt.semiring import LOG, TROPICAL, Semiring
 
 T = TypeVar("T")
 Weights = Mapping[str, float] | FloatArray
