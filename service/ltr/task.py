@@ -444,6 +444,42 @@ def train_ltr(
         if held_sel is not None
         else None
     )
+    metrics = _metrics(outcome, train_sel, len(built[0].queries), len(specs), heldout)
+    offer = _offer(metrics)
+    metrics["activation_offered"] = float(offer.offered)
+    metrics["seconds"] = round(time.perf_counter() - t0, 1)
+    version = _store(bundle, outcome.weights, p, len(specs), metrics, active.version)
+    activated = p.activate and offer.offered
+    if activated:
+        from service.retrieval.versions import activate_version
+
+        try:
+            activate_version(bundle, version, index)
+        except ClirError as exc:
+            raise ConflictError(
+                f"stored weights version {version} but did not activate it: {exc}"
+            ) from exc
+    return LtrResult(
+        version=version,
+        model=str(p.model),
+        metrics=metrics,
+        activated=activated,
+        offer=offer,
+        outcome=outcome,
+        train=train_sel,
+        dev_failed=len(built[0].failed),
+    )
+
+
+def _metrics(
+    outcome: TrainOutcome,
+    train_sel: Selection,
+    dev_queries: int,
+    shards: int,
+    heldout: Mapping[str, float] | None,
+) -> dict[str, float]:
+    """The version's metrics: dev at the best epoch and at the start, the run, and the
+    held-out comparison (``heldout_*``) when queries were held out."""
     best, base = outcome.best_metrics, outcome.baseline
     metrics: dict[str, float] = {
         "dev_map": best["map"],
@@ -456,50 +492,39 @@ def train_ltr(
         "epochs": float(outcome.epochs_run),
         "train_queries": float(outcome.train_queries),
         "skipped_queries": float(train_sel.no_relevant_in_index),
-        "dev_queries": float(len(built[0].queries)),
-        "shards": float(len(specs)),
+        "dev_queries": float(dev_queries),
+        "shards": float(shards),
     }
     if heldout is not None:
         metrics.update({f"heldout_{k}": float(v) for k, v in heldout.items()})
-    offer = _offer(metrics)
-    metrics["activation_offered"] = float(offer.offered)
-    metrics["seconds"] = round(time.perf_counter() - t0, 1)
-    # sparse features that stayed 0 (LEX, per-term IR) are left out: absent means 0
+    return metrics
+
+
+def _store(
+    bundle: ModelBundle,
+    learned: Mapping[str, float],
+    p: LtrParams,
+    shards: int,
+    metrics: dict[str, float],
+    parent: str,
+) -> str:
+    """Save the learned weights as a new version (sparse LEX and per-term IR weights that
+    stayed 0 are left out: absent means 0); returns its name."""
     weights = {
         n: w
-        for n, w in outcome.weights.items()
+        for n, w in learned.items()
         if w != 0.0 or not (is_lex_feature(n) or is_ir_term_feature(n))
     }
     store = bundle.weights_store
     name = _version_name(p.objective, set(store.versions()))
     source = (
-        f"ltr objective={p.objective} shards={len(specs)} backend={p.backend} "
+        f"ltr objective={p.objective} shards={shards} backend={p.backend} "
         f"freeze_smt={p.freeze_smt} lex={p.lex} ir_terms={p.ir_terms} "
         f"candidates={p.candidates} seed={p.seed} "
         + " ".join(f"{k}={v:g}" for k, v in p.objective_options().items())
     )
-    record = store.save(weights, version=name, source=source, metrics=metrics,
-                        parent=active.version)  # fmt: skip
-    activated = p.activate and offer.offered
-    if activated:
-        from service.retrieval.versions import activate_version
-
-        try:
-            activate_version(bundle, record.version, index)
-        except ClirError as exc:
-            raise ConflictError(
-                f"stored weights version {record.version} but did not activate it: {exc}"
-            ) from exc
-    return LtrResult(
-        version=record.version,
-        model=str(p.model),
-        metrics=metrics,
-        activated=activated,
-        offer=offer,
-        outcome=outcome,
-        train=train_sel,
-        dev_failed=len(built[0].failed),
-    )
+    record = store.save(weights, version=name, source=source, metrics=metrics, parent=parent)
+    return record.version
 
 
 def _validate(params: Mapping[str, Any]) -> LtrParams:
