@@ -268,7 +268,7 @@ class Runner:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("lang", choices=["de", "zh"])
-    ap.add_argument("--examples", type=Path, required=True, help="bench.ltr_examples output")
+    ap.add_argument("--examples", type=Path, help="bench.ltr_examples output")
     ap.add_argument("--runs", default="hinge:lex")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--groups", choices=["page", "linked"], default="page")
@@ -282,7 +282,13 @@ def main() -> None:
         help="instead of cross-validating, train and rank on all queries (the capacity bound)",
     )
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", nargs="+", type=Path, help="print the markdown table of these files")
     args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if args.examples is None:
+        ap.error("--examples is required (unless --table)")
     out_path = args.out or RESULTS_DIR / f"ltr_pooled_{args.lang}.json"
     t0 = time.perf_counter()
     runner = Runner(args)
@@ -333,6 +339,29 @@ def main() -> None:
             }  # fmt: skip
         record("runs", row, top)
     print(json.dumps({"out": str(out_path), "seconds": round(time.perf_counter() - t0, 1)}))
+
+
+def table(paths: list[Path]) -> str:
+    """The markdown rows of bench/README.md's pooled table, from result files."""
+    lines = [
+        "| lang | form | run | MAP default → learned (gain) | p | NDCG gain (p) | PRES gain (p) "
+        "| detectable .05 / .01 | dev MAP gain (p) |",
+        "|---|---|---|---|---:|---|---|---|---|",
+    ]
+    for path in paths:
+        result = json.loads(path.read_text())
+        for form, data in result.get("forms", {}).items():
+            for row in data.get("runs", []):
+                p, d = row["pooled"], row["dev"]
+                lang = data["examples"]["lang"]
+                lines.append(
+                    f"| {lang} | {form} | {row['run']} | {p['map_default']:.4f} → "
+                    f"{p['map_learned']:.4f} ({p['map_gain']:+.4f}) | {p['p_map']:.3f} | "
+                    f"{p['ndcg_gain']:+.4f} ({p['p_ndcg']:.2f}) | {p['pres_gain']:+.4f} "
+                    f"({p['p_pres']:.2f}) | {p['detectable']:.4f} / {p['detectable_p01']:.4f} | "
+                    f"{d['map_gain']:+.4f} ({d['p_map']:.2f}) |"
+                )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
