@@ -144,6 +144,7 @@ class Runner:
         self.qrels = {q: data["train_qrels"][q] for q in self.by_qid}
         self.stats = data["stats"]
         self.texts: dict[str, str] = data["train_queries"]
+        self._cols: dict[str, Any] = {}
         dev_queries, dev_qrels, _ = data["dev"]
         self.dev = DevSet(self.index, dev_qrels, dev_queries, self.space)
         self.all = DevSet(self.index, self.qrels,
@@ -157,6 +158,14 @@ class Runner:
         self.dev_base = self.dev.run(self.start)
         store = WeightsStore(ROOT / "models" / f"{self.lang}-en" / WEIGHTS_DIR)
         self.untuned = dict(store.load("default").weights)  # the bundle's untuned SMT weights
+
+    def _columns(self, qid: str) -> Any:
+        """The features that fire in a query's candidates' best derivations at the start."""
+        if qid not in self._cols:
+            ex = self.by_qid[qid]
+            w = self.space.vector(self.start)
+            self._cols[qid] = np.unique(ex.features(w, len(w)).indices)
+        return self._cols[qid]
 
     def _subset(self, qids: tuple[str, ...]) -> DevSet:
         keep = set(qids)
@@ -182,6 +191,12 @@ class Runner:
         shard.stats = {"queries": len(train_q)}
         shard.configure(objective, objective_options(objective, opts), freeze_smt=freeze,
                         lex=lex, ir_terms=ir_terms)  # fmt: skip
+        if "minq" in opts:  # sparse features learn only if they fire in >= minq training queries
+            assert shard.objective is not None
+            counts = np.zeros(len(self.space), dtype=np.int64)
+            for q in train_q:
+                counts[self._columns(q)] += 1
+            shard.objective.mask *= counts >= int(opts["minq"])
         stopper = self._stopper(stop_q)
 
         def use_stop(_rep: Reporter) -> Any:
