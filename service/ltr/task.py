@@ -369,6 +369,8 @@ def _offer(metrics: Mapping[str, float]) -> Offer:
     figures = f"MAP gain {gain:+.4f} on {where}" + (f" (p {p:.3f}{detect})" if p == p else "")
     if gain > 0.0:
         return Offer(True, figures)
+    if metrics["best_epoch"] == 0:
+        figures += "; no epoch beat the starting weights on dev, so they were kept"
     return Offer(False, f"{figures}: not positive, so activation is not offered")
 
 
