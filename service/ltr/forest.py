@@ -22,12 +22,12 @@ the edges of the best derivation; :meth:`CompactSentence.candidate_features` tur
 documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges,
 ``IR_BM25`` = Σ bm25 over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
 ``w · Φ(h*_d)`` is the document's BOW-FD score for the sentence. The obviously-correct reference is
-:meth:`service.retrieval.bowfd.BowFdScorer.feature_vector` (one Viterbi pass over the whole
+:meth:`service.retrieval.bowfd.scorer.BowFdScorer.feature_vector` (one Viterbi pass over the whole
 forest per document); the tests check they agree.
 
 For ranking (dev evaluation) :meth:`CompactSentence.prepared` rebuilds a small hypergraph of
-the live part and hands it to :func:`service.retrieval.bowfd.prepare_sentence`, so dev rankings
-come from the service's own BOW-FD code.
+the live part and hands it to :func:`service.retrieval.bowfd.prepare.prepare_sentence`, so dev
+rankings come from the service's own BOW-FD code.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ def best_derivations(
     """For each candidate, the live edges of its best derivation (CSR ``ptr``/``edges``,
     preorder) under SMT edge weights ``smt``, IR weight ``v`` and per-term weights ``delta``
     (a term earns ``(v + δ_t)·bm25``; the arithmetic is BOW-FD's, see
-    :func:`service.retrieval.bowfd.term_bonus`)."""
+    :func:`service.retrieval.bowfd.features.term_bonus`)."""
     n = len(cands)
     weights, factor = term_bonus(cands.weights, cands.terms, v, delta)
     cap = max(16, n * min(cs.num_edges, 4 * cs.num_nodes))
