@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from service.forest.inference import tree_from_backpointers, viterbi_scores
 from service.index.inverted import InvertedIndex
 from service.retrieval.bowfd.features import IR_FEATURE, ir_term_feature
 from service.retrieval.bowfd.prepare import PreparedSentence
+from service.retrieval.explain import MatchedTerm, SentenceDerivation
 from service.retrieval.lex import LexFeatures
 
 
@@ -35,14 +35,14 @@ class DocDerivation:
     def score(self) -> float:
         return self.smt + self.ir
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "translation": " ".join(self.tokens),
-            "matched": [{"term": t, "count": c, "bm25": w} for t, c, w in self.matched],
-            "smt": self.smt,
-            "ir": self.ir,
-            "score": self.score,
-        }
+    def explained(self, sentence: int, in_sentence_list: bool | None = None) -> SentenceDerivation:
+        """The derivation as the explanation of a hit shows it (the ``sentence``-th of the
+        query; ``in_sentence_list`` for queries of several sentences)."""
+        matched = tuple(MatchedTerm(t, c, w) for t, c, w in self.matched)
+        translation = " ".join(self.tokens)
+        return SentenceDerivation(
+            sentence, translation, matched, self.smt, self.ir, in_sentence_list
+        )
 
 
 def best_derivation(

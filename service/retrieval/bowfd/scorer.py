@@ -32,6 +32,7 @@ from service.retrieval.bowfd.features import (
 from service.retrieval.bowfd.prepare import PreparedSentence, prepare_sentence, smt_edge_weights
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.bowfd.reference import reference_scores
+from service.retrieval.explain import BowFdExplanation
 from service.retrieval.lex import LexFeatures, is_lex_feature
 
 DEFAULT_PER_SENTENCE_K = 1000
@@ -192,21 +193,18 @@ class BowFdScorer(Scorer):
         docno: int,
         lists: Sequence[SentenceRanking] | None = None,
         v: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> BowFdExplanation:
         """Per sentence, the document's best derivation with the words that matched it."""
         v = self.v if v is None else v
         parts = []
         for i, prep in enumerate(preps):
-            part = best_derivation(prep, docno, v, self.index, self.lex).to_json()
-            part["sentence"] = i
+            in_list = None
             if lists is not None and len(preps) > 1:
-                part["in_sentence_list"] = bool(np.isin(docno, lists[i].docs))
-            parts.append(part)
-        return {"sentences": parts}
-
-    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
-        """The words of each sentence's best derivation that matched the document."""
-        return [str(m["term"]) for s in explanation.get("sentences", ()) for m in s["matched"]]
+                in_list = bool(np.isin(docno, lists[i].docs))
+            parts.append(
+                best_derivation(prep, docno, v, self.index, self.lex).explained(i, in_list)
+            )
+        return BowFdExplanation(tuple(parts))
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Every retrieved document is a candidate of some sentence; the scorer stops once no
