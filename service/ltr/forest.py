@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import Hyperedge, Hypergraph, Node
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
@@ -71,8 +72,7 @@ class CandidateRows:
     @classmethod
     def of(cls, prep: PreparedSentence, docnos: IntArray) -> CandidateRows:
         rows = [prep.doc_row(int(d)) for d in docnos.tolist()]
-        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t, _ in rows], out=ptr[1:])
+        ptr = ptr_from_counts([len(t) for t, _ in rows])
         terms = np.concatenate([t for t, _ in rows]) if rows else np.zeros(0)
         weights = np.concatenate([w for _, w in rows]) if rows else np.zeros(0)
         return cls(ptr, terms.astype(np.int32), weights.astype(np.float64))
@@ -144,13 +144,10 @@ class CompactSentence:
         hg = prep.hypergraph
         a = hg.arrays()
         edges = live.edges
-        lengths = a.feat_ptr[edges + 1] - a.feat_ptr[edges]
-        ptr = np.zeros(len(edges) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=ptr[1:])
-        idx = np.repeat(a.feat_ptr[edges] - ptr[:-1], lengths) + np.arange(int(ptr[-1]))
+        ptr, idx = gather_rows(a.feat_ptr, edges)  # the live edges' features
         name_col = space.columns(a.feature_names)
         ir_cols = space.columns(ir_term_feature(index.term(int(t))) for t in prep.terms.tolist())
-        rows = [np.repeat(np.arange(len(edges)), lengths)]
+        rows = [np.repeat(np.arange(len(edges)), np.diff(ptr))]
         cols = [name_col[a.feat_ids[idx]] if len(idx) else np.zeros(0, dtype=np.int64)]
         vals = [a.feat_vals[idx]]
         if lex is not None:

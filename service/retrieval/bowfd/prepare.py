@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.forest.csr import ptr_from_counts
+from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores
 from service.index.inverted import Int32Array, InvertedIndex
@@ -196,14 +196,6 @@ def _csr(keys: IntArray, values: IntArray, n: int) -> tuple[IntArray, IntArray]:
     return ptr_from_counts(np.bincount(rows, minlength=n)), vals.astype(np.int64)
 
 
-def _gather(ptr: IntArray, values: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
-    """The CSR sub-matrix of ``rows`` (in the given order)."""
-    lengths = (ptr[rows + 1] - ptr[rows]).astype(np.int64)
-    new_ptr = ptr_from_counts(lengths)
-    idx = np.repeat(ptr[rows] - new_ptr[:-1], lengths) + np.arange(int(new_ptr[-1]))
-    return new_ptr, values[idx]
-
-
 def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveForest:
     """The live part of ``hg`` under ``smt`` (see :class:`LiveForest`)."""
     a = hg.arrays()
@@ -227,9 +219,10 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
     head = node_new[a.edge_head[edges]]
     in_ptr = ptr_from_counts(np.bincount(head, minlength=len(nodes)))
     in_edges = np.argsort(head, kind="stable").astype(np.int64)  # live ids, original order
-    tail_ptr, tails = _gather(a.tail_ptr, a.tail_nodes, edges)
-    tail_nodes = node_new[tails]
-    occ_ptr, occ_words = _gather(a.term_ptr, a.term_ids, edges)
+    tail_ptr, at = gather_rows(a.tail_ptr, edges)
+    tail_nodes = node_new[a.tail_nodes[at]]
+    occ_ptr, at = gather_rows(a.term_ptr, edges)
+    occ_words = a.term_ids[at]
     occ_term = word_local[occ_words] if len(occ_words) else occ_words
     edge_of_tail = np.repeat(np.arange(len(edges), dtype=np.int64), np.diff(tail_ptr))
     parent_ptr, parents = _csr(tail_nodes, head[edge_of_tail], len(nodes))
