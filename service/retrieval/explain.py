@@ -28,7 +28,7 @@ The records:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -54,7 +54,7 @@ def explanation_json(explanation: Explanation | None) -> dict[str, Any] | None:
 @dataclass(frozen=True)
 class MatchedTerm:
     """A word of a derivation that the document holds: its occurrences in the derivation and
-    its bm25 weight in the document."""
+    its bm25 weight in the document (the fields, in order, are the JSON keys)."""
 
     term: str
     count: int
@@ -81,7 +81,7 @@ class SentenceDerivation:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "translation": self.translation,
-            "matched": [{"term": m.term, "count": m.count, "bm25": m.bm25} for m in self.matched],
+            "matched": [asdict(m) for m in self.matched],  # term, count, bm25
             "smt": self.smt,
             "ir": self.ir,
             "score": self.score,
@@ -160,14 +160,7 @@ class FoundByTranslation:
     pr_d_given_t: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "translation": self.translation,
-            "pr_t": self.pr_t,
-            "cosine": self.cosine,
-            "levenshtein": self.levenshtein,
-            "pr_d_given_t": self.pr_d_given_t,
-        }
+        return asdict(self)  # the fields, in order, are the JSON keys
 
 
 @dataclass(frozen=True)
