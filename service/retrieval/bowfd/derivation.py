@@ -1,10 +1,11 @@
 """A document's best derivation: "the translation that retrieved it" (Hieber & Riezler 2015, §3).
 
 :func:`best_derivation` runs one Viterbi pass over the (beam-pruned) forest under the
-document's weights W'(·, d) and reads the derivation's parts: its words that matched the
-document, its SMT and IR scores and its feature vector Φ(h) (SMT features summed over the edges,
-the LEX feature counts, ``IR_BM25`` and ``ir:<t>``), which explanations and the learning-to-rank
-reference (:meth:`service.retrieval.bowfd.scorer.BowFdScorer.feature_vector`) read.
+document's weights W'(·, d) (:func:`service.forest.inference.fast_viterbi`) and reads the
+derivation's parts: its words that matched the document, its SMT and IR scores and its feature
+vector Φ(h) (SMT features summed over the edges, the LEX feature counts, ``IR_BM25`` and
+``ir:<t>``), which explanations and the learning-to-rank reference
+(:meth:`service.retrieval.bowfd.scorer.BowFdScorer.feature_vector`) read.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from service.forest.inference import tree_from_backpointers, viterbi_scores
+from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
 from service.retrieval.bowfd.features import IR_FEATURE, ir_term_feature
 from service.retrieval.bowfd.prepare import PreparedSentence
@@ -54,10 +55,7 @@ def best_derivation(
 ) -> DocDerivation:
     """The best derivation of the sentence for ``docno`` under W'(·, d), with its parts."""
     hg = prep.hypergraph
-    wp = prep.doc_edge_weights(docno, v)
-    _, back = viterbi_scores(hg, wp)
-    tree = tree_from_backpointers(hg, back)
-    deriv = hg.derivation(tree, 0.0)
+    deriv = fast_viterbi(hg, prep.doc_edge_weights(docno, v))
     edges = list(deriv.edges)
     smt = float(sum(float(prep.smt[e]) for e in edges))
     terms, weights = prep.doc_row(docno)
