@@ -6,8 +6,8 @@ sentence) and then ranked to depth ``K`` = 1000 twice, in the same process, alte
 
 * **reference** — the procedure of Hieber & Riezler 2015, §3: per sentence, for every candidate
   document one Viterbi pass over the whole forest with W'(e, d)
-  (:func:`service.retrieval.bowfd.reference.reference_scores`), top K' per sentence, then the
-  multi-sentence combination;
+  (:func:`service.retrieval.bowfd.reference_scores`), top K' per sentence, then the multi-sentence
+  combination;
 * **fast** — ``BowFdScorer(engine="fast").rank`` (live forest, bounds, block inside passes).
 
 Recorded per query: sentences, forest sizes (nodes/edges, live part), candidates and documents
