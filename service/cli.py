@@ -279,6 +279,7 @@ def _params(pairs: Sequence[str] | None) -> dict[str, Any]:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    from service.retrieval.explain import explanation_json
     from service.retrieval.runner import search
 
     ranking, index = search(
@@ -301,7 +302,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 "doc_id": h.doc_id,
                 "title": index.doc(h.docno).title,
                 "score": h.score,
-                **({"explanation": h.explanation} if args.explain else {}),
+                **({"explanation": explanation_json(h.explanation)} if args.explain else {}),
             }
             for r, h in enumerate(ranking.hits, 1)
         ]
@@ -318,7 +319,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     for r, h in enumerate(ranking.hits, 1):
         print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{index.doc(h.docno).title}")
         if args.explain and h.explanation is not None:
-            print(f"\t{json.dumps(h.explanation, ensure_ascii=False)}")
+            print(f"\t{json.dumps(h.explanation.to_json(), ensure_ascii=False)}")
     return 0
 
 

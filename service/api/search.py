@@ -18,8 +18,10 @@ weighted term of the translation, the documents its BM25 pass reaches; PSQ: the 
 reports); BOW-FD scores documents only until no other can enter the top ``offset + k``
 (Hieber & Riezler 2015, §3, with bounds), so it reports that many as a lower bound
 (``total_relation`` "gte", as Elasticsearch's ``hits.total.relation``) unless its candidates
-are no more than that. The terms, the count and the reading of an explanation belong to the
-scorer (:meth:`~service.retrieval.base.Scorer.query_terms`, ``matched_terms``, ``retrieved``).
+are no more than that. The terms and the count belong to the scorer
+(:meth:`~service.retrieval.base.Scorer.query_terms`, ``retrieved``); an explanation reads itself
+(:class:`~service.retrieval.explain.Explanation`: ``matched_terms()``, and ``to_json()``, a
+result's ``explanation``), whatever the method.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.dt import one_best
+from service.retrieval.explain import explanation_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -76,14 +79,14 @@ def run_search(
         doc = index.doc(hit.docno)
         terms = default_terms
         if hit.explanation is not None:
-            terms = weighted_terms(index, scorer.matched_terms(hit.explanation))
+            terms = weighted_terms(index, hit.explanation.matched_terms())
         results.append(
             SearchHit(
                 id=hit.doc_id,
                 title=doc.title,
                 score=hit.score,
                 snippet=make_snippet(doc.text, terms),
-                explanation=hit.explanation,
+                explanation=explanation_json(hit.explanation),
             )
         )
     t2 = time.perf_counter()

@@ -22,6 +22,7 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
+from service.retrieval.explain import explanation_json
 
 router = APIRouter(prefix="/v1", tags=["suggest"])
 
@@ -40,7 +41,9 @@ def run_suggest(
             id=hit.doc_id,
             text=pool.doc(hit.docno).text,
             score=hit.score,
-            found_by=[FoundBy(**f) for f in (hit.explanation or {}).get("found_by", [])],
+            found_by=[
+                FoundBy(**f) for f in (explanation_json(hit.explanation) or {}).get("found_by", [])
+            ],
         )
         for hit in ranking.hits
     ]

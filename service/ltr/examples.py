@@ -9,8 +9,8 @@ non-relevant documents "from the current model's candidates"). Per epoch,
 :meth:`QueryExample.features` gives the candidates' best-derivation feature vectors under the
 current weights; for a query of several sentences they are summed, ``Φ(d) = Σ_s Φ_s(h*_{s,d})``, so
 ``w · Φ(d)`` is the exact sum of the sentence scores — the ranking itself combines sentences by the
-smoothed product of experts (:func:`service.retrieval.bowfd.combine_sentences`), which only differs
-for documents missing from a sentence's top list.
+smoothed product of experts (:func:`service.retrieval.bowfd.combine.combine_sentences`), which only
+differs for documents missing from a sentence's top list.
 
 :func:`select_queries` reads and checks the training data before anything is decoded:
 malformed files raise :class:`~service.errors.DataFormatError` (file:line), qrels of unknown

@@ -22,12 +22,12 @@ the edges of the best derivation; :meth:`CompactSentence.candidate_features` tur
 documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the edges,
 ``IR_BM25`` = Σ bm25 over the derivation's words, ``ir:<t>`` = the part of it ``t`` earns), so that
 ``w · Φ(h*_d)`` is the document's BOW-FD score for the sentence. The obviously-correct reference is
-:meth:`service.retrieval.bowfd.BowFdScorer.feature_vector` (one Viterbi pass over the whole
+:meth:`service.retrieval.bowfd.scorer.BowFdScorer.feature_vector` (one Viterbi pass over the whole
 forest per document); the tests check they agree.
 
 For ranking (dev evaluation) :meth:`CompactSentence.prepared` rebuilds a small hypergraph of
-the live part and hands it to :func:`service.retrieval.bowfd.prepare_sentence`, so dev rankings
-come from the service's own BOW-FD code.
+the live part and hands it to :func:`service.retrieval.bowfd.prepare.prepare_sentence`, so dev
+rankings come from the service's own BOW-FD code.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import Hyperedge, Hypergraph, Node
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
@@ -71,8 +72,7 @@ class CandidateRows:
     @classmethod
     def of(cls, prep: PreparedSentence, docnos: IntArray) -> CandidateRows:
         rows = [prep.doc_row(int(d)) for d in docnos.tolist()]
-        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t, _ in rows], out=ptr[1:])
+        ptr = ptr_from_counts([len(t) for t, _ in rows])
         terms = np.concatenate([t for t, _ in rows]) if rows else np.zeros(0)
         weights = np.concatenate([w for _, w in rows]) if rows else np.zeros(0)
         return cls(ptr, terms.astype(np.int32), weights.astype(np.float64))
@@ -144,13 +144,10 @@ class CompactSentence:
         hg = prep.hypergraph
         a = hg.arrays()
         edges = live.edges
-        lengths = a.feat_ptr[edges + 1] - a.feat_ptr[edges]
-        ptr = np.zeros(len(edges) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=ptr[1:])
-        idx = np.repeat(a.feat_ptr[edges] - ptr[:-1], lengths) + np.arange(int(ptr[-1]))
+        ptr, idx = gather_rows(a.feat_ptr, edges)  # the live edges' features
         name_col = space.columns(a.feature_names)
         ir_cols = space.columns(ir_term_feature(index.term(int(t))) for t in prep.terms.tolist())
-        rows = [np.repeat(np.arange(len(edges)), lengths)]
+        rows = [np.repeat(np.arange(len(edges)), np.diff(ptr))]
         cols = [name_col[a.feat_ids[idx]] if len(idx) else np.zeros(0, dtype=np.int64)]
         vals = [a.feat_vals[idx]]
         if lex is not None:
@@ -354,7 +351,7 @@ def best_derivations(
     """For each candidate, the live edges of its best derivation (CSR ``ptr``/``edges``,
     preorder) under SMT edge weights ``smt``, IR weight ``v`` and per-term weights ``delta``
     (a term earns ``(v + δ_t)·bm25``; the arithmetic is BOW-FD's, see
-    :func:`service.retrieval.bowfd.term_bonus`)."""
+    :func:`service.retrieval.bowfd.features.term_bonus`)."""
     n = len(cands)
     weights, factor = term_bonus(cands.weights, cands.terms, v, delta)
     cap = max(16, n * min(cs.num_edges, 4 * cs.num_nodes))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
+from service.retrieval.explain import Explanation
 
 if TYPE_CHECKING:
     from service.mt.bundle import ModelBundle
@@ -52,7 +53,7 @@ class Hit:
     docno: int
     doc_id: str
     score: float
-    explanation: dict[str, Any] | None = None
+    explanation: Explanation | None = None  # with rank(..., explain=True)
 
 
 @dataclass(frozen=True)
@@ -96,17 +97,12 @@ class Scorer(ABC):
         """Hits best first, and diagnostics (candidate counts, timings)."""
 
     # --- what a ranking says, read by the method that made it (the web layer never sniffs
-    # explanations or method names)
+    # method names; a hit's explanation reads itself, service.retrieval.explain)
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         """The English terms this method searched ``query`` with, for its ``ranking``: by
         default every target word of its forests (BOW-FD, PSQ)."""
         return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
-
-    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
-        """The English terms that a hit's explanation (from this method's :meth:`rank`) says
-        matched the document."""
-        return []
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """How many documents the method retrieved for ``query`` (what it would rank with no

@@ -6,17 +6,18 @@ the query is translated by its Viterbi derivation in the +LM forest (the forest 
 with the weights it was pruned with), the translations are concatenated, and the resulting English
 token list is a BM25 query against the index (every occurrence of a token adds its weight,
 like rank_bm25; :meth:`~service.index.inverted.InvertedIndex.bm25_topk`). The explanation of a
-hit is the translation and the query terms the document contains.
+hit (:class:`~service.retrieval.explain.DtExplanation`) is the translation and the query terms
+the document contains.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
+from service.retrieval.explain import DtExplanation
 
 
 def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
@@ -45,7 +46,7 @@ class DirectTranslation(Scorer):
         for d, s in zip(hits.docs.tolist(), hits.scores.tolist(), strict=True):
             expl = None
             if explain:
-                expl = {"translation": text, "matched": matched_terms(self.index, tokens, d)}
+                expl = DtExplanation(text, tuple(matched_terms(self.index, tokens, d)))
             out.append(Hit(d, self.index.doc_id(d), float(s), expl))
         info = {"translation": text, "candidates": len(out)}
         return out, info
@@ -53,9 +54,6 @@ class DirectTranslation(Scorer):
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         """The 1-best translation's tokens (the ranking's, not decoded again)."""
         return set(_translation_tokens(ranking))
-
-    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
-        return [str(t) for t in explanation.get("matched", ())]
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25

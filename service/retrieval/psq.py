@@ -45,6 +45,7 @@ from service.index.inverted import InvertedIndex, top_k
 from service.mt.bundle import ModelBundle
 from service.mt.lexical import LexicalTable
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
+from service.retrieval.explain import FoundTranslations, PsqExplanation
 from service.retrieval.links import AlignedDerivation, RuleLinks, aligned_derivation
 
 Distribution = dict[str, float]
@@ -255,16 +256,10 @@ class ProbabilisticStructuredQuery(Scorer):
         hits = top_k(scores, reached, k)
         out: list[Hit] = []
         for d, s in zip(hits.docs.tolist(), hits.scores.tolist(), strict=True):
-            expl = None
-            if explain:
-                expl = {"terms": _explain(self.index, terms, d)}
+            expl = _explain(self.index, terms, d) if explain else None
             out.append(Hit(d, self.index.doc_id(d), float(s), expl))
         info = {"source_terms": len(terms), "candidates": len(reached)}
         return out, info
-
-    def matched_terms(self, explanation: Mapping[str, Any]) -> list[str]:
-        """The translations found in the document (source word -> {english: Pr(e|f)})."""
-        return [str(e) for found in explanation.get("terms", {}).values() for e in found]
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: PSQ scores every document a weighted term reaches (its candidates)."""
@@ -272,11 +267,13 @@ class ProbabilisticStructuredQuery(Scorer):
         return (n, "eq") if n < depth else (max(n, int(ranking.info["candidates"])), "eq")
 
 
-def _explain(index: InvertedIndex, terms: Sequence[StructuredTerm], docno: int) -> dict[str, Any]:
+def _explain(index: InvertedIndex, terms: Sequence[StructuredTerm], docno: int) -> PsqExplanation:
     """Per source word: its translations that occur in the document, with Pr(e|f)."""
-    out: dict[str, Any] = {}
+    out: list[FoundTranslations] = []
     for term in terms:
-        found = {e: round(p, 6) for e, p in term.translations.items() if index.contains(e, docno)}
+        found = tuple(
+            (e, round(p, 6)) for e, p in term.translations.items() if index.contains(e, docno)
+        )
         if found:
-            out[term.source] = found
-    return out
+            out.append(FoundTranslations(term.source, found))
+    return PsqExplanation(tuple(out))

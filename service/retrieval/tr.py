@@ -51,6 +51,7 @@ from service.forest.kbest import unique_kbest
 from service.index.bm25 import RsjPolicy
 from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Scorer, register
+from service.retrieval.explain import FoundByTranslation, TrExplanation
 from service.retrieval.psq import posteriors
 
 FloatArray = npt.NDArray[np.float64]
@@ -152,7 +153,7 @@ class TRResult:
     """Scores by document, and per document the translations that found it."""
 
     scores: dict[int, float] = field(default_factory=dict)
-    found_by: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    found_by: dict[int, list[FoundByTranslation]] = field(default_factory=dict)
 
 
 @register("tr")
@@ -252,14 +253,14 @@ class TranslationRetrieval(Scorer):
                 pr_d = c.prob if single else c.prob / z
                 result.scores[c.docno] = result.scores.get(c.docno, 0.0) + pr_t * pr_d
                 result.found_by.setdefault(c.docno, []).append(
-                    {
-                        "rank": rank + 1,
-                        "translation": text,
-                        "pr_t": round(pr_t, 6),
-                        "cosine": round(c.cosine, 6),
-                        "levenshtein": round(c.levenshtein, 6),
-                        "pr_d_given_t": round(pr_d, 6),
-                    }
+                    FoundByTranslation(
+                        rank=rank + 1,
+                        translation=text,
+                        pr_t=round(pr_t, 6),
+                        cosine=round(c.cosine, 6),
+                        levenshtein=round(c.levenshtein, 6),
+                        pr_d_given_t=round(pr_d, 6),
+                    )
                 )
         return result
 
@@ -272,7 +273,7 @@ class TranslationRetrieval(Scorer):
                 d,
                 self.index.doc_id(d),
                 s,
-                {"found_by": result.found_by[d]} if explain else None,
+                TrExplanation(tuple(result.found_by[d])) if explain else None,
             )
             for d, s in ranked
         ]

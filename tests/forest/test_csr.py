@@ -1,4 +1,4 @@
-"""The CSR pointer helper (service.forest.csr)."""
+"""The CSR helpers (service.forest.csr): pointers from counts, gathering rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.forest.csr import ptr_from_counts
+from service.forest.csr import gather_rows, ptr_from_counts
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,15 @@ def test_rows_are_the_slices_between_pointers() -> None:
     flat = np.array([x for row in rows for x in row])
     ptr = ptr_from_counts([len(row) for row in rows])
     assert [flat[ptr[r] : ptr[r + 1]].tolist() for r in range(len(rows))] == rows
+
+
+@pytest.mark.parametrize("pick", [[], [2], [3, 0, 3], [1, 2], [0, 1, 2, 3]])
+def test_gathered_rows_are_the_picked_rows_in_order(pick: list[int]) -> None:
+    rows = [[4, 5], [], [6], [7, 8, 9]]
+    flat = np.array([x for row in rows for x in row])
+    ptr, positions = gather_rows(
+        ptr_from_counts([len(row) for row in rows]), np.array(pick, dtype=np.int64)
+    )
+    assert ptr.dtype == np.int64
+    got = flat[positions]
+    assert [got[ptr[r] : ptr[r + 1]].tolist() for r in range(len(pick))] == [rows[r] for r in pick]

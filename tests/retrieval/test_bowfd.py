@@ -34,6 +34,7 @@ from service.retrieval.bowfd import (
     top_k_order,
     with_term_weights,
 )
+from service.retrieval.explain import BowFdExplanation, MatchedTerm
 from service.retrieval.lex import LexFeatures, rule_lex_features
 from service.retrieval.query import decode_query
 from tests.forest.forests import TOY_WEIGHTS, WORDS, all_trees, random_forest, toy_forest
@@ -161,15 +162,17 @@ def test_explanation_is_the_translation_that_retrieved_the_document() -> None:
     scorer = BowFdScorer(hand_index(DOCS), v=1.0)
     hit = scorer.rank(query_of(toy_forest()), k=1, explain=True).hits[0]
     assert hit.doc_id == "D1"
-    assert hit.explanation is not None
-    (part,) = hit.explanation["sentences"]
-    assert part["translation"] == "the house is burning"
-    assert sorted((m["term"], m["count"], m["bm25"]) for m in part["matched"]) == [
-        ("burning", 1, 1.0),
-        ("house", 1, 2.0),
+    assert isinstance(hit.explanation, BowFdExplanation)
+    (part,) = hit.explanation.sentences
+    assert part.translation == "the house is burning"
+    assert sorted(part.matched, key=lambda m: m.term) == [
+        MatchedTerm("burning", 1, 1.0),
+        MatchedTerm("house", 1, 2.0),
     ]
-    assert part["smt"] == -4.25
-    assert part["ir"] == 3.0
+    assert part.smt == -4.25
+    assert part.ir == 3.0
+    assert part.in_sentence_list is None  # a query of one sentence
+    assert sorted(hit.explanation.matched_terms()) == ["burning", "house"]
 
 
 def test_feature_vector_of_the_best_derivation() -> None:
@@ -203,10 +206,10 @@ def test_per_term_ir_weights_hand_worked(engine: str) -> None:
     ranking = scorer.rank(query, k=10, explain=True)
     assert [(h.doc_id, h.score) for h in ranking.hits] == HAND_TERMS
     d1 = next(h for h in ranking.hits if h.doc_id == "D1")
-    assert d1.explanation is not None
-    (part,) = d1.explanation["sentences"]
-    assert part["translation"] == "the house burns"
-    assert (part["smt"], part["ir"]) == (-4.0, 2.0)
+    assert isinstance(d1.explanation, BowFdExplanation)
+    (part,) = d1.explanation.sentences
+    assert part.translation == "the house burns"
+    assert (part.smt, part.ir) == (-4.0, 2.0)
     phi = scorer.feature_vector(query, scorer.index.docno("D2"))
     assert (phi[IR_FEATURE], phi["ir:home"]) == (2.5, 2.5)
     w = {**TERM_WEIGHTS, IR_FEATURE: 1.0}
@@ -464,9 +467,9 @@ def test_bowfd_retrieves_the_alternative_translation(
     by_id = {h.doc_id: h for h in fast.hits}
     # the "home" page is retrieved through "the home is small", not the 1-best's "house"
     expl = by_id["d2"].explanation
-    assert expl is not None
-    assert "home" in expl["sentences"][0]["translation"].split()
-    assert {m["term"] for m in expl["sentences"][0]["matched"]} >= {"home"}
+    assert isinstance(expl, BowFdExplanation)
+    assert "home" in expl.sentences[0].translation.split()
+    assert set(expl.matched_terms()) >= {"home"}
 
 
 def test_registry_parameters_and_signature(toy_index: InvertedIndex) -> None:

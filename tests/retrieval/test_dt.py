@@ -58,7 +58,10 @@ def test_hand_worked_scores(three_docs: InvertedIndex) -> None:
     best = scorer.rank(toy_query({"f": 1.0}), 10, explain=True)
     assert [h.doc_id for h in best.hits] == ["a"]
     assert best.hits[0].score == pytest.approx(expected, rel=1e-6)
-    assert best.hits[0].explanation == {"translation": "big house", "matched": ["big", "house"]}
+    expl = best.hits[0].explanation
+    assert expl is not None
+    assert expl.to_json() == {"translation": "big house", "matched": ["big", "house"]}
+    assert expl.matched_terms() == ["big", "house"]
     other = scorer.rank(toy_query({"f": -1.0}), 10)
     assert [h.doc_id for h in other.hits] == ["b"]
     assert other.hits[0].score == pytest.approx(expected, rel=1e-6)

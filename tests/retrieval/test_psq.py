@@ -231,8 +231,10 @@ def test_scorer_end_to_end(toy_bundle: ModelBundle, toy_index: InvertedIndex) ->
     ids = [h.doc_id for h in ranking.hits]
     # d1 has house and big; d2 has the alternative translation home; DT would not find d2
     assert ids[:2] == ["d1", "d2"]
-    assert ranking.hits[1].explanation is not None
-    assert "home" in ranking.hits[1].explanation["terms"]["haus"]
+    expl = ranking.hits[1].explanation
+    assert expl is not None
+    assert "home" in expl.to_json()["terms"]["haus"]
+    assert "home" in expl.matched_terms()
     assert "n:100|lambda:0.4|L:0.0|C:1.0" in ranking.signature
     # the same numbers as the structured query scored by the brute force
     terms = scorer.structured(q)

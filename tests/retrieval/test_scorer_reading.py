@@ -1,6 +1,6 @@
-"""What a ranking says is read by the scorer that made it: the terms it searched with, the
-terms a hit's explanation says matched, and how many documents it retrieved (the web layer
-uses these three and never looks at method names or explanation keys)."""
+"""What a ranking says is read by the scorer that made it (the terms it searched with, how
+many documents it retrieved) and by each hit's explanation (the terms it says matched): the web
+layer uses these three and never looks at method names or explanation keys."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_matched_terms_are_in_the_document_and_the_count_is_right(
     searched = scorer.query_terms(query, full)
     for hit in full.hits:
         assert hit.explanation is not None
-        matched = scorer.matched_terms(hit.explanation)
+        matched = hit.explanation.matched_terms()
         assert matched, (method, hit.doc_id, hit.explanation)  # a retrieved document matched
         for term in matched:
             assert toy_index.contains(term, hit.docno), (method, term, hit.doc_id)

@@ -13,6 +13,7 @@ import pytest
 from service.index import build_pool_index
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
+from service.retrieval.explain import TrExplanation
 from service.retrieval.query import decode_query
 from service.retrieval.runner import make_scorer
 from service.retrieval.tr import TranslationRetrieval, levenshtein_similarity
@@ -72,7 +73,7 @@ def test_algorithm_1_by_hand_without_levenshtein(three: InvertedIndex) -> None:
     assert got == pytest.approx(expected)
     assert sum(got.values()) == pytest.approx(1.0)
     p2 = three.docno("p2")
-    assert [f["translation"] for f in result.found_by[p2]] == ["the big house", "a big home"]
+    assert [f.translation for f in result.found_by[p2]] == ["the big house", "a big home"]
 
 
 def test_algorithm_1_by_hand_with_levenshtein(three: InvertedIndex) -> None:
@@ -175,8 +176,10 @@ def test_nbest_translations_of_the_toy_bundle(toy_bundle: ModelBundle, tmp_path:
     assert translations[0][0] == ("the", "house", "is", "big", ".")
     ranking = scorer.rank(q, 3, explain=True)
     assert ranking.hits[0].doc_id == "p1"
-    assert ranking.hits[0].explanation is not None
-    assert ranking.hits[0].explanation["found_by"][0]["translation"] == "the house is big ."
+    expl = ranking.hits[0].explanation
+    assert isinstance(expl, TrExplanation)
+    assert expl.found_by[0].translation == "the house is big ."
+    assert expl.matched_terms() == []
     assert "N:5|lambda1:1.0|lambda2:1.0|M:1000" in ranking.signature
     # two sentences: the beam combines the per-sentence lists into whole translations
     q2 = decode_query(toy_bundle.decoder(), "Das Haus ist groß. Ein Baum.", "de")

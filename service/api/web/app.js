@@ -163,8 +163,8 @@
 
   /**
    * The English terms a hit's explanation says matched the document, each once, in order
-   * (the page's copy of service/api/search.py explanation_terms): DT's "matched", BOW-FD's
-   * per-sentence "matched" terms, PSQ's translations found in the document.
+   * (the page's copy of the records' matched_terms in service/retrieval/explain.py): DT's
+   * "matched", BOW-FD's per-sentence "matched" terms, PSQ's translations found in the document.
    */
   function explanationTerms(explanation) {
     const out = [];

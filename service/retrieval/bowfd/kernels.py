@@ -1,0 +1,317 @@
+"""BOW-FD's compiled kernels and the exact block search (Hieber & Riezler 2015, §3).
+
+The fast search scores documents in blocks by one compiled (max, +) inside pass over the live
+forest with the documents as the innermost, vectorised loop (:func:`_block_kernel`), with the
+reference's arithmetic in the reference's order (:mod:`service.retrieval.bowfd.reference`), so
+scores are identical to the bit. A per-document incremental pass (recomputing only nodes above
+activated edges, from a heap) was measured too: its branchy, random-access inner loop was 20×
+slower than the block pass (bench/bench_bowfd.py records the measurements).
+
+The other kernels serve the preparation (:mod:`service.retrieval.bowfd.prepare`): the SMT
+Viterbi outside scores (:func:`_outside_kernel`), the most occurrences of each term in one
+derivation (:func:`_max_count_kernel`) and the grouping of postings by document
+(:func:`_scatter_kernel`). Every kernel is a plain function compiled on first use
+(:func:`service.jit.compiled`, through :func:`_kernel`): importing this module does not import
+numba.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from service.forest.hypergraph import FloatArray, HypergraphBuilder, IntArray
+from service.index.inverted import Int32Array
+from service.jit import compiled
+
+if TYPE_CHECKING:
+    from service.retrieval.bowfd.prepare import PreparedSentence
+
+
+def _outside_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    w: FloatArray,
+    inside: FloatArray,
+    goal: int,
+    outside: FloatArray,
+    edge_through: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Max-plus outside scores and, per edge, the best score of a derivation using it."""
+    outside[:] = -np.inf
+    outside[goal] = 0.0
+    for x in range(inside.shape[0] - 1, -1, -1):
+        for p in range(in_ptr[x], in_ptr[x + 1]):
+            e = in_edges[p]
+            through = outside[x] + w[e]
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                through += inside[tail_nodes[q]]
+            edge_through[e] = through
+            if through == -np.inf:
+                continue
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                u = tail_nodes[q]
+                s = through - inside[u]  # siblings' inside + W(e) + outside(head)
+                if s > outside[u]:
+                    outside[u] = s
+
+
+def _max_count_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    occ_ptr: IntArray,
+    occ_term: IntArray,
+    goal: int,
+    out: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Per term, the most occurrences of it in one derivation of the goal ((max, +) counts
+    over a live forest, where every node has a derivation)."""
+    n_terms = out.shape[0]
+    num_nodes = in_ptr.shape[0] - 1
+    best = np.zeros((num_nodes, n_terms), dtype=np.int32)
+    tmp = np.zeros(n_terms, dtype=np.int32)
+    for x in range(num_nodes):
+        row = best[x]
+        for p in range(in_ptr[x], in_ptr[x + 1]):
+            e = in_edges[p]
+            tmp[:] = 0
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                tmp += best[tail_nodes[q]]
+            for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                t = occ_term[o]
+                if t < n_terms:
+                    tmp[t] += 1
+            for t in range(n_terms):
+                if tmp[t] > row[t]:
+                    row[t] = tmp[t]
+    for t in range(n_terms):
+        out[t] = best[goal, t]
+
+
+def _block_kernel(
+    in_ptr: IntArray,
+    in_edges: IntArray,
+    tail_ptr: IntArray,
+    tail_nodes: IntArray,
+    occ_ptr: IntArray,
+    occ_term: IntArray,
+    term_edge_ptr: IntArray,
+    term_edges: IntArray,
+    w: FloatArray,
+    goal: int,
+    doc_ptr: IntArray,
+    doc_terms: IntArray,
+    doc_weights: FloatArray,
+    v: float,
+    order: IntArray,
+    block: int,
+    bounded: bool,
+    upper: FloatArray,
+    theta0: float,
+    k: int,
+    eps: float,
+    out: FloatArray,
+) -> int:  # pragma: no cover - compiled by numba
+    """BOW-FD scores of the candidates ``order[0], order[1], …`` in blocks of ``block``
+    documents; returns how many it scored (``out[i]`` is the score of ``order[i]``).
+
+    Per block: W'(e, d) for every live edge and document of the block — the SMT weight, plus
+    v·Σ bm25 over the edge's target words on the edges the document's terms activate, summed
+    in word order as the reference does — then one (max, +) inside pass over the live forest
+    with the block's documents as the innermost (vectorised) loop. The arithmetic is the
+    reference's, in the same order, so the scores are identical.
+
+    ``bounded``: ``order`` is by descending upper bound ``upper``; θ, a lower bound on the k-th
+    best score, is the larger of ``theta0`` and the k-th best score found so far; scoring stops
+    at the first document whose upper bound is below θ (it and all after it cannot enter the
+    top k).
+    """
+    num_nodes = in_ptr.shape[0] - 1
+    num_edges = w.shape[0]
+    n_terms = term_edge_ptr.shape[0] - 1
+    wp = np.empty((num_edges, block), dtype=np.float64)
+    best = np.empty((num_nodes, block), dtype=np.float64)
+    tmp = np.empty(block, dtype=np.float64)
+    docw = np.zeros(n_terms + 1, dtype=np.float64)
+    stamp = np.zeros(num_edges, dtype=np.int64)
+    topk = np.zeros(max(k, 1), dtype=np.float64)  # min-heap of the best scores found
+    n_top = 0
+    theta = theta0
+    n = order.shape[0]
+    start = 0
+    while start < n:
+        stop = min(start + block, n)
+        if bounded:
+            if n_top == k and topk[0] > theta:
+                theta = topk[0]
+            j = start
+            while j < stop and upper[order[j]] >= theta - eps:
+                j += 1
+            stop = j
+            if stop == start:
+                break
+        nb = stop - start
+        for e in range(num_edges):
+            for b in range(nb):
+                wp[e, b] = w[e]
+        for b in range(nb):
+            d = order[start + b]
+            mark = start + b + 1
+            for p in range(doc_ptr[d], doc_ptr[d + 1]):
+                docw[doc_terms[p]] = doc_weights[p]
+            for p in range(doc_ptr[d], doc_ptr[d + 1]):
+                t = doc_terms[p]
+                for q in range(term_edge_ptr[t], term_edge_ptr[t + 1]):
+                    e = term_edges[q]
+                    if stamp[e] == mark:
+                        continue
+                    stamp[e] = mark
+                    s = 0.0
+                    for o in range(occ_ptr[e], occ_ptr[e + 1]):
+                        s += docw[occ_term[o]]
+                    wp[e, b] = w[e] + v * s
+            for p in range(doc_ptr[d], doc_ptr[d + 1]):
+                docw[doc_terms[p]] = 0.0
+        for x in range(num_nodes):
+            row = best[x]
+            for b in range(nb):
+                row[b] = -np.inf
+            for p in range(in_ptr[x], in_ptr[x + 1]):
+                e = in_edges[p]
+                for b in range(nb):
+                    tmp[b] = wp[e, b]
+                for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                    tail = best[tail_nodes[q]]
+                    for b in range(nb):
+                        tmp[b] += tail[b]
+                for b in range(nb):
+                    if tmp[b] > row[b]:
+                        row[b] = tmp[b]
+        for b in range(nb):
+            score = best[goal, b]
+            out[start + b] = score
+            if not bounded or k == 0:
+                continue
+            if n_top < k:  # keep the k best scores in a min-heap
+                j = n_top
+                n_top += 1
+                while j > 0:
+                    up = (j - 1) // 2
+                    if topk[up] <= score:
+                        break
+                    topk[j] = topk[up]
+                    j = up
+                topk[j] = score
+            elif score > topk[0]:
+                j = 0
+                while True:
+                    c = 2 * j + 1
+                    if c >= k:
+                        break
+                    if c + 1 < k and topk[c + 1] < topk[c]:
+                        c += 1
+                    if topk[c] >= score:
+                        break
+                    topk[j] = topk[c]
+                    j = c
+                topk[j] = score
+        start = stop
+    return start
+
+
+def _scatter_kernel(
+    all_docs: Int32Array,
+    all_terms: IntArray,
+    all_w: FloatArray,
+    slot: IntArray,
+    doc_terms: IntArray,
+    doc_weights: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Stable counting-sort scatter of postings into per-document rows."""
+    for i in range(all_docs.shape[0]):
+        d = all_docs[i]
+        j = slot[d]
+        doc_terms[j] = all_terms[i]
+        doc_weights[j] = all_w[i]
+        slot[d] = j + 1
+
+
+_PY_KERNELS: dict[str, Any] = {
+    "outside": _outside_kernel,
+    "max_count": _max_count_kernel,
+    "block": _block_kernel,
+    "scatter": _scatter_kernel,
+}
+
+
+def _kernel(name: str) -> Any:
+    """The kernel ``name`` compiled by numba (lazily; cached on disk)."""
+    return compiled(_PY_KERNELS[name])
+
+
+DEFAULT_BLOCK = 32  # documents per inside pass (bench/bench_bowfd.py)
+_EPS = 1e-9  # relative safety margin of the bound comparisons (rounding)
+
+
+def _run(
+    prep: PreparedSentence,
+    v: float,
+    order: IntArray,
+    *,
+    upper: FloatArray | None = None,
+    theta0: float = -np.inf,
+    k: int = 0,
+    block: int = DEFAULT_BLOCK,
+) -> tuple[FloatArray, int]:
+    f = prep.live
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    out = np.empty(len(order), dtype=np.float64)
+    bounded = upper is not None
+    ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
+    eps = _EPS * (1.0 + abs(prep.viterbi))
+    rows, factor = prep.ir_rows(v)
+    scored = _kernel("block")(
+        f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
+        prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
+        prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
+        ub, float(theta0), int(k), eps, out,
+    )  # fmt: skip
+    return out, int(scored)
+
+
+def fast_scores(
+    prep: PreparedSentence, v: float, which: IntArray | None = None, block: int = DEFAULT_BLOCK
+) -> FloatArray:
+    """Exact scores of the candidates ``prep.docs[which]`` (default: all), without pruning;
+    equal to :func:`~service.retrieval.bowfd.reference.reference_scores`."""
+    if which is None:
+        which = np.arange(len(prep.docs), dtype=np.int64)
+    return _run(prep, v, which, block=block)[0]
+
+
+def warm_up() -> float:
+    """Compile (or load from numba's on-disk cache) every kernel on a tiny forest and index,
+    to keep that cost (about 1 s; several the first time ever) off the request path.
+    Returns the seconds it took."""
+    from service.index.build import build_in_memory
+    from service.records import Doc
+    from service.retrieval.bowfd.prepare import prepare_sentence
+    from service.retrieval.bowfd.ranking import rank_sentence
+
+    t0 = time.perf_counter()
+    docs = [Doc("w0", "", "a"), Doc("w1", "", "b"), Doc("w2", "", "c")]
+    index = build_in_memory(docs, str.split)
+    builder = HypergraphBuilder()
+    x = builder.add_node("X", (0, 1))
+    builder.add_edge(x, [], ["a"], {"f": 1.0})
+    builder.add_edge(x, [], ["b", "a"], {"f": 0.5})
+    hg = builder.build(x)
+    prep = prepare_sentence(hg, hg.edge_weights({"f": 1.0}), index)
+    rank_sentence(prep, 1.0, 1)
+    return time.perf_counter() - t0

@@ -1,0 +1,101 @@
+"""One sentence's top ``k`` documents by BOW-FD score, fast and exact (Hieber & Riezler 2015, §3).
+
+With v ≥ 0 (all bonuses ≥ 0) bounds skip documents that cannot enter the top k
+(:func:`doc_bounds`): lower bound = the best SMT derivation producing one of the document's terms
+plus that term's bonus; upper bound = max over the document's terms t_i, ordered by the best SMT
+score g_i of a derivation producing them, of g_i + v·Σ_{j≤i} max_count_j·bm25(t_j, d). Documents
+are scored (:func:`service.retrieval.bowfd.kernels._run`, the block pass) by descending upper
+bound until it falls below the k-th best score known (about 1–2k of 16k candidates for k=1000;
+bench/bench_bowfd.py records the measurements). Scores are in the log domain (max-plus), ties
+broken by ascending document number.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.forest.hypergraph import FloatArray, IntArray
+from service.index.inverted import Int32Array
+from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, _run
+from service.retrieval.bowfd.prepare import PreparedSentence
+
+
+def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
+    """Lower and upper bounds of every candidate's score (valid when every term's bonus —
+    v·bm25, or (v + δ_t)·bm25 with per-term weights — is ≥ 0).
+
+    Lower: max(Viterbi, max_t g_t + v·bm25(t, d)) — the best derivation producing t earns at
+    least t's weight. Upper: max(Viterbi, max_i g_i + C_i) with terms by descending g and
+    C_i = v·Σ_{j≤i} max_count_j·bm25(t_j, d) — a derivation whose last term (in that order)
+    is t_i scores at most g_i in SMT and C_i in bonus.
+    """
+    n = len(prep.docs)
+    vit = prep.viterbi
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    g = prep.best_through[prep.doc_terms]
+    starts = prep.doc_ptr[:-1]
+    rows, v = prep.ir_rows(v)
+    lower = np.maximum(np.maximum.reduceat(g + v * rows, starts), vit)
+    bonus = v * prep.max_count[prep.doc_terms] * rows
+    csum = np.cumsum(bonus)
+    before = np.concatenate([[0.0], csum])[starts]
+    seg = csum - np.repeat(before, np.diff(prep.doc_ptr))
+    upper = np.maximum(np.maximum.reduceat(g + seg, starts), vit)
+    return lower, upper
+
+
+def top_k_order(docs: Int32Array, scores: FloatArray, k: int) -> IntArray:
+    """Positions of the ``k`` best (score descending, document number ascending)."""
+    order = np.lexsort((docs, -scores))
+    return order[:k].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SentenceRanking:
+    """One sentence's top list (best first) with its SMT Viterbi score and diagnostics."""
+
+    docs: Int32Array
+    scores: FloatArray
+    viterbi: float
+    complete: bool  # True if the list holds every candidate (fewer than k)
+    info: dict[str, Any]
+
+
+def rank_sentence(
+    prep: PreparedSentence, v: float, k: int, *, bounds: bool = True, block: int = DEFAULT_BLOCK
+) -> SentenceRanking:
+    """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
+
+    With ``bounds`` (used when every term bonus is ≥ 0, so that W' ≥ W) the
+    candidates are scored by descending upper bound (:func:`doc_bounds`) until the bound falls
+    below θ, the larger of the k-th best lower bound and the k-th best score found so far:
+    no document left can enter the top k. Otherwise every candidate is scored.
+    """
+    t0 = time.perf_counter()
+    n = len(prep.docs)
+    rows, factor = prep.ir_rows(v)
+    use_bounds = bounds and factor >= 0 and n > k and bool(np.all(rows >= 0))
+    if use_bounds:
+        lower, upper = doc_bounds(prep, v)
+        theta0 = float(np.partition(lower, n - k)[n - k])
+        order = np.argsort(-upper, kind="stable")
+        out, scored = _run(prep, v, order, upper=upper, theta0=theta0, k=k, block=block)
+        cand, scores = order[:scored], out[:scored]
+    else:
+        cand = np.arange(n, dtype=np.int64)
+        scores, scored = _run(prep, v, cand, block=block)
+    docs = prep.docs[cand]
+    pos = top_k_order(docs, scores, k)
+    info = {
+        "candidates": n,
+        "scored": scored,
+        "bounds": use_bounds,
+        "live_edges": len(prep.live.edges),
+        "seconds": time.perf_counter() - t0,
+    }
+    return SentenceRanking(docs[pos], scores[pos], prep.viterbi, n <= k, info)

@@ -1,0 +1,240 @@
+"""The BOW-FD scorer (Hieber & Riezler 2015, §3): prepare every sentence of a decoded query,
+rank each (fast or reference engine), combine the sentences, explain the hits.
+
+A document whose score is no better than the sum of the sentences' SMT Viterbi scores earned no
+BM25 weight and is not retrieved (:meth:`BowFdScorer.rank_prepared`); every caller (search,
+evaluation, learning to rank) gets its ranking from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from service.errors import ConfigurationError
+from service.forest.hypergraph import FloatArray
+from service.index.inverted import Int32Array, InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
+from service.retrieval.bowfd.combine import combine_sentences
+from service.retrieval.bowfd.derivation import best_derivation
+from service.retrieval.bowfd.features import (
+    IR_FEATURE,
+    ir_term_feature,
+    is_ir_term_feature,
+    with_term_weights,
+)
+from service.retrieval.bowfd.prepare import PreparedSentence, prepare_sentence, smt_edge_weights
+from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
+from service.retrieval.bowfd.reference import reference_scores
+from service.retrieval.explain import BowFdExplanation
+from service.retrieval.lex import LexFeatures, is_lex_feature
+
+DEFAULT_PER_SENTENCE_K = 1000
+
+
+@register("bowfd")
+class BowFdScorer(Scorer):
+    """Bag-of-words forced decoding (Hieber & Riezler 2015, §3) over one index.
+
+    Parameters: ``v`` the default IR weight (≥ 0 lets the search prune with bounds),
+    ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of
+    each sentence's list in multi-sentence queries (None: ``max(k, 1000)``), ``lex_weights``
+    weights of LEX features (merged over any in the query's weight vector; they need the
+    ``bundle``, whose grammar holds the rules' word alignments), ``engine`` ``"fast"`` or
+    ``"reference"`` (same numbers).
+    """
+
+    def __init__(
+        self,
+        index: InvertedIndex,
+        *,
+        v: float = 1.0,
+        beam: int | None = None,
+        per_sentence_k: int | None = None,
+        lex_weights: Mapping[str, float] | None = None,
+        engine: str = "fast",
+        bundle: ModelBundle | None = None,
+    ) -> None:
+        if not math.isfinite(v):
+            raise ConfigurationError(f"BOW-FD weight v must be a finite number, got {v!r}")
+        if beam is not None and beam < 1:
+            raise ConfigurationError(f"BOW-FD beam must be at least 1 (or None), got {beam}")
+        if per_sentence_k is not None and per_sentence_k < 1:
+            raise ConfigurationError(f"per_sentence_k must be at least 1, got {per_sentence_k}")
+        if engine not in ("fast", "reference"):
+            raise ConfigurationError(f"BOW-FD engine must be 'fast' or 'reference', not {engine!r}")
+        lex_w = dict(lex_weights or {})
+        bad = [n for n in lex_w if not is_lex_feature(n)]
+        if bad:
+            raise ConfigurationError(
+                f"lex_weights must name LEX features (lex:/ins:/del:); got {bad[:5]}"
+            )
+        super().__init__(index, bundle=bundle, v=float(v), beam=beam, per_sentence_k=per_sentence_k)
+        self.v = float(v)
+        self.beam = beam
+        self.per_sentence_k = per_sentence_k
+        self.lex_weights = lex_w
+        self.lex = LexFeatures(bundle.grammar) if bundle is not None else None
+        self.engine = engine
+
+    def signature_parts(self) -> dict[str, Any]:
+        parts: dict[str, Any] = {
+            "v": self.v,
+            "beam": self.beam if self.beam is not None else "exact",
+            "sentence_k": self.per_sentence_k if self.per_sentence_k is not None else "auto",
+        }
+        if self.lex_weights:
+            blob = repr(sorted(self.lex_weights.items())).encode()
+            parts["lex"] = hashlib.sha256(blob).hexdigest()[:10]
+        return parts
+
+    def v_for(self, weights: Mapping[str, float]) -> float:
+        """The IR weight for a weight vector: its ``IR_BM25`` entry (learning to rank writes
+        one), else the scorer's default ``v``."""
+        v = float(weights.get(IR_FEATURE, self.v))
+        if not math.isfinite(v):
+            raise ConfigurationError(f"the weight of {IR_FEATURE} must be finite, got {v!r}")
+        return v
+
+    @staticmethod
+    def _term_weights(query: DecodedQuery) -> dict[str, float]:
+        return {n: float(w) for n, w in query.weights.items() if is_ir_term_feature(n)}
+
+    def _lex_weights(self, query: DecodedQuery) -> dict[str, float]:
+        out = {n: float(w) for n, w in query.weights.items() if is_lex_feature(n)}
+        out.update(self.lex_weights)
+        return out
+
+    def prepare(self, query: DecodedQuery) -> list[PreparedSentence]:
+        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``)."""
+        lex_w = self._lex_weights(query)
+        term_w = self._term_weights(query)  # read once per query, not per sentence
+        out = []
+        for forest in query.forests:
+            hg = forest.hypergraph
+            smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
+            prep = prepare_sentence(hg, smt, self.index, self.beam)
+            out.append(with_term_weights(prep, self.index, term_w))
+        return out
+
+    def rank_prepared(
+        self, preps: Sequence[PreparedSentence], k: int, v: float | None = None
+    ) -> tuple[Int32Array, FloatArray, list[SentenceRanking]]:
+        """Top ``k`` (documents, scores) of prepared sentences, and each sentence's list
+        (``v``: the IR weight, default the scorer's).
+
+        A document whose score is no better than the sum of the sentences' SMT Viterbi scores
+        earned no BM25 weight (a forest word made it a candidate, but its best derivation does
+        not use it): like DT for a document without a query term, it is not retrieved, so a
+        query of only "???" retrieves nothing rather than ties ranked by document number. Every
+        caller (search, evaluation, learning to rank) gets the same ranking from here."""
+        v = self.v if v is None else v
+        depth = k if len(preps) == 1 else max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
+        # K' is at least k (a smaller per_sentence_k is raised to k)
+        lists = [self._rank_one(p, depth, v) for p in preps]
+        if len(lists) == 1:
+            docs, scores = lists[0].docs, lists[0].scores
+        else:
+            docs, scores = combine_sentences(lists)
+            docs, scores = docs[:k], scores[:k]
+        floor = float(sum(p.viterbi for p in preps))
+        keep = scores > floor + 1e-9 * max(1.0, abs(floor))
+        return docs[keep], scores[keep], lists
+
+    def _rank_one(self, prep: PreparedSentence, depth: int, v: float) -> SentenceRanking:
+        if self.engine == "fast":
+            return rank_sentence(prep, v, depth)
+        t0 = time.perf_counter()
+        deltas = (
+            {}
+            if prep.term_delta is None
+            else {
+                ir_term_feature(self.index.term(int(t))): float(x)
+                for t, x in zip(prep.terms.tolist(), prep.term_delta.tolist(), strict=True)
+            }
+        )
+        docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v, deltas)
+        pos = top_k_order(docs, scores, depth)
+        info = {"candidates": len(docs), "scored": len(docs),
+                "seconds": time.perf_counter() - t0}  # fmt: skip
+        return SentenceRanking(docs[pos], scores[pos], prep.viterbi, len(docs) <= depth, info)
+
+    def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        t0 = time.perf_counter()
+        v = self.v_for(query.weights)
+        preps = self.prepare(query)
+        t1 = time.perf_counter()
+        docs, scores, lists = self.rank_prepared(preps, k, v)
+        t2 = time.perf_counter()
+        hits = []
+        for d, s in zip(docs.tolist(), scores.tolist(), strict=True):
+            expl = self.explain(preps, d, lists, v) if explain else None
+            hits.append(Hit(d, self.index.doc_id(d), s, expl))
+        info: dict[str, Any] = {
+            "sentences": len(preps),
+            "v": v,
+            "candidates": [p.docs.size for p in preps],
+            "viterbi": [p.viterbi for p in preps],
+            "edges": [p.hypergraph.num_edges for p in preps],
+            "seconds": {"prepare": t1 - t0, "score": t2 - t1},
+            "per_sentence": [r.info for r in lists],
+        }
+        return hits, info
+
+    def explain(
+        self,
+        preps: Sequence[PreparedSentence],
+        docno: int,
+        lists: Sequence[SentenceRanking] | None = None,
+        v: float | None = None,
+    ) -> BowFdExplanation:
+        """Per sentence, the document's best derivation with the words that matched it."""
+        v = self.v if v is None else v
+        parts = []
+        for i, prep in enumerate(preps):
+            in_list = None
+            if lists is not None and len(preps) > 1:
+                in_list = bool(np.isin(docno, lists[i].docs))
+            parts.append(
+                best_derivation(prep, docno, v, self.index, self.lex).explained(i, in_list)
+            )
+        return BowFdExplanation(tuple(parts))
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """Every retrieved document is a candidate of some sentence; the scorer stops once no
+        other candidate can enter the top ``depth`` (bounds), so beyond that the count is a
+        lower bound unless the candidates are no more than the ranking holds."""
+        n = len(ranking.hits)
+        candidates = ranking.info.get("candidates")
+        if n < depth or (isinstance(candidates, list) and sum(candidates) <= n):
+            return n, "eq"
+        return n, "gte"
+
+    def feature_vector(
+        self,
+        query: DecodedQuery | Sequence[PreparedSentence],
+        docno: int,
+        v: float | None = None,
+    ) -> dict[str, float]:
+        """Features of ``docno``'s best derivations, summed over the sentences.
+
+        SMT features summed over the derivation edges, ``IR_BM25`` = Σ_{t ∈ h} bm25(t, d)
+        (weight ``v``) and the LEX feature counts (when the scorer has a grammar). For a
+        single sentence, ``w · Φ`` is the document's score; the hinge-loss subgradient of
+        learning to rank is the difference of two such vectors.
+        """
+        if v is None:
+            v = self.v_for(query.weights) if isinstance(query, DecodedQuery) else self.v
+        preps = self.prepare(query) if isinstance(query, DecodedQuery) else query
+        total: dict[str, float] = {}
+        for prep in preps:
+            deriv = best_derivation(prep, docno, v, self.index, self.lex)
+            for n, x in deriv.features.items():
+                total[n] = total.get(n, 0.0) + x
+        return total
