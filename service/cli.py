@@ -239,15 +239,17 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
 
     params = dict(
         model=args.model, index=args.index, queries=args.queries, qrels=args.qrels,
-        dev_queries=args.dev_queries, dev_qrels=args.dev_qrels, objective=args.objective,
+        dev_queries=args.dev_queries, dev_qrels=args.dev_qrels,
         shards=args.shards, epochs=args.epochs, patience=args.patience, backend=args.backend,
-        freeze_smt=args.freeze_smt, lex=args.lex, ir_terms=not args.no_ir_terms, v=args.v,
+        ir_terms=not args.no_ir_terms, v=args.v,
         candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
         holdout=args.holdout, groups=args.groups, activate=args.activate,
     )  # fmt: skip
     # learning settings: only those given, so that LtrParams holds the one set of defaults
-    learning = {k: getattr(args, k) for k in ("rho", "eps", "rate", "tau")}
+    learning = {
+        k: getattr(args, k) for k in ("objective", "freeze_smt", "lex", "rho", "eps", "rate", "tau")
+    }
     params.update({k: v for k, v in learning.items() if v is not None})
     ctx = ConsoleContext(enabled=not args.quiet)
     try:
@@ -708,11 +710,7 @@ def _service_verbs(verb: VerbAdder) -> None:
     p = verb("train-ltr", "Learn ranking weights from relevance judgments.", _cmd_train_ltr)
     for flag in ("--model", "--index", "--queries", "--qrels", "--dev-queries", "--dev-qrels"):
         p.add_argument(flag, type=Path, required=True)
-    p.add_argument(
-        "--objective",
-        choices=_OBJECTIVES,
-        default="hinge",
-    )
+    p.add_argument("--objective", choices=_OBJECTIVES, help="default: listmle-te")
     p.add_argument("--shards", type=int, default=1, help="shards for parameter mixing")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--patience", type=int, default=3, help="epochs without a better dev MAP")
@@ -720,8 +718,16 @@ def _service_verbs(verb: VerbAdder) -> None:
         "--backend", choices=_BACKENDS, help="default: inline for 1 shard, "
         "else the ltr_backend setting"
     )  # fmt: skip
-    p.add_argument("--freeze-smt", action="store_true", help="learn only the IR (and LEX) weights")
-    p.add_argument("--lex", action="store_true", help="add and learn sparse LEX features")
+    p.add_argument(
+        "--freeze-smt",
+        action=argparse.BooleanOptionalAction,
+        help="learn only the IR (and LEX) weights (default: on)",
+    )
+    p.add_argument(
+        "--lex",
+        action=argparse.BooleanOptionalAction,
+        help="add and learn sparse LEX features (default: on)",
+    )
     p.add_argument(
         "--no-ir-terms", action="store_true", help="learn only v, no per-term IR weights"
     )

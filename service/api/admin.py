@@ -143,7 +143,7 @@ class JobPublic(BaseModel):
                     "result": None,
                     "weights_version": None,
                     "cancel_requested": False,
-                    "params": {"lang": "de", "objective": "hinge", "epochs": 5},
+                    "params": {"lang": "de", "objective": "listmle-te", "epochs": 5},
                     "epochs": [
                         {
                             "epoch": 1,

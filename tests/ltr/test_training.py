@@ -121,11 +121,13 @@ def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None
     ctx = Recorder()
     params = LtrParams(lang="de", epochs=3, patience=3, candidates=5, activate=True)
     result = train_ltr(params, ctx, settings=ltr_settings)
-    assert result.version is not None and result.version.startswith("ltr-hinge-")
+    # the default: ListMLE-TE with the SMT weights frozen and LEX features learned
+    assert result.version is not None and result.version.startswith("ltr-listmle-te-")
     from service.mt.bundle import weights_store
 
     store = weights_store(Path(result.model), ltr_settings.weights_state_dir)
     saved = store.load(result.version)
+    assert "freeze_smt=True lex=True" in saved.source
     # activated only if offered: the held-out queries decide (the toy's gain is 0)
     assert result.activated == bool(saved.metrics["activation_offered"])
     assert (store.active_version() == result.version) == result.activated
