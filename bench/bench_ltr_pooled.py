@@ -369,8 +369,14 @@ def table(paths: list[Path]) -> str:
             for row in data.get("runs", []):
                 p, d = row["pooled"], row["dev"]
                 lang = data["examples"]["lang"]
+                setup = row["setup"]
+                name = row["run"]
+                if setup["groups"] != "page":
+                    name += ", linked pages"
+                if setup["stop_by"] != "candidates":
+                    name += ", stop on ranking"
                 lines.append(
-                    f"| {lang} | {form} | {row['run']} | {p['map_default']:.4f} → "
+                    f"| {lang} | {form} | {name} | {p['map_default']:.4f} → "
                     f"{p['map_learned']:.4f} ({p['map_gain']:+.4f}) | {p['p_map']:.3f} | "
                     f"{p['ndcg_gain']:+.4f} ({p['p_ndcg']:.2f}) | {p['pres_gain']:+.4f} "
                     f"({p['p_pres']:.2f}) | {p['detectable']:.4f} / {p['detectable_p01']:.4f} | "
