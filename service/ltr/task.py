@@ -93,7 +93,7 @@ class LtrParams(BaseModel):
         "listmle-te",
         description="Loss / update rule. Default: ListMLE-TE, the one objective that gained on "
         "held-out queries in the pooled cross-validation (bench/README.md, 'Learning to rank, "
-        "pooled'); the pairwise hinge of Hieber & Riezler 2015, §4, lost there.",
+        "pooled'); the pairwise hinge of Hieber & Riezler 2015, §4, never gained significantly.",
     )
     epochs: int = Field(10, ge=1, le=1000)
     shards: int = Field(1, ge=1, le=64, description="Shards for iterative parameter mixing.")
