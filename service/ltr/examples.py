@@ -90,18 +90,18 @@ class Selection:
     no_relevant_in_index: int = 0
     judged_not_in_index: int = 0
 
+    def subset(self, qids: list[str]) -> Selection:
+        """The queries ``qids`` (in that order) with their qrels, and the same counts."""
+        return replace(
+            self,
+            queries={q: self.queries[q] for q in qids},
+            qrels={q: self.qrels[q] for q in qids},
+        )
+
     def split(self, n: int) -> tuple[Selection, Selection]:
         """The first ``n`` queries and the rest (file order), each with its qrels."""
         ids = list(self.queries)
-
-        def part(qids: list[str]) -> Selection:
-            return replace(
-                self,
-                queries={q: self.queries[q] for q in qids},
-                qrels={q: self.qrels[q] for q in qids},
-            )
-
-        return part(ids[:n]), part(ids[n:])
+        return self.subset(ids[:n]), self.subset(ids[n:])
 
 
 def _in_index(index: InvertedIndex, doc_id: str) -> int | None:

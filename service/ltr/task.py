@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -303,12 +303,7 @@ def _hold_out(sel: Selection, p: LtrParams) -> tuple[Selection, Selection | None
         kept, held = holdout_split(groups, p.holdout)
     except InvalidInputError as exc:
         raise InvalidInputError(f"{exc}; send more queries or set holdout to 0") from None
-
-    def part(qids: list[str]) -> Selection:
-        return replace(sel, queries={q: sel.queries[q] for q in qids},
-                       qrels={q: sel.qrels[q] for q in qids})  # fmt: skip
-
-    return part(kept), part(held)
+    return sel.subset(kept), sel.subset(held)
 
 
 def _heldout_comparison(
