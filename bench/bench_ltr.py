@@ -119,12 +119,6 @@ def _options(args: argparse.Namespace, objective: str) -> dict[str, float]:
     return LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
 
 
-def _subset(dev: DevSet, qids: set[str]) -> DevSet:
-    """The dev queries ``qids`` only (with their qrels, so that MAP is over them)."""
-    return DevSet(dev.index, {q: r for q, r in dev.qrels.items() if q in qids},
-                  [(q, s) for q, s in dev.queries if q in qids], dev.space)  # fmt: skip
-
-
 def _jackknife_build(
     folds_dir: Path,
     shard: Shard,
@@ -242,7 +236,7 @@ def cross_validate(
             fit = [e for e in dev_examples if e.qid not in stop_q | test_q]
             shard.examples = fit + (train_examples if with_train else [])
             shard.configure(objective, options, freeze_smt=freeze, lex=lex, ir_terms=ir_terms)
-            stop_set = _subset(dev, stop_q)
+            stop_set = dev.subset(stop_q)
 
             def use_stop(_rep: Reporter, stop_set: DevSet = stop_set) -> DevSet:
                 return stop_set
@@ -251,7 +245,7 @@ def cross_validate(
             with backend:
                 outcome = train(backend, [spec], start, build_dev=use_stop, epochs=args.epochs,
                                 patience=args.patience)  # fmt: skip
-            pooled.update(_subset(dev, test_q).run(outcome.weights))
+            pooled.update(dev.subset(test_q).run(outcome.weights))
             per_fold.append({"train": len(fit), "best_epoch": outcome.best_epoch,
                              "stop_map": round(outcome.best_metrics["map"], 4),
                              "stop_map_start": round(outcome.baseline["map"], 4)})  # fmt: skip

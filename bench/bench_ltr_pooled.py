@@ -23,10 +23,12 @@ comparison stays against the tuned weights, which the product serves). Variants 
 ``bench_ltr``: ``smt`` (everything learned), ``frozen`` (SMT frozen; per-term IR weights),
 ``lex`` (frozen + LEX), ``v`` (only the IR weight v).
 
-Writes (merging) ``bench/results/ltr_pooled_<lang>.json``: ``forms.<form>.runs``; with
-``--default RUN`` the top-level keys of the issue (``queries``, ``objective``,
-``map_default``, ``map_learned``, ``p_map``, ``detectable``, ``dev_map_default``,
-``dev_map_learned``) are that run's on the paragraph form. Run::
+Writes (merging, under a lock, so batches in several processes can share it)
+``bench/results/ltr_pooled_<lang>.json``: ``forms.<form>.runs`` / ``in_sample``; ``--merge
+FILES`` folds result files of batches written elsewhere (``--out``) into it; ``--default RUN``
+sets the top-level keys (``queries``, ``objective``, ``map_default``, ``map_learned``,
+``p_map``, ``detectable``, ``dev_map_default``, ``dev_map_learned``; the short form's under
+``short``) from that run's rows. ``--table FILES`` prints bench/README.md's table. Run::
 
     nice -n 10 .venv/bin/python -m bench.bench_ltr_pooled de --examples var/ltr/de-short.pkl \\
         --runs hinge:lex,listmle-te:lex --folds 5
@@ -71,6 +73,7 @@ from service.mt.bundle import WEIGHTS_DIR
 from service.mt.weights import WeightsStore
 from service.records import RunDict
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
+from service.retrieval.lex import is_lex_feature
 from service.retrieval.runner import load_index
 
 
@@ -167,14 +170,9 @@ class Runner:
             self._cols[qid] = np.unique(ex.features(w, len(w)).indices)
         return self._cols[qid]
 
-    def _subset(self, qids: tuple[str, ...]) -> DevSet:
-        keep = set(qids)
-        return DevSet(self.index, {q: self.qrels[q] for q in qids},
-                      [(q, s) for q, s in self.all.queries if q in keep], self.space)  # fmt: skip
-
     def _stopper(self, qids: tuple[str, ...]) -> Any:
         if self.args.stop_by == "ranking":
-            return self._subset(qids)
+            return self.all.subset(qids)
         return CandidateSet([self.by_qid[q] for q in qids], self.space,
                             {q: self.qrels[q] for q in qids}, self.index.doc_id)  # fmt: skip
 
@@ -252,7 +250,7 @@ class Runner:
         rounds = []
         for r in cv_rounds(self.folds):
             outcome = self.fit(run, r.train, r.stop)
-            pooled.update(self._subset(r.test).run(outcome.weights))
+            pooled.update(self.all.subset(r.test).run(outcome.weights))
             rounds.append({"train": len(r.train), "stop": len(r.stop), "test": len(r.test),
                            "best_epoch": outcome.best_epoch,
                            "stop_map_by_epoch": [outcome.baseline["map"]]
@@ -273,7 +271,7 @@ class Runner:
             "run": run, "objective": objective, "variant": variant, "options": opts,
             "pooled": pooled_cmp, "rounds": rounds,
             "dev": dev_cmp, "dev_best_epoch": outcome.best_epoch,
-            "final_weights_moved": moved, "v": w.get(IR_FEATURE),
+            "final_weights_moved": summarise_moves(moved), "v": w.get(IR_FEATURE),
             "ir_terms_learned": len(delta),
             "ir_delta_abs_mean": float(np.abs(delta).mean()) if len(delta) else 0.0,
             "seconds": time.perf_counter() - t0,
@@ -290,7 +288,14 @@ def main() -> None:
     ap.add_argument("--stop-by", choices=["candidates", "ranking"], default="candidates")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--patience", type=int, default=3)
-    ap.add_argument("--default", help="the run whose figures are the file's top-level keys")
+    ap.add_argument(
+        "--default",
+        help="the run whose figures become the file's top-level keys (its paragraph row, "
+        "page groups, candidate-list stop; the short form's under 'short')",
+    )
+    ap.add_argument(
+        "--merge", nargs="+", type=Path, help="fold these result files into --out, then stop"
+    )
     ap.add_argument(
         "--in-sample",
         action="store_true",
@@ -302,58 +307,110 @@ def main() -> None:
     if args.table:
         print(table(args.table))
         return
-    if args.examples is None:
-        ap.error("--examples is required (unless --table)")
     out_path = args.out or RESULTS_DIR / f"ltr_pooled_{args.lang}.json"
+    if args.merge:
+        for path in args.merge:
+            for form, data in json.loads(path.read_text()).get("forms", {}).items():
+                info = {k: v for k, v in data.items() if k not in ("runs", "in_sample")}
+                for kind in ("runs", "in_sample"):
+                    for row in data.get(kind, []):
+                        record(out_path, form, info, kind, row)
+    else:
+        if args.examples is None:
+            ap.error("--examples is required (unless --table or --merge)")
+        run_all(args, out_path)
+    if args.default:
+        set_default(out_path, args.default)
+
+
+def run_all(args: argparse.Namespace, out_path: Path) -> None:
     t0 = time.perf_counter()
     runner = Runner(args)
     if runner.lang != args.lang:
         raise SystemExit(f"{args.examples} holds {runner.lang} examples, not {args.lang}")
     setup = {"folds": args.folds, "groups": args.groups, "stop_by": args.stop_by,
              "epochs": args.epochs, "patience": args.patience}  # fmt: skip
-    form_info = {
+    info = {
         "examples": runner.key, "build": runner.stats,
         "fold_sizes": [len(f) for f in runner.folds],
         "group_size_counts": runner.group_sizes.tolist(),
         "base_ranking_seconds_per_query": round(runner.base_seconds / len(runner.examples), 4),
     }  # fmt: skip
-
-    def record(kind: str, row: dict[str, Any], top: dict[str, Any] | None = None) -> None:
-        """Merge ``row`` into the file under a lock (several runs may share it)."""
-        row["setup"] = setup
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(out_path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            result = json.loads(out_path.read_text()) if out_path.exists() else {}
-            form = result.setdefault("forms", {}).setdefault(runner.form, {})
-            form.update(form_info)
-            rows = form.get(kind, [])
-            same = (row["run"], setup)
-            form[kind] = [r for r in rows if (r["run"], r["setup"]) != same] + [row]
-            result.update(top or {})
-            tmp = out_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-            tmp.replace(out_path)
-
     for run in args.runs.split(","):
         if args.in_sample:
             row = runner.in_sample(run)
             print(json.dumps(row), file=sys.stderr)
-            record("in_sample", row)
+            record(out_path, runner.form, info, "in_sample", {**row, "setup": setup})
             continue
         row = runner.cross_validate(run)
         print(json.dumps({k: row[k] for k in ("run", "pooled", "dev", "seconds")}), file=sys.stderr)
-        top = None
-        if args.default == run and runner.form == "paragraph":
-            p, d = row["pooled"], row["dev"]
-            top = {
-                "queries": p["queries"], "objective": run, "map_default": p["map_default"],
-                "map_learned": p["map_learned"], "p_map": p["p_map"],
-                "detectable": p["detectable"], "dev_map_default": d["map_default"],
-                "dev_map_learned": d["map_learned"],
-            }  # fmt: skip
-        record("runs", row, top)
+        record(out_path, runner.form, info, "runs", {**row, "setup": setup})
     print(json.dumps({"out": str(out_path), "seconds": round(time.perf_counter() - t0, 1)}))
+
+
+def record(out_path: Path, form: str, info: dict[str, Any], kind: str, row: dict[str, Any]) -> None:
+    """Merge ``row`` (``kind``: "runs" or "in_sample"; it replaces a row of the same run and
+    setup) and the form's ``info`` into the result file, under a lock: several runs may share
+    the file."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(row.get("final_weights_moved"), dict):
+        row = {**row, "final_weights_moved": summarise_moves(row["final_weights_moved"])}
+    with open(out_path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = json.loads(out_path.read_text()) if out_path.exists() else {}
+        data = result.setdefault("forms", {}).setdefault(form, {})
+        data.update(info)
+        same = (row["run"], row["setup"])
+        data[kind] = [r for r in data.get(kind, []) if (r["run"], r["setup"]) != same] + [row]
+        _write(out_path, result)
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def summarise_moves(moved: dict[str, Any]) -> dict[str, Any]:
+    """The non-per-term weights a run moved (already summarised: unchanged): the SMT weights
+    and v in full, the LEX features by their count and the ten that moved most."""
+    if "lex_moved" in moved:
+        return moved
+    lex = {n: x for n, x in moved.items() if is_lex_feature(n)}
+    largest = sorted(lex.items(), key=lambda nx: (-abs(nx[1]), nx[0]))[:10]
+    return {
+        "dense": {n: x for n, x in moved.items() if n not in lex},
+        "lex_moved": len(lex),
+        "lex_largest": dict(largest),
+    }
+
+
+def set_default(out_path: Path, run: str) -> None:
+    """The file's top-level keys: ``run``'s figures on the paragraph queries (the short form's
+    under ``short``), with page groups and the candidate-list stop."""
+    result = json.loads(out_path.read_text())
+
+    def row_of(form: str) -> dict[str, Any] | None:
+        rows = result.get("forms", {}).get(form, {}).get("runs", [])
+        return next((r for r in rows if r["run"] == run and r["setup"]["groups"] == "page"
+                     and r["setup"]["stop_by"] == "candidates"), None)  # fmt: skip
+
+    def figures(row: dict[str, Any]) -> dict[str, Any]:
+        p, d = row["pooled"], row["dev"]
+        return {
+            "queries": p["queries"], "map_default": p["map_default"],
+            "map_learned": p["map_learned"], "p_map": p["p_map"], "detectable": p["detectable"],
+            "detectable_p01": p["detectable_p01"], "dev_map_default": d["map_default"],
+            "dev_map_learned": d["map_learned"], "p_dev_map": d["p_map"],
+        }  # fmt: skip
+
+    paragraph, short = row_of("paragraph"), row_of("short")
+    if paragraph is None:
+        raise SystemExit(f"{out_path}: no paragraph row of {run}")
+    result.update({"objective": run, "form": "paragraph", **figures(paragraph)})
+    if short is not None:
+        result["short"] = figures(short)
+    _write(out_path, result)
 
 
 def table(paths: list[Path]) -> str:

@@ -26,6 +26,7 @@ import os
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +35,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from bench.common import DATA, ROOT
 from bench.jackknife import fold_of_query
 from service.data.querysets import short_queries
-from service.errors import InvalidInputError
 from service.ltr.examples import (
     Decoding,
     DevSet,
     QueryExample,
     Selection,
-    build_example,
     select_queries,
 )
+from service.ltr.shard import Shard, shard_specs
 from service.ltr.space import FeatureSpace
 from service.ltr.task import start_weights
 from service.mt.bundle import load_bundle
@@ -87,31 +87,27 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         lang,
     )
     k = json.loads((args.jackknife / "fold-0.json").read_text())["folds"]
+    (spec,) = shard_specs(train, 1, model="", index=str(index.path), start=start,
+                          candidates=CANDIDATES, pop_limit=POP_LIMIT, lex=True)  # fmt: skip
     space = FeatureSpace()
     examples: list[QueryExample] = []
     failed: dict[str, str] = {}
-    seconds: list[float] = []
+    seconds = 0.0
+    skipped = 0
     t0 = time.perf_counter()
-    for fold in range(k):
-        bundle = load_bundle(args.jackknife / f"fold-{fold}")
-        dec = Decoding(bundle, index, start, pop_limit=POP_LIMIT, lex=True)
-        mine = [(q, t) for q, t in train.queries.items() if fold_of_query(q, k) == fold]
+    for fold in range(k):  # each query decoded by the bundle that never saw its page
+        path = args.jackknife / f"fold-{fold}"
+        mine = tuple(q for q in spec.queries if fold_of_query(q[0], k) == fold)
+        shard = Shard(replace(spec, model=str(path), queries=mine), load_bundle(path), index)
+        shard.space = space  # one feature space for all folds and the dev set
         bar = _bar(f"{lang} {args.form} train fold {fold}", len(mine))
-        for qid, text in mine:
-            t = time.perf_counter()
-            try:
-                ex = build_example(dec, space, qid, text, train.qrels[qid], CANDIDATES)
-            except InvalidInputError as exc:
-                failed[qid] = str(exc)
-            else:
-                if ex is None:
-                    failed[qid] = "no relevant candidate in the index"
-                else:
-                    examples.append(ex)
-            seconds.append(time.perf_counter() - t)
-            bar.update(1)
+        stats = shard.build(lambda n, _t, bar=bar: bar.update(n - bar.n))
         bar.close()
-        del bundle, dec
+        examples.extend(shard.examples)
+        failed.update(stats["failed"])
+        seconds += stats["seconds"]
+        skipped += stats["skipped"]
+        del shard
     dec = Decoding(serving, index, start, pop_limit=POP_LIMIT, lex=True)
     bar = _bar(f"{lang} {args.form} dev", len(dev_sel.queries))
     t = time.perf_counter()
@@ -141,8 +137,9 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "stats": {
             "train_queries": len(examples),
             "train_failed": len(failed),
+            "train_skipped_no_relevant_candidate": skipped,
             "train_skipped_no_relevant_in_index": train.no_relevant_in_index,
-            "train_seconds_per_query": round(sum(seconds) / max(1, len(seconds)), 3),
+            "train_seconds_per_query": round(seconds / max(1, len(train.queries)), 3),
             "dev_queries": len(dev.queries),
             "dev_seconds_per_query": round(dev_seconds / max(1, len(dev_sel.queries)), 3),
             "megabytes_per_query": round(

@@ -244,11 +244,12 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
         ir_terms=not args.no_ir_terms, v=args.v,
         candidates=args.candidates,
         limit=args.limit, dev_limit=args.dev_limit, pop_limit=args.pop_limit, seed=args.seed,
-        holdout=args.holdout, groups=args.groups, activate=args.activate,
+        groups=args.groups, activate=args.activate,
     )  # fmt: skip
     # learning settings: only those given, so that LtrParams holds the one set of defaults
     learning = {
-        k: getattr(args, k) for k in ("objective", "freeze_smt", "lex", "rho", "eps", "rate", "tau")
+        k: getattr(args, k)
+        for k in ("objective", "freeze_smt", "lex", "holdout", "rho", "eps", "rate", "tau")
     }
     params.update({k: v for k, v in learning.items() if v is not None})
     ctx = ConsoleContext(enabled=not args.quiet)
@@ -740,7 +741,6 @@ def _service_verbs(verb: VerbAdder) -> None:
     p.add_argument(
         "--holdout",
         type=float,
-        default=0.2,
         help="share of the training queries held out (whole pages or groups) to measure the "
         "learned weights on; 0: none (default 0.2)",
     )

@@ -74,6 +74,24 @@ class StoreJobContext:
         return self._cancelled
 
 
+class ScaledContext:
+    """A :class:`JobContext` that reports ``ctx``'s progress scaled into ``[0, top]``: for a
+    phase of a task that has more to do after it."""
+
+    def __init__(self, ctx: JobContext, top: float) -> None:
+        self.ctx = ctx
+        self.top = top
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.ctx.progress(self.top * fraction, message)
+
+    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
+        self.ctx.epoch_metrics(epoch, metrics)
+
+    def cancelled(self) -> bool:
+        return bool(self.ctx.cancelled())
+
+
 class RecordingContext:
     """A :class:`JobContext` that records in memory (foreground runs, tests)."""
 

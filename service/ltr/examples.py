@@ -25,7 +25,7 @@ with any weights (BOW-FD through :mod:`service.retrieval.bowfd`) for MAP, NDCG@1
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -246,6 +246,16 @@ class DevSet:
             if progress is not None:
                 progress(i + 1, len(items))
         return cls(dec.index, selection.qrels, out, space, failed, BowFdScorer(dec.index))
+
+    def subset(self, qids: Iterable[str]) -> DevSet:
+        """The queries ``qids`` only, with their qrels (so that metrics are over them)."""
+        keep = set(qids)
+        return replace(
+            self,
+            qrels={q: r for q, r in self.qrels.items() if q in keep},
+            queries=[(q, s) for q, s in self.queries if q in keep],
+            failed={q: m for q, m in self.failed.items() if q in keep},
+        )
 
     def run(self, weights: Mapping[str, float], check: Callable[[], None] | None = None) -> RunDict:
         """BOW-FD rankings (depth 1000) of the dev queries under ``weights``."""

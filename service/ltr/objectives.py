@@ -175,15 +175,9 @@ class Hinge(GradientObjective):
     name = "hinge"
 
     def __init__(
-        self,
-        size: int,
-        trainable: BoolArray | None = None,
-        rho: float = 0.95,
-        eps: float = 1e-6,
-        l2: float = 0.0,
-        pairs: str = "all",
+        self, size: int, trainable: BoolArray | None = None, pairs: str = "all", **kwargs: Any
     ) -> None:
-        super().__init__(size, trainable, rho, eps, l2)
+        super().__init__(size, trainable, **kwargs)
         if pairs not in ("all", "grades"):
             raise ConfigurationError(f"hinge: pairs must be 'all' or 'grades', got {pairs!r}")
         self.pairs = pairs

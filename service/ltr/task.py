@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.data import load_queries
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
-from service.jobs.context import JobContext
+from service.jobs.context import JobContext, ScaledContext
 from service.ltr.backends import BACKENDS, make_backend
 from service.ltr.examples import (
     Decoding,
@@ -60,6 +60,8 @@ from service.retrieval.lex import is_lex_feature
 from service.settings import Settings, get_settings
 
 __all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
+
+HELDOUT_SHARE = 0.1  # share of the progress bar for measuring on the held-out queries
 
 # The names the registries know (the API's validation and its OpenAPI enums come from them).
 if TYPE_CHECKING:
@@ -334,45 +336,27 @@ def _heldout_comparison(
         )
     out = compare_runs(dev.run(learned, rep.check), dev.run(start, rep.check), held.qrels)
     out["failed"] = len(dev.failed)
-    rep.progress(1.0, f"held-out MAP gain {out['map_gain']:+.4f} on {n} queries", force=True)
     return {k: float(v) for k, v in out.items()}
-
-
-HELDOUT_SHARE = 0.1  # share of the progress bar for measuring on the held-out queries
-
-
-class _Scaled:
-    """A job context whose progress fractions are scaled into ``[0, top]``."""
-
-    def __init__(self, ctx: JobContext, top: float) -> None:
-        self.ctx = ctx
-        self.top = top
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.ctx.progress(self.top * fraction, message)
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.ctx.epoch_metrics(epoch, metrics)
-
-    def cancelled(self) -> bool:
-        return bool(self.ctx.cancelled())
 
 
 def _offer(metrics: Mapping[str, float]) -> Offer:
     """Activation is offered when the learned weights gain MAP on the held-out queries (or,
     without a hold-out, on dev — where early stopping chose them, so only a weak check)."""
+    if metrics["best_epoch"] == 0:
+        return Offer(False, "no epoch beat the starting weights on dev, so they were kept: "
+                     "nothing to activate")  # fmt: skip
     if "heldout_map_gain" in metrics:
-        gain, p = metrics["heldout_map_gain"], metrics["heldout_p_map"]
-        where = f"{int(metrics['heldout_queries'])} held-out training queries"
-        detect = f", detectable {metrics['heldout_detectable']:.4f}"
+        gain = metrics["heldout_map_gain"]
+        figures = (
+            f"MAP gain {gain:+.4f} on {int(metrics['heldout_queries'])} held-out training "
+            f"queries (p {metrics['heldout_p_map']:.3f}, detectable "
+            f"{metrics['heldout_detectable']:.4f})"
+        )
     else:
-        gain, p = metrics["dev_map"] - metrics["baseline_dev_map"], float("nan")
-        where, detect = "dev (no hold-out)", ""
-    figures = f"MAP gain {gain:+.4f} on {where}" + (f" (p {p:.3f}{detect})" if p == p else "")
+        gain = metrics["dev_map"] - metrics["baseline_dev_map"]
+        figures = f"MAP gain {gain:+.4f} on dev (no hold-out)"
     if gain > 0.0:
         return Offer(True, figures)
-    if metrics["best_epoch"] == 0:
-        figures += "; no epoch beat the starting weights on dev, so they were kept"
     return Offer(False, f"{figures}: not positive, so activation is not offered")
 
 
@@ -441,16 +425,20 @@ def train_ltr(
     share = HELDOUT_SHARE if held_sel is not None else 0.0
     with backend:
         outcome = train(backend, specs, start, build_dev=build_dev, epochs=p.epochs,
-                        patience=p.patience, ctx=_Scaled(ctx, 1.0 - share))  # fmt: skip
+                        patience=p.patience, ctx=ScaledContext(ctx, 1.0 - share))  # fmt: skip
     Reporter(ctx).check()
-    heldout = (
-        _heldout_comparison(bundle, index, held_sel, start, outcome.weights, pop_limit, p, ctx)
-        if held_sel is not None
-        else None
-    )
+    heldout = None
+    if held_sel is not None and outcome.best_epoch == 0:
+        # the starting weights were kept: they rank the held-out queries as they did
+        n = float(len(held_sel.queries))
+        heldout = {"queries": n, "map_gain": 0.0, "p_map": 1.0, "detectable": 0.0}
+    elif held_sel is not None:
+        heldout = _heldout_comparison(bundle, index, held_sel, start, outcome.weights,
+                                      pop_limit, p, ctx)  # fmt: skip
     metrics = _metrics(outcome, train_sel, len(built[0].queries), len(specs), heldout)
     offer = _offer(metrics)
     metrics["activation_offered"] = float(offer.offered)
+    ctx.progress(1.0, offer.reason)
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
     version = _store(bundle, outcome.weights, p, len(specs), metrics, active.version)
     activated = p.activate and offer.offered

@@ -148,9 +148,45 @@ def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
-def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
-    ltr_settings: Settings, ltr_data: dict[str, Path], toy_index: InvertedIndex
+def force_a_learned_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy's dev MAP is 1 at the start, so training always keeps the starting weights and
+    the held-out queries need not be ranked. To exercise that ranking, the real training's
+    outcome is relabelled as if epoch 1 had won (the weights stay what training returned)."""
+    import dataclasses
+
+    import service.ltr.task as task
+
+    real = task.train
+
+    def relabelled(*args: object, **kwargs: object) -> object:
+        return dataclasses.replace(real(*args, **kwargs), best_epoch=1)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(task, "train", relabelled)
+
+
+def test_kept_start_weights_skip_ranking_the_held_out_queries(
+    ltr_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import service.ltr.task as task
+
+    def fail(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the held-out queries were ranked for the starting weights")
+
+    monkeypatch.setattr(task, "_heldout_comparison", fail)
+    result = train_ltr(LtrParams(epochs=2, candidates=5, activate=True), settings=ltr_settings)
+    m = result.metrics
+    assert m["best_epoch"] == 0 and m["heldout_queries"] == 2 and m["heldout_map_gain"] == 0.0
+    assert not result.activated and m["activation_offered"] == 0.0
+    assert "nothing to activate" in result.offer.reason
+
+
+def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
+    ltr_settings: Settings,
+    ltr_data: dict[str, Path],
+    toy_index: InvertedIndex,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    force_a_learned_epoch(monkeypatch)
     groups = ltr_data["root"] / "groups.tsv"
     groups.write_text("".join(f"{q}\t{'a' if q in ('t1', 't2', 't6') else 'b'}\n"
                               for q in TRAIN_QUERIES), encoding="utf-8")  # fmt: skip
@@ -200,6 +236,7 @@ def test_activation_is_offered_only_for_a_held_out_gain(
         return out
 
     monkeypatch.setattr(task, "compare_runs", reporting)
+    force_a_learned_epoch(monkeypatch)
     store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
     before = store.active_version()
     result = train_ltr(LtrParams(epochs=1, candidates=5, activate=True), settings=ltr_settings)
@@ -391,3 +428,17 @@ def test_selection_split_keeps_order_qrels_and_counts() -> None:
     assert list(rest.queries) == ["c"] and rest.qrels == {"c": {}}
     assert first.no_relevant_in_index == rest.no_relevant_in_index == 4
     assert list(sel.queries) == ["b", "a", "c"]  # the original is untouched
+
+
+def test_dev_set_subset_keeps_only_those_queries_and_their_qrels(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path]
+) -> None:
+    start = start_weights(toy_bundle.active_weights().weights, 1.0)
+    sel = select_queries(ltr_data["queries"], ltr_data["qrels"], toy_index)
+    dev = DevSet.build(Decoding(toy_bundle, toy_index, start, pop_limit=50, lex=False), sel)
+    part = dev.subset(["t2", "t5"])
+    assert [q for q, _ in part.queries] == ["t2", "t5"] and set(part.qrels) == {"t2", "t5"}
+    assert len(dev.queries) == len(TRAIN_QUERIES)  # the original is untouched
+    # its rankings are the full set's rankings of those queries
+    full, sub = dev.run(start), part.run(start)
+    assert sub == {q: full[q] for q in ("t2", "t5")}
