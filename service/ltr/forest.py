@@ -25,9 +25,10 @@ documents' feature vectors ``Φ(h*_d)`` (SMT and LEX features summed over the ed
 :meth:`service.retrieval.bowfd.scorer.BowFdScorer.feature_vector` (one Viterbi pass over the whole
 forest per document); the tests check they agree.
 
-For ranking (dev evaluation) :meth:`CompactSentence.prepared` rebuilds a small hypergraph of
-the live part and hands it to :func:`service.retrieval.bowfd.prepare.prepare_sentence`, so dev
-rankings come from the service's own BOW-FD code.
+For ranking (dev evaluation) :meth:`CompactSentence.prepared` hands the live part, as an
+array-backed hypergraph (:meth:`service.forest.hypergraph.Hypergraph.from_arrays`: no node or
+edge objects unless asked for), to :func:`service.retrieval.bowfd.prepare.prepare_sentence`, so
+dev rankings come from the service's own BOW-FD code.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from service.forest.csr import gather_rows, ptr_from_counts
-from service.forest.hypergraph import Hyperedge, Hypergraph, Node
+from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.index.inverted import InvertedIndex
 from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
@@ -51,6 +52,7 @@ from service.retrieval.bowfd import (
     prepare_sentence,
     term_bonus,
 )
+from service.retrieval.bowfd.prepare import LiveTopology
 from service.retrieval.lex import LexFeatures
 
 FloatArray = NDArray[np.float64]
@@ -82,25 +84,20 @@ class CandidateRows:
 
 
 @dataclass(frozen=True, eq=False)
-class CompactSentence:
+class CompactSentence(LiveTopology[np.int32]):
     """The live forest of one sentence as arrays (see the module docstring).
 
-    Nodes and edges are the live ones, renumbered in their original order (nodes stay
-    topological, incoming edges keep their order). ``occ_term`` is the local term of each
-    target word occurrence of each edge (``occ_ptr`` CSR; ``n_terms``: no weight); ``terms``
-    maps local terms to index term ids. ``features`` is the sparse ``[edges × columns]``
-    matrix of SMT and LEX feature values over a :class:`FeatureSpace` (its width is the size
-    the space had when it was built).
+    Its topology (``goal``, ``edge_head``, ``in_ptr``/``in_edges``, ``tail_ptr``/``tail_nodes``,
+    ``occ_ptr``/``occ_term``: the fields of
+    :class:`~service.retrieval.bowfd.prepare.LiveTopology`, in int32) is the weight-independent
+    part of the prepared sentence's :class:`~service.retrieval.bowfd.prepare.LiveForest`,
+    copied from it by :meth:`of`: nodes and edges are the live ones, renumbered in their
+    original order; ``occ_term`` holds local terms (``n_terms``: no weight). ``terms`` maps
+    local terms to index term ids. ``features`` is the sparse ``[edges × columns]`` matrix of
+    SMT and LEX feature values over a :class:`FeatureSpace` (its width is the size the space
+    had when it was built).
     """
 
-    goal: int
-    edge_head: Int32Array
-    in_ptr: Int32Array
-    in_edges: Int32Array
-    tail_ptr: Int32Array
-    tail_nodes: Int32Array
-    occ_ptr: Int32Array
-    occ_term: Int32Array
     terms: IntArray
     ir_cols: IntArray  # the column of each local term's ``ir:<term>`` feature
     features: Any  # scipy.sparse.csr_matrix [edges × width]
@@ -237,27 +234,63 @@ class CompactSentence:
 
     # --- ranking --------------------------------------------------------------------------
     def hypergraph(self, index: InvertedIndex) -> Hypergraph:
-        """The live forest as a :class:`Hypergraph` whose edges carry only their weighted
-        target words (what BOW-FD reads; features come from :attr:`features`)."""
-        words = [index.term(int(t)) for t in self.terms.tolist()]
-        n_terms = len(words)
-        nodes = [Node(i, "X", (0, 0)) for i in range(self.num_nodes)]
-        occ = self.occ_term.tolist()
-        optr = self.occ_ptr.tolist()
-        tptr = self.tail_ptr.tolist()
-        tails = self.tail_nodes.tolist()
-        edges = [
-            Hyperedge(
+        """The live forest as an array-backed :class:`Hypergraph` whose edges carry only their
+        weighted target words (what BOW-FD reads; features come from :attr:`features`).
+
+        Its vocabulary holds the words of the local terms some live edge carries, in the order
+        they are first seen over the edges (as a forest built from edge objects numbers them),
+        so :func:`~service.retrieval.bowfd.prepare.prepare_sentence` breaks ties between terms
+        the same way. Node and edge objects (labels ``X``, spans ``(0, 0)``, no features) are
+        made only when asked for.
+        """
+        i64 = np.int64
+        keep = self.occ_term < self.n_terms
+        occ = self.occ_term[keep].astype(i64)
+        kept_before = np.concatenate(([0], np.cumsum(keep, dtype=i64)))
+        term_ptr = kept_before[self.occ_ptr]
+        seen, first = np.unique(occ, return_index=True)
+        seen = seen[np.argsort(first)]  # local terms in first-seen order
+        word_of_local = np.empty(self.n_terms, dtype=i64)
+        word_of_local[seen] = np.arange(len(seen), dtype=i64)
+        term_ids = word_of_local[occ]
+        vocabulary = tuple(index.term(int(t)) for t in self.terms[seen].tolist())
+        arrays = HypergraphArrays(
+            num_nodes=self.num_nodes,
+            num_edges=self.num_edges,
+            goal=int(self.goal),
+            edge_head=self.edge_head.astype(i64),
+            tail_ptr=self.tail_ptr.astype(i64),
+            tail_nodes=self.tail_nodes.astype(i64),
+            in_ptr=self.in_ptr.astype(i64),
+            in_edges=self.in_edges.astype(i64),
+            term_ptr=term_ptr,
+            term_ids=term_ids,
+            vocabulary=vocabulary,
+            feat_ptr=np.zeros(self.num_edges + 1, dtype=i64),
+            feat_ids=np.zeros(0, dtype=i64),
+            feat_vals=np.zeros(0, dtype=np.float64),
+            feature_names=(),
+        )
+        for name in arrays.__dataclass_fields__:
+            value = getattr(arrays, name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
+        def node(v: int) -> Node:
+            return Node(v, "X", (0, 0))
+
+        def edge(e: int) -> Hyperedge:
+            lo, hi = int(term_ptr[e]), int(term_ptr[e + 1])
+            return Hyperedge(
                 e,
-                head,
-                tuple(tails[tptr[e] : tptr[e + 1]]),
-                tuple(words[t] for t in occ[optr[e] : optr[e + 1]] if t < n_terms),
+                int(arrays.edge_head[e]),
+                tuple(arrays.tail_nodes[arrays.tail_ptr[e] : arrays.tail_ptr[e + 1]].tolist()),
+                tuple(vocabulary[i] for i in term_ids[lo:hi].tolist()),
                 _NO_FEATURES,
                 (0, 0),
             )
-            for e, head in enumerate(self.edge_head.tolist())
-        ]
-        return Hypergraph(nodes, edges, self.goal)
+
+        return Hypergraph.from_arrays(arrays, node, edge)
 
     def prepared(self, w: FloatArray, index: InvertedIndex) -> PreparedSentence:
         """The sentence prepared for BOW-FD ranking under ``w`` (see the module docstring)."""

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.csr import gather_rows, ptr_from_counts
@@ -87,31 +89,59 @@ def beam_prune(hg: Hypergraph, smt: FloatArray, beam: int) -> tuple[Hypergraph, 
     return Hypergraph(hg.nodes, edges, hg.goal), kept
 
 
+_Int = TypeVar("_Int", np.int32, np.int64)
+
+
 @dataclass(frozen=True, eq=False)
-class LiveForest:
+class LiveTopology(Generic[_Int]):
+    """The weight-independent part of a live forest: which live node each live edge enters,
+    its tails and its target words, as flat arrays.
+
+    Which nodes and edges of a forest are live does not depend on the (finite) weights; only
+    the numbering of the local terms in ``occ_term`` does (by ``best_through`` under the
+    weights the forest was prepared with). Nodes and edges are the live ones renumbered in
+    their original order (nodes stay topological, every node's incoming edges keep their
+    order, which breaks ties); ``goal`` is the goal node. Edge ``e`` enters ``edge_head[e]``
+    from the tails ``tail_nodes[tail_ptr[e]:tail_ptr[e+1]]``; the incoming edges of node ``v``
+    are ``in_edges[in_ptr[v]:in_ptr[v+1]]``; ``occ_term[occ_ptr[e]:occ_ptr[e+1]]`` is the
+    local term (see :class:`PreparedSentence`) of each target word occurrence of ``e`` in
+    order, the number of local terms for a word of no weight.
+
+    There is one live-forest representation with two holders: :class:`LiveForest` (int64,
+    inside a :class:`PreparedSentence`, with the SMT scores under the weights it was prepared
+    with) and :class:`service.ltr.forest.CompactSentence` (int32, copied from a
+    :class:`LiveForest`, kept per learning-to-rank query with the edges' sparse features so
+    that any weights re-score it).
+    """
+
+    goal: int
+    edge_head: NDArray[_Int]
+    in_ptr: NDArray[_Int]
+    in_edges: NDArray[_Int]
+    tail_ptr: NDArray[_Int]
+    tail_nodes: NDArray[_Int]
+    occ_ptr: NDArray[_Int]
+    occ_term: NDArray[_Int]
+
+
+@dataclass(frozen=True, eq=False)
+class LiveForest(LiveTopology[np.int64]):
     """The part of a forest on some derivation of the goal, renumbered, as flat arrays.
 
     Nodes and edges whose best SMT score through them is −∞ (not reachable from the goal, or
     without a derivation) never change a goal score, whatever the document (cube pruning
     leaves many, which the decoders drop before handing the forest on; beam pruning makes
-    more). Ids keep their
-    order (nodes stay topological, incoming edges keep their order); ``nodes``/``edges`` map
-    back to the forest's ids. ``occ_term`` is the local term of each target word occurrence
-    (see :class:`PreparedSentence`); ``parents[parent_ptr[v]:parent_ptr[v+1]]`` the heads of the
-    edges with ``v`` as a tail; ``outside`` the SMT Viterbi outside scores,
-    ``edge_through[e]``/``node_through[v]`` the best SMT score of a derivation through them.
+    more). Its topology (the fields of :class:`LiveTopology`) does not depend on the weights;
+    learning to rank keeps just that part, with the edge features and the local terms, as
+    :class:`service.ltr.forest.CompactSentence`. ``nodes``/``edges`` map back to the forest's
+    ids; ``parents[parent_ptr[v]:parent_ptr[v+1]]`` are the heads of the edges with ``v`` as a
+    tail; ``smt`` the live edges' SMT weights, ``inside``/``outside`` the SMT Viterbi inside
+    and outside scores, ``edge_through[e]``/``node_through[v]`` the best SMT score of a
+    derivation through them.
     """
 
-    goal: int
     nodes: IntArray
     edges: IntArray
-    in_ptr: IntArray
-    in_edges: IntArray
-    tail_ptr: IntArray
-    tail_nodes: IntArray
-    edge_head: IntArray
-    occ_ptr: IntArray
-    occ_term: IntArray
     smt: FloatArray
     inside: FloatArray
     outside: FloatArray
