@@ -650,6 +650,61 @@ def tree_rows(roots, srow, tail_ptr, out):  # type: ignore[no-untyped-def]
     return n
 
 
+def _own(a: NDArray[Any], dtype: type) -> NDArray[Any]:
+    """``a`` as ``dtype``, C-contiguous and writable (copied if need be): one compiled
+    specialisation of :func:`extract` (numba types read-only arrays apart)."""
+    return np.require(a, dtype=dtype, requirements=["C", "W"])
+
+
+def _known_patterns(
+    arity: IntArray, term_ptr: IntArray, term_ids: IntArray
+) -> tuple[IntArray, IntArray, IntArray]:
+    """``(pat_ptr, pat_sym, pat_state)`` with the patterns known from the arrays filled in:
+    those of edges without tails (their words) and of one gap without words."""
+    words = np.diff(term_ptr)
+    pat_ptr = ptr_from_counts(arity + words)
+    pat_sym = np.zeros(int(pat_ptr[-1]), dtype=np.int64)
+    pat_state = np.zeros(len(arity), dtype=np.int64)
+    leaf = arity == 0
+    pat_state[leaf] = PAT_KNOWN
+    if len(term_ids):
+        at = np.repeat(pat_ptr[:-1] - term_ptr[:-1], words) + np.arange(len(term_ids))
+        keep = np.repeat(leaf, words)
+        pat_sym[at[keep]] = term_ids[keep]
+    gap = (arity == 1) & (words == 0)
+    pat_state[gap] = PAT_KNOWN
+    pat_sym[pat_ptr[:-1][gap]] = ~0
+    return pat_ptr, pat_sym, pat_state
+
+
+def _first_nodes(back: IntArray, run_ptr: IntArray) -> IntArray:
+    """The per-node state before the search: ``D̂(v)`` holds the Viterbi entry ``v`` (if the
+    node has a derivation), no heap, the run's cursor at its start."""
+    num_nodes = len(back)
+    node = np.zeros((num_nodes, NODE_COLUMNS), dtype=np.int64)
+    has = back >= 0
+    node[:, F_START] = np.arange(num_nodes)
+    node[:, F_LEN] = has
+    node[:, F_CAP] = 1
+    node[:, RUN_NEXT] = run_ptr[:-1]
+    return node
+
+
+def _first_entries(
+    best: FloatArray, back: IntArray, size: int
+) -> tuple[NDArray[np.int32], FloatArray, NDArray[np.int32]]:
+    """``(pool, ent_score, ent)`` of room ``size``, the first ``|V|`` entries the Viterbi
+    derivations (score, back-pointer edge, no string row yet)."""
+    num_nodes = len(back)
+    pool = np.arange(size, dtype=np.int32)
+    ent_score = np.zeros(size, dtype=np.float64)
+    ent_score[:num_nodes] = best
+    ent = np.zeros((size, ENT_COLUMNS), dtype=np.int32)
+    ent[:num_nodes, E_EDGE] = back
+    ent[:num_nodes, E_STR] = -1
+    return pool, ent_score, ent
+
+
 def _grown(a: NDArray[Any], size: int) -> NDArray[Any]:
     """``a`` in a larger array (at least twice the size), its rows copied, the new ones left
     uninitialised (the kernel writes an item before reading it)."""
@@ -685,45 +740,23 @@ class Extraction:
         pattern: Callable[[int], tuple[int, ...]],
         hash_bits: int | None = None,
     ) -> None:
-        def own(a: NDArray[Any], dtype: type) -> NDArray[Any]:
-            # one compiled specialisation: C-contiguous, writable (numba types read-only apart)
-            return np.require(a, dtype=dtype, requirements=["C", "W"])
-
         num_nodes = len(back)
         num_edges = len(tail_ptr) - 1
-        self.tail_ptr = own(tail_ptr, np.int64)
-        self.tail_nodes = own(tail_nodes, np.int64)
-        self.w = own(w, np.float64)
-        self.run_edges = own(run_edges, np.int64)
-        self.run_score = own(run_score, np.float64)
-        self.run_end = own(run_ptr[1:], np.int64)
+        self.tail_ptr = _own(tail_ptr, np.int64)
+        self.tail_nodes = _own(tail_nodes, np.int64)
+        self.w = _own(w, np.float64)
+        self.run_edges = _own(run_edges, np.int64)
+        self.run_score = _own(run_score, np.float64)
+        self.run_end = _own(run_ptr[1:], np.int64)
         arity = np.diff(self.tail_ptr)
-        words = np.diff(term_ptr)
-        self.pat_ptr = ptr_from_counts(arity + words)
-        self.pat_sym = np.zeros(int(self.pat_ptr[-1]), dtype=np.int64)
-        # known from the arrays: edges without tails (their words) and one gap without words
-        self.pat_state = np.zeros(num_edges, dtype=np.int64)
-        leaf = arity == 0
-        self.pat_state[leaf] = PAT_KNOWN
-        if len(term_ids):
-            at = np.repeat(self.pat_ptr[:-1] - term_ptr[:-1], words) + np.arange(len(term_ids))
-            keep = np.repeat(leaf, words)
-            self.pat_sym[at[keep]] = term_ids[keep]
-        gap = (arity == 1) & (words == 0)
-        self.pat_state[gap] = PAT_KNOWN
-        self.pat_sym[self.pat_ptr[:-1][gap]] = ~0
+        self.pat_ptr, self.pat_sym, self.pat_state = _known_patterns(arity, term_ptr, term_ids)
         self.pattern = pattern
         self.goal = goal
         self.k = k
         bits = HASH_BITS if hash_bits is None else hash_bits
         self.mask = np.uint64((1 << bits) - 1)
 
-        self.node = np.zeros((num_nodes, NODE_COLUMNS), dtype=np.int64)
-        has = back >= 0
-        self.node[:, F_START] = np.arange(num_nodes)
-        self.node[:, F_LEN] = has
-        self.node[:, F_CAP] = 1
-        self.node[:, RUN_NEXT] = run_ptr[:-1]
+        self.node = _first_nodes(back, run_ptr)
         self.counters = np.zeros(COUNTERS, dtype=np.int64)
         max_arity = int(arity.max()) if num_edges else 0
         self.counters[C_ENT] = num_nodes
@@ -732,13 +765,7 @@ class Extraction:
         # first sizes: room for a few derivations per node beyond the Viterbi ones (arrays
         # grow, doubling, as the kernel asks)
         spare = max(3 * num_nodes, 1024) if FIRST_SPARE is None else FIRST_SPARE
-        size = num_nodes + spare
-        self.pool = np.arange(size, dtype=np.int32)
-        self.ent_score = np.zeros(size, dtype=np.float64)
-        self.ent_score[:num_nodes] = best
-        self.ent = np.zeros((size, ENT_COLUMNS), dtype=np.int32)
-        self.ent[:num_nodes, E_EDGE] = back
-        self.ent[:num_nodes, E_STR] = -1
+        self.pool, self.ent_score, self.ent = _first_entries(best, back, num_nodes + spare)
         rows = max(num_nodes, 1024) if FIRST_SPARE is None else FIRST_SPARE
         self.srow = np.zeros((rows, S_KIDS + max_arity), dtype=np.int32)
         self.shash = np.zeros((rows, 2), dtype=np.uint64)

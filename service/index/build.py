@@ -106,6 +106,112 @@ def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = Non
     return (analyzer or get_analyzer("none")).terms(tokens)
 
 
+class _Read:
+    """The documents as read, before the vocabulary is sorted.
+
+    Per document: the first-seen ids of its distinct terms with their counts (CSR by
+    ``doc_ptr``), its length, its token ids if ``keep_tokens``, its id, title, text and source.
+    """
+
+    def __init__(self, keep_tokens: bool) -> None:
+        self.keep_tokens = keep_tokens
+        self.term_of: dict[str, int] = {}  # first-seen ids, renumbered to sorted order at the end
+        self.doc_ptr = array("q", [0])
+        self.term_col = array("i")
+        self.tf_col = array("i")
+        self.doc_len = array("i")
+        self.tokens_ptr = array("q", [0])
+        self.tokens_col = array("i")
+        self.ids, self.titles, self.texts = _Blob(), _Blob(), _Blob()
+        self.sources: dict[str, int] = {}
+        self.doc_source = array("H")
+
+    def add(self, doc: Doc, tokens: list[str]) -> None:
+        """Append ``doc``, indexed under ``tokens``."""
+        term_of = self.term_of
+        counts = Counter(tokens)
+        self.term_col.extend([term_of.setdefault(t, len(term_of)) for t in counts])
+        self.tf_col.extend(counts.values())
+        self.doc_ptr.append(len(self.term_col))
+        self.doc_len.append(len(tokens))
+        if self.keep_tokens:
+            self.tokens_col.extend([term_of[t] for t in tokens])
+            self.tokens_ptr.append(len(self.tokens_col))
+        self.ids.add(doc.id)
+        self.titles.add(doc.title)
+        self.texts.add(doc.text)
+        self.doc_source.append(self.sources.setdefault(doc.source, len(self.sources)))
+
+    def sorted_vocabulary(self) -> tuple[list[str], npt.NDArray[np.int32]]:
+        """The terms in sorted order, and the sorted id of each first-seen id."""
+        term_of = self.term_of
+        n_terms = len(term_of)
+        terms_sorted = sorted(term_of)
+        new_id = np.empty(n_terms, dtype=np.int32)
+        new_id[np.fromiter((term_of[t] for t in terms_sorted), dtype=np.int64, count=n_terms)] = (
+            np.arange(n_terms, dtype=np.int32)
+        )
+        return terms_sorted, new_id
+
+
+def _read_documents(
+    docs: Iterable[Doc], tokenize: TokenizeFn, analyzer: Analyzer, keep_tokens: bool, where: str
+) -> _Read:
+    """Tokenise and count ``docs`` in turn; DataFormatError on a repeated document id."""
+    read = _Read(keep_tokens)
+    seen: set[str] = set()
+    for doc in docs:
+        if doc.id in seen:
+            raise DataFormatError(where, None, f"document id {doc.id!r} occurs more than once")
+        seen.add(doc.id)
+        read.add(doc, index_tokens(tokenize, doc, analyzer))
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class _Postings:
+    """Term-major postings (CSR by ``offsets``) and the per-term statistics they rest on."""
+
+    df: npt.NDArray[np.int32]
+    rsj: npt.NDArray[np.float64]  # as applied under the policy
+    dropped: npt.NDArray[np.bool_]  # terms whose postings the ``drop`` policy removed
+    offsets: npt.NDArray[np.int64]
+    terms: npt.NDArray[np.int32]
+    docs: npt.NDArray[np.int32]
+    tf: npt.NDArray[np.int32]
+
+
+def _postings(
+    terms: npt.NDArray[np.int32],
+    tfs: npt.NDArray[np.int32],
+    docnos: npt.NDArray[np.int32],
+    n_terms: int,
+    n_docs: int,
+    policy: RsjPolicy,
+) -> _Postings:
+    """The postings of the (document-major) ``(terms, tfs, docnos)`` sorted by term."""
+    df = np.bincount(terms, minlength=n_terms).astype(np.int32)
+    rsj_applied = rsj(df, n_docs, policy)
+    if policy is RsjPolicy.DROP:
+        dropped = rsj_raw(df, n_docs) < 0
+        keep = ~dropped[terms]
+        terms, tfs, docnos = terms[keep], tfs[keep], docnos[keep]
+    else:
+        dropped = np.zeros(n_terms, dtype=bool)
+
+    order = np.argsort(terms, kind="stable")  # document order is kept within each term
+    post_terms = terms[order]
+    return _Postings(
+        df=df,
+        rsj=rsj_applied,
+        dropped=dropped,
+        offsets=ptr_from_counts(np.bincount(post_terms, minlength=n_terms)),
+        terms=post_terms,
+        docs=docnos[order],
+        tf=tfs[order],
+    )
+
+
 def build_arrays(
     docs: Iterable[Doc],
     tokenize: TokenizeFn,
@@ -121,103 +227,65 @@ def build_arrays(
     indexed under the terms of the analysis chain ``analysis``."""
     analyzer = get_analyzer(analysis)
     policy = RsjPolicy(rsj_policy)
-    term_of: dict[str, int] = {}  # first-seen ids, renumbered to sorted order at the end
-    doc_ptr = array("q", [0])
-    term_col = array("i")
-    tf_col = array("i")
-    doc_len = array("i")
-    tokens_ptr = array("q", [0])
-    tokens_col = array("i")
-    ids, titles, texts = _Blob(), _Blob(), _Blob()
-    sources: dict[str, int] = {}
-    doc_source = array("H")
-    seen: set[str] = set()
+    read = _read_documents(docs, tokenize, analyzer, keep_tokens, where)
 
-    for doc in docs:
-        if doc.id in seen:
-            raise DataFormatError(where, None, f"document id {doc.id!r} occurs more than once")
-        seen.add(doc.id)
-        tokens = index_tokens(tokenize, doc, analyzer)
-        counts = Counter(tokens)
-        term_col.extend([term_of.setdefault(t, len(term_of)) for t in counts])
-        tf_col.extend(counts.values())
-        doc_ptr.append(len(term_col))
-        doc_len.append(len(tokens))
-        if keep_tokens:
-            tokens_col.extend([term_of[t] for t in tokens])
-            tokens_ptr.append(len(tokens_col))
-        ids.add(doc.id)
-        titles.add(doc.title)
-        texts.add(doc.text)
-        doc_source.append(sources.setdefault(doc.source, len(sources)))
-
-    n_docs = len(doc_len)
+    n_docs = len(read.doc_len)
     if n_docs == 0:
         raise InvalidInputError(f"{where}: no documents to index")
-    n_terms = len(term_of)
-    terms_sorted = sorted(term_of)
-    new_id = np.empty(n_terms, dtype=np.int32)
-    new_id[np.fromiter((term_of[t] for t in terms_sorted), dtype=np.int64, count=n_terms)] = (
-        np.arange(n_terms, dtype=np.int32)
-    )
+    n_terms = len(read.term_of)
+    terms_sorted, new_id = read.sorted_vocabulary()
     vocab_blob, vocab_offsets = encode_terms(terms_sorted)
 
-    terms = new_id[np.frombuffer(term_col, dtype=np.int32)]
-    tfs = np.frombuffer(tf_col, dtype=np.int32)
-    lengths = np.frombuffer(doc_len, dtype=np.int32).copy()
-    per_doc = np.diff(np.frombuffer(doc_ptr, dtype=np.int64)).astype(np.int64)
+    terms = new_id[np.frombuffer(read.term_col, dtype=np.int32)]
+    tfs = np.frombuffer(read.tf_col, dtype=np.int32)
+    lengths = np.frombuffer(read.doc_len, dtype=np.int32).copy()
+    per_doc = np.diff(np.frombuffer(read.doc_ptr, dtype=np.int64)).astype(np.int64)
     docnos = np.repeat(np.arange(n_docs, dtype=np.int32), per_doc)
-    df = np.bincount(terms, minlength=n_terms).astype(np.int32)
-    rsj_applied = rsj(df, n_docs, policy)
-    if policy is RsjPolicy.DROP:
-        dropped = rsj_raw(df, n_docs) < 0
-        keep = ~dropped[terms]
-        terms, tfs, docnos = terms[keep], tfs[keep], docnos[keep]
-    else:
-        dropped = np.zeros(n_terms, dtype=bool)
-
-    order = np.argsort(terms, kind="stable")  # document order is kept within each term
-    post_terms = terms[order]
-    post_docs = docnos[order]
-    post_tf_i32 = tfs[order]
-    offsets = ptr_from_counts(np.bincount(post_terms, minlength=n_terms))
+    post = _postings(terms, tfs, docnos, n_terms, n_docs, policy)
 
     avdl = float(lengths.sum()) / n_docs
     norm = length_norm(lengths, avdl, k1, b)
-    weights = (rsj_applied[post_terms] * tf_bm25(post_tf_i32, norm[post_docs])).astype(np.float32)
-    tf_dtype = np.uint16 if post_tf_i32.size == 0 or post_tf_i32.max() <= 0xFFFF else np.int32
+    weights = (post.rsj[post.terms] * tf_bm25(post.tf, norm[post.docs])).astype(np.float32)
+    tf_dtype = np.uint16 if post.tf.size == 0 or post.tf.max() <= 0xFFFF else np.int32
 
     arrays: dict[str, np.ndarray] = {
         "vocab_blob": vocab_blob,
         "vocab_offsets": vocab_offsets,
-        "df": df,
-        "rsj": rsj_applied.astype(np.float32),
-        "post_offsets": offsets,
-        "post_docs": post_docs.astype(np.int32),
-        "post_tf": post_tf_i32.astype(tf_dtype),
+        "df": post.df,
+        "rsj": post.rsj.astype(np.float32),
+        "post_offsets": post.offsets,
+        "post_docs": post.docs.astype(np.int32),
+        "post_tf": post.tf.astype(tf_dtype),
         "post_weight": weights,
         "doc_len": lengths,
-        "doc_source": np.frombuffer(doc_source, dtype=np.uint16).copy(),
+        "doc_source": np.frombuffer(read.doc_source, dtype=np.uint16).copy(),
     }
-    for name, blob in (("id", ids), ("title", titles), ("text", texts)):
+    for name, blob in (("id", read.ids), ("title", read.titles), ("text", read.texts)):
         arrays[f"{name}_blob"], arrays[f"{name}_offsets"] = blob.arrays()
     if keep_tokens:
-        arrays["tokens_offsets"] = np.frombuffer(tokens_ptr, dtype=np.int64).copy()
-        arrays["tokens"] = new_id[np.frombuffer(tokens_col, dtype=np.int32)]
-    raw = rsj_raw(df, n_docs)
-    stats: dict[str, Any] = {
+        arrays["tokens_offsets"] = np.frombuffer(read.tokens_ptr, dtype=np.int64).copy()
+        arrays["tokens"] = new_id[np.frombuffer(read.tokens_col, dtype=np.int32)]
+    return arrays, _build_stats(post, lengths, avdl, list(read.sources))
+
+
+def _build_stats(
+    post: _Postings, lengths: npt.NDArray[np.int32], avdl: float, sources: list[str]
+) -> dict[str, Any]:
+    """The counts a built index records in its manifest."""
+    n_docs = int(lengths.size)
+    raw = rsj_raw(post.df, n_docs)
+    return {
         "n_docs": n_docs,
-        "n_terms": n_terms,
-        "n_postings": int(post_docs.size),
+        "n_terms": int(post.df.size),
+        "n_postings": int(post.docs.size),
         "n_tokens": int(lengths.sum()),
         "avdl": avdl,
-        "sources": list(sources),
+        "sources": sources,
         "negative_rsj_terms": int((raw < 0).sum()),
         "zero_rsj_terms": int((raw == 0).sum()),
-        "negative_rsj_postings": int(df[raw < 0].sum()),
-        "dropped_terms": int(dropped.sum()),
+        "negative_rsj_postings": int(post.df[raw < 0].sum()),
+        "dropped_terms": int(post.dropped.sum()),
     }
-    return arrays, stats
 
 
 def build_in_memory(

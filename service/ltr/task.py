@@ -427,14 +427,7 @@ def train_ltr(
         outcome = train(backend, specs, start, build_dev=build_dev, epochs=p.epochs,
                         patience=p.patience, ctx=ScaledContext(ctx, 1.0 - share))  # fmt: skip
     Reporter(ctx).check()
-    heldout = None
-    if held_sel is not None and outcome.best_epoch == 0:
-        # the starting weights were kept: they rank the held-out queries as they did
-        n = float(len(held_sel.queries))
-        heldout = {"queries": n, "map_gain": 0.0, "p_map": 1.0, "detectable": 0.0}
-    elif held_sel is not None:
-        heldout = _heldout_comparison(bundle, index, held_sel, start, outcome.weights,
-                                      pop_limit, p, ctx)  # fmt: skip
+    heldout = _heldout_metrics(bundle, index, held_sel, start, outcome, pop_limit, p, ctx)
     metrics = _metrics(outcome, train_sel, len(built[0].queries), len(specs), heldout)
     offer = _offer(metrics)
     metrics["activation_offered"] = float(offer.offered)
@@ -443,14 +436,7 @@ def train_ltr(
     version = _store(bundle, outcome.weights, p, len(specs), metrics, active.version)
     activated = p.activate and offer.offered
     if activated:
-        from service.retrieval.versions import activate_version
-
-        try:
-            activate_version(bundle, version, index)
-        except ClirError as exc:
-            raise ConflictError(
-                f"stored weights version {version} but did not activate it: {exc}"
-            ) from exc
+        _activate(bundle, version, index)
     return LtrResult(
         version=version,
         model=str(p.model),
@@ -461,6 +447,39 @@ def train_ltr(
         train=train_sel,
         dev_failed=len(built[0].failed),
     )
+
+
+def _heldout_metrics(
+    bundle: ModelBundle,
+    index: InvertedIndex,
+    held: Selection | None,
+    start: Mapping[str, float],
+    outcome: TrainOutcome,
+    pop_limit: int,
+    p: LtrParams,
+    ctx: JobContext,
+) -> dict[str, float] | None:
+    """The held-out comparison when queries were held out (:func:`_heldout_comparison`), or
+    no gain at all when training kept the starting weights."""
+    if held is None:
+        return None
+    if outcome.best_epoch == 0:
+        # the starting weights were kept: they rank the held-out queries as they did
+        n = float(len(held.queries))
+        return {"queries": n, "map_gain": 0.0, "p_map": 1.0, "detectable": 0.0}
+    return _heldout_comparison(bundle, index, held, start, outcome.weights, pop_limit, p, ctx)
+
+
+def _activate(bundle: ModelBundle, version: str, index: InvertedIndex) -> None:
+    """Activate the stored ``version``; ConflictError if the service cannot score with it."""
+    from service.retrieval.versions import activate_version
+
+    try:
+        activate_version(bundle, version, index)
+    except ClirError as exc:
+        raise ConflictError(
+            f"stored weights version {version} but did not activate it: {exc}"
+        ) from exc
 
 
 def _metrics(

@@ -488,16 +488,7 @@ def write_encoded(enc: EncodedRules, path: str | Path) -> Path:
     labels, label_map = _vocab_remap(list(enc.labels))
     src_vocab, src_map = _vocab_remap(list(enc.source_vocab))
     tgt_vocab, tgt_map = _vocab_remap(list(enc.target_vocab))
-    src_flat = _remap_symbols(np.asarray(enc.source, np.int64), src_map, label_map)
-    tgt_flat = _remap_symbols(np.asarray(enc.target, np.int64), tgt_map, label_map)
-    src_off = np.asarray(enc.source_offsets, np.int64)
-    tgt_off = np.asarray(enc.target_offsets, np.int64)
-    src = _padded(src_flat, src_off)
-    tgt = _padded(tgt_flat, tgt_off)
-    src_len = np.diff(src_off)
-    tgt_len = np.diff(tgt_off)
-    _check_rules(src, tgt, src_len, tgt_len, enc)
-    del src_flat, tgt_flat
+    src, tgt, src_len, tgt_len = _padded_sides(enc, src_map, tgt_map, label_map)
 
     # rules grouped by source side, patterns in lexicographic order
     order = _lexsort_rows(src)
@@ -512,15 +503,8 @@ def write_encoded(enc: EncodedRules, path: str | Path) -> Path:
     trie_keys, trie_pattern = _build_trie(pat, pat_len)
     del pat
 
-    # interned target sides
-    t_order = _lexsort_rows(tgt)
-    tgt_sorted = tgt[t_order]
-    t_first = _row_starts(tgt_sorted)
-    target_id = np.empty(n, dtype=np.int64)
-    target_id[t_order] = np.cumsum(t_first) - 1
-    t_rows = np.flatnonzero(t_first)
-    target_symbols, target_offsets = _unpad(tgt_sorted[t_rows], tgt_len[t_order][t_rows])
-    del tgt, tgt_sorted
+    target_id, target_symbols, target_offsets = _intern_targets(tgt, tgt_len)
+    del tgt
 
     align, align_off = _gather_segments(
         np.asarray(enc.alignment), np.asarray(enc.alignment_offsets, np.int64), order
@@ -559,6 +543,37 @@ def write_encoded(enc: EncodedRules, path: str | Path) -> Path:
         "arrays": {},
     }
     return _write_dir(Path(path), arrays, manifest)
+
+
+def _padded_sides(
+    enc: EncodedRules, src_map: I64, tgt_map: I64, label_map: I64
+) -> tuple[I64, I64, I64, I64]:
+    """``(source, target, source lengths, target lengths)``: both sides of every rule with
+    terminals and labels renumbered by the maps, as matrices padded with ``PAD``; an
+    :class:`InvalidRuleError` if a rule's gaps or alignment break :func:`_check_rules`."""
+    src_flat = _remap_symbols(np.asarray(enc.source, np.int64), src_map, label_map)
+    tgt_flat = _remap_symbols(np.asarray(enc.target, np.int64), tgt_map, label_map)
+    src_off = np.asarray(enc.source_offsets, np.int64)
+    tgt_off = np.asarray(enc.target_offsets, np.int64)
+    src = _padded(src_flat, src_off)
+    tgt = _padded(tgt_flat, tgt_off)
+    src_len = np.diff(src_off)
+    tgt_len = np.diff(tgt_off)
+    _check_rules(src, tgt, src_len, tgt_len, enc)
+    return src, tgt, src_len, tgt_len
+
+
+def _intern_targets(tgt: I64, tgt_len: I64) -> tuple[I64, I64, I64]:
+    """The distinct target sides, sorted: each rule's target id, and the sides' symbols and
+    offsets."""
+    t_order = _lexsort_rows(tgt)
+    tgt_sorted = tgt[t_order]
+    t_first = _row_starts(tgt_sorted)
+    target_id = np.empty(len(tgt), dtype=np.int64)
+    target_id[t_order] = np.cumsum(t_first) - 1
+    t_rows = np.flatnonzero(t_first)
+    target_symbols, target_offsets = _unpad(tgt_sorted[t_rows], tgt_len[t_order][t_rows])
+    return target_id, target_symbols, target_offsets
 
 
 def _compact(offsets: I64) -> npt.NDArray[np.int32] | I64:

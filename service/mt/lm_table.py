@@ -1056,95 +1056,17 @@ def _read_arpa(path: Path) -> _Arpa:
     stat = path.stat()
     data = path.read_bytes()
     sha256 = hashlib.sha256(data).hexdigest()
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise DataFormatError(path, None, f"corrupt or truncated gzip file: {exc}") from exc
+    data = _gunzipped(path, data)
 
     def fail(offset: int | None, reason: str) -> DataFormatError:
         return DataFormatError(path, None if offset is None else _line_no(data, offset), reason)
 
     counts, pos = _read_counts(data, fail)
     order = len(counts)
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts = np.zeros(order + 2, np.int64)
-    for n in range(2, order + 1):
-        starts[n + 1] = starts[n] + counts[n - 1]
-    rows = int(starts[order + 1])
-    ngram_words = np.full((rows, order), -1, dtype=np.int32)
-    ngram_probs = np.empty(rows, np.float32)
-    ngram_backoffs = np.empty(rows, np.float32)
-    ngram_lines = np.empty(rows, np.int64)
-    ngram_inexact = np.empty(rows, np.int8)
-    uni_spans = np.empty((counts[0], 2), np.int64)
-    uni_probs = np.empty(counts[0], np.float32)
-    uni_backoffs = np.empty(counts[0], np.float32)
-    uni_lines = np.empty(counts[0], np.int64)
-    uni_inexact = np.empty(counts[0], np.int8)
-    vocab, vocab_exact = np.zeros(4, np.uint64), True
-    words: list[str] = []
-    for n in range(1, order + 1):
-        offset, line = next(((o, ln) for o, ln in _lines(data, pos) if ln), (len(data), b""))
-        if line != f"\\{n}-grams:".encode():
-            what = _show(line) if line else "the end of the file"
-            raise fail(offset if line else None, f"expected the \\{n}-grams: header, got {what}")
-        pos = _next_line(data, offset)
-        if n == 1:
-            outs = (
-                np.empty((0, order), np.int32),
-                uni_probs,
-                uni_backoffs,
-                uni_inexact,
-                uni_lines,
-                uni_spans,
-            )
-        else:
-            lo, hi = int(starts[n]), int(starts[n + 1])
-            outs = (
-                ngram_words[lo:hi],
-                ngram_probs[lo:hi],
-                ngram_backoffs[lo:hi],
-                ngram_inexact[lo:hi],
-                ngram_lines[lo:hi],
-                np.empty((0, 2), np.int64),
-            )
-        status, pos, read, detail = _scan_section(buf, pos, n, vocab, vocab_exact, uni_spans, *outs)
-        count = counts[n - 1]
-        if status == _TOO_MANY:
-            raise fail(pos, f"the \\{n}-grams: section has more than the {count} lines declared")
-        if status == _FIELDS:
-            raise fail(pos, f"a {n}-gram line needs {n + 1} or {n + 2} fields, got {detail}")
-        if status == _UNKNOWN_WORD:
-            word = _FIELD_SEP.split(_line_text(data, pos))[1 + detail]
-            raise fail(pos, f"the word {word!r} of this {n}-gram is not listed as a unigram")
-        if read != count:
-            where = pos if pos < len(data) else None
-            raise fail(
-                where, f"the \\{n}-grams: section has {read} lines, its header declares {count}"
-            )
-        if n == 1:
-            words = _decode_words(path, data, uni_spans, uni_lines)
-            vocab, vocab_exact = _vocab(path, data, buf, words, uni_spans, uni_lines)
-    tail = list(islice((item for item in _lines(data, pos) if item[1]), 2))
-    if not tail or tail[0][1] != b"\\end\\":
-        got = f"got {_show(tail[0][1])}" if tail else "the file ends"
-        raise fail(tail[0][0] if tail else None, f"expected \\end\\ after the {order}-grams, {got}")
-    if len(tail) > 1:
-        raise fail(tail[1][0], "text after \\end\\")
-    _fix_numbers(path, data, uni_probs, uni_backoffs, uni_inexact, uni_lines, 1, order)
-    for n in range(2, order + 1):
-        part = slice(int(starts[n]), int(starts[n + 1]))
-        _fix_numbers(
-            path,
-            data,
-            ngram_probs[part],
-            ngram_backoffs[part],
-            ngram_inexact[part],
-            ngram_lines[part],
-            n,
-            order,
-        )
+    columns = _Columns.allocate(counts)
+    words, pos = _read_sections(path, data, pos, counts, columns, fail)
+    _read_end(data, pos, order, fail)
+    _fix_all_numbers(path, data, columns, order)
     return _Arpa(
         path=path,
         data=data,
@@ -1154,20 +1076,202 @@ def _read_arpa(path: Path) -> _Arpa:
         order=order,
         counts=tuple(counts),
         words=words,
-        uni_probs=uni_probs,
-        uni_backoffs=uni_backoffs,
-        uni_lines=uni_lines,
-        ngram_words=ngram_words,
-        starts=starts,
-        ngram_probs=ngram_probs,
-        ngram_backoffs=ngram_backoffs,
-        ngram_lines=ngram_lines,
+        uni_probs=columns.uni_probs,
+        uni_backoffs=columns.uni_backoffs,
+        uni_lines=columns.uni_lines,
+        ngram_words=columns.ngram_words,
+        starts=columns.starts,
+        ngram_probs=columns.ngram_probs,
+        ngram_backoffs=columns.ngram_backoffs,
+        ngram_lines=columns.ngram_lines,
     )
 
 
-def _read_counts(
-    data: bytes, fail: Callable[[int | None, str], DataFormatError]
-) -> tuple[list[int], int]:
+def _gunzipped(path: Path, data: bytes) -> bytes:
+    """``data`` decompressed if it is gzip (by its magic bytes), else as it is."""
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise DataFormatError(path, None, f"corrupt or truncated gzip file: {exc}") from exc
+    return data
+
+
+@dataclass(frozen=True, eq=False)
+class _Columns:
+    """The arrays :func:`_scan_section` fills: the unigrams by id, higher orders by row.
+
+    Rows of order n are ``starts[n]:starts[n+1]`` (n >= 2), right-aligned in ``ngram_words``
+    as in :class:`_Arpa`; ``*_inexact`` flags the numbers the compiled parser leaves to
+    :func:`_fix_numbers`, ``uni_spans`` holds the byte span of each unigram's word.
+    """
+
+    starts: NDArray[np.int64]
+    ngram_words: NDArray[np.int32]
+    ngram_probs: NDArray[np.float32]
+    ngram_backoffs: NDArray[np.float32]
+    ngram_lines: NDArray[np.int64]
+    ngram_inexact: NDArray[np.int8]
+    uni_spans: NDArray[np.int64]
+    uni_probs: NDArray[np.float32]
+    uni_backoffs: NDArray[np.float32]
+    uni_lines: NDArray[np.int64]
+    uni_inexact: NDArray[np.int8]
+
+    @classmethod
+    def allocate(cls, counts: Sequence[int]) -> _Columns:
+        """Uninitialised arrays for the declared counts (``counts[n - 1]`` n-grams of order n)."""
+        order = len(counts)
+        starts = np.zeros(order + 2, np.int64)
+        for n in range(2, order + 1):
+            starts[n + 1] = starts[n] + counts[n - 1]
+        rows = int(starts[order + 1])
+        return cls(
+            starts=starts,
+            ngram_words=np.full((rows, order), -1, dtype=np.int32),
+            ngram_probs=np.empty(rows, np.float32),
+            ngram_backoffs=np.empty(rows, np.float32),
+            ngram_lines=np.empty(rows, np.int64),
+            ngram_inexact=np.empty(rows, np.int8),
+            uni_spans=np.empty((counts[0], 2), np.int64),
+            uni_probs=np.empty(counts[0], np.float32),
+            uni_backoffs=np.empty(counts[0], np.float32),
+            uni_lines=np.empty(counts[0], np.int64),
+            uni_inexact=np.empty(counts[0], np.int8),
+        )
+
+    def section(
+        self, n: int
+    ) -> tuple[
+        NDArray[np.int32],
+        NDArray[np.float32],
+        NDArray[np.float32],
+        NDArray[np.int8],
+        NDArray[np.int64],
+        NDArray[np.int64],
+    ]:
+        """The output arguments of :func:`_scan_section` for the section of order ``n``.
+
+        ``(words, probs, backoffs, inexact, lines, spans)``: the unigrams have no words to
+        match and give their spans; higher orders give views of their rows and no spans.
+        """
+        if n == 1:
+            return (
+                np.empty((0, self.ngram_words.shape[1]), np.int32),
+                self.uni_probs,
+                self.uni_backoffs,
+                self.uni_inexact,
+                self.uni_lines,
+                self.uni_spans,
+            )
+        lo, hi = int(self.starts[n]), int(self.starts[n + 1])
+        return (
+            self.ngram_words[lo:hi],
+            self.ngram_probs[lo:hi],
+            self.ngram_backoffs[lo:hi],
+            self.ngram_inexact[lo:hi],
+            self.ngram_lines[lo:hi],
+            np.empty((0, 2), np.int64),
+        )
+
+
+_Fail = Callable[[int | None, str], DataFormatError]  # the error at an offset (None: no line)
+
+
+def _read_sections(
+    path: Path, data: bytes, pos: int, counts: Sequence[int], columns: _Columns, fail: _Fail
+) -> tuple[list[str], int]:
+    """The ``\\n-grams:`` sections from ``pos`` on, into ``columns``.
+
+    The unigrams' words (by id) and the offset after the last section. The unigrams are read
+    first; their words then give the word -> id table the higher orders are matched with.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    vocab, vocab_exact = np.zeros(4, np.uint64), True
+    words: list[str] = []
+    for n in range(1, len(counts) + 1):
+        pos = _read_section_header(data, pos, n, fail)
+        status, pos, read, detail = _scan_section(
+            buf, pos, n, vocab, vocab_exact, columns.uni_spans, *columns.section(n)
+        )
+        _check_section(data, fail, n, counts[n - 1], status, pos, read, detail)
+        if n == 1:
+            words = _decode_words(path, data, columns.uni_spans, columns.uni_lines)
+            vocab, vocab_exact = _vocab(
+                path, data, buf, words, columns.uni_spans, columns.uni_lines
+            )
+    return words, pos
+
+
+def _read_section_header(data: bytes, pos: int, n: int, fail: _Fail) -> int:
+    """The ``\\n-grams:`` line at the first non-empty line from ``pos``; the offset after it."""
+    offset, line = next(((o, ln) for o, ln in _lines(data, pos) if ln), (len(data), b""))
+    if line != f"\\{n}-grams:".encode():
+        what = _show(line) if line else "the end of the file"
+        raise fail(offset if line else None, f"expected the \\{n}-grams: header, got {what}")
+    return _next_line(data, offset)
+
+
+def _check_section(
+    data: bytes,
+    fail: _Fail,
+    n: int,
+    count: int,
+    status: int,
+    pos: int,
+    read: int,
+    detail: int,
+) -> None:
+    """The error of a section :func:`_scan_section` stopped in, or of its line count."""
+    if status == _TOO_MANY:
+        raise fail(pos, f"the \\{n}-grams: section has more than the {count} lines declared")
+    if status == _FIELDS:
+        raise fail(pos, f"a {n}-gram line needs {n + 1} or {n + 2} fields, got {detail}")
+    if status == _UNKNOWN_WORD:
+        word = _FIELD_SEP.split(_line_text(data, pos))[1 + detail]
+        raise fail(pos, f"the word {word!r} of this {n}-gram is not listed as a unigram")
+    if read != count:
+        where = pos if pos < len(data) else None
+        raise fail(where, f"the \\{n}-grams: section has {read} lines, its header declares {count}")
+
+
+def _read_end(data: bytes, pos: int, order: int, fail: _Fail) -> None:
+    """``\\end\\`` as the first non-empty line from ``pos``, and nothing after it."""
+    tail = list(islice((item for item in _lines(data, pos) if item[1]), 2))
+    if not tail or tail[0][1] != b"\\end\\":
+        got = f"got {_show(tail[0][1])}" if tail else "the file ends"
+        raise fail(tail[0][0] if tail else None, f"expected \\end\\ after the {order}-grams, {got}")
+    if len(tail) > 1:
+        raise fail(tail[1][0], "text after \\end\\")
+
+
+def _fix_all_numbers(path: Path, data: bytes, columns: _Columns, order: int) -> None:
+    """:func:`_fix_numbers` for the unigrams, then for each higher order in turn."""
+    _fix_numbers(
+        path,
+        data,
+        columns.uni_probs,
+        columns.uni_backoffs,
+        columns.uni_inexact,
+        columns.uni_lines,
+        1,
+        order,
+    )
+    for n in range(2, order + 1):
+        part = slice(int(columns.starts[n]), int(columns.starts[n + 1]))
+        _fix_numbers(
+            path,
+            data,
+            columns.ngram_probs[part],
+            columns.ngram_backoffs[part],
+            columns.ngram_inexact[part],
+            columns.ngram_lines[part],
+            n,
+            order,
+        )
+
+
+def _read_counts(data: bytes, fail: _Fail) -> tuple[list[int], int]:
     """The ``\\data\\`` header: the counts by order, and the offset of the first section."""
     lines = _lines(data, 0)
     for offset, line in lines:
@@ -1527,8 +1631,6 @@ def _verify(
     chunk: int = 1 << 20,
 ) -> _VerifyReport:
     """Compare the table with KenLM (see the module docstring); DataFormatError on mismatch."""
-    import kenlm
-
     table = built.table
     started = time.perf_counter()
     model = _kenlm_model(arpa.path)
@@ -1537,72 +1639,12 @@ def _verify(
         raise DataFormatError(
             arpa.path, None, f"KenLM reads order {model.order}, not {table.order}"
         )
-    arrays = table.arrays()
-    words, order = arpa.words, table.order
+    words = arpa.words
     mismatches: list[str] = []
-    total = 0
-
-    def mismatch(what: str, ours: float, theirs: float) -> None:
-        if len(mismatches) < 5:
-            mismatches.append(f"{what}: table {ours!r}, KenLM {theirs!r}")
-
-    def same(ours: NDArray[np.float32], theirs: NDArray[np.float32]) -> NDArray[np.bool_]:
-        return ours.view(np.int32) == theirs.view(np.int32)  # type: ignore[no-any-return]
-
-    # unigrams, from the null context
-    null, sink = kenlm.State(), kenlm.State()
-    model.NullContextWrite(null)
-    theirs_uni = np.array(
-        [model.BaseScore(null, w, sink) if w != BOS else 0.0 for w in words], np.float64
-    ).astype(np.float32)
-    ids = np.arange(len(words), dtype=np.int64)
-    no_context = np.zeros((len(words), 1), np.int64)
-    ours_uni = _logp10_batch(*arrays, no_context, np.zeros(len(words), np.int64), ids)
-    ours_uni[table.bos] = theirs_uni[table.bos]
-    for i in np.flatnonzero(~same(ours_uni, theirs_uni)).tolist():
-        mismatch(f"p({words[i]})", float(ours_uni[i]), float(theirs_uni[i]))
-    total += len(words) - 1
-    # orders >= 2: every prefix of the rows that are no other row's context
-    scored = np.zeros(table.keys.shape[0], np.bool_)
-    for n in range(2, order + 1):
-        lo, hi = int(arpa.starts[n]), int(arpa.starts[n + 1])
-        rows = np.flatnonzero(~built.is_context[lo:hi]) + lo
-        starts_bos = arpa.ngram_words[rows, order - n] == table.bos
-        for skip_first in (False, True):
-            group = rows[starts_bos == skip_first]
-            per_row = n - (1 if skip_first else 0)
-            for c0 in range(0, group.shape[0], chunk):
-                part = group[c0 : c0 + chunk]
-                ours = _prefix_scores(
-                    *arrays,
-                    arpa.ngram_words,
-                    part,
-                    n,
-                    skip_first,
-                    np.uint64(_KEY_MASK),
-                    scored,
-                )
-                theirs = _kenlm_prefix_scores(model, arpa, part, n, skip_first)
-                targets = arpa.ngram_words[part][:, order - per_row :].ravel()
-                bad = np.flatnonzero(~same(ours, theirs) & (targets != table.bos))
-                for q in bad[:5].tolist():
-                    row, k = int(part[q // per_row]), q % per_row + n - per_row
-                    ngram = arpa.ngram_text(row, order - n, k + 1)
-                    mismatch(f"{ngram!r}", float(ours[q]), float(theirs[q]))
-                total += int(np.count_nonzero(targets != table.bos))
-    listed_bos = arpa.ngram_words[:, order - 1] == table.bos
-    checked = scored[built.row_slot]
-    unchecked = np.flatnonzero(~checked & ~listed_bos)
-    if unchecked.size:  # every listed n-gram is a prefix of a row that is nobody's context
-        raise AssertionError(f"{unchecked.size} n-grams were not verified")
-    # random queries, through the full backoff paths
-    ctxs, nctxs, qwords, texts = _random_queries(table, arpa, random_queries, seed)
-    ours_q = _logp10_batch(*arrays, ctxs, nctxs, qwords)
-    theirs_q = np.array([_kenlm_score(model, c, w) for c, w in texts], np.float64)
-    theirs_q32 = theirs_q.astype(np.float32)
-    for q in np.flatnonzero(~same(ours_q, theirs_q32)).tolist():
-        context, word = texts[q]
-        mismatch(f"p({word} | {' '.join(context)})", float(ours_q[q]), float(theirs_q32[q]))
+    total = _verify_unigrams(model, table, words, mismatches)
+    scores, ngrams = _verify_ngrams(model, built, arpa, chunk, mismatches)
+    total += scores
+    queries = _verify_random_queries(model, table, arpa, random_queries, seed, mismatches)
     if mismatches:
         raise DataFormatError(
             arpa.path,
@@ -1610,8 +1652,123 @@ def _verify(
             "the LM table differs from KenLM (a bug in service.mt.lm_table; the table is not "
             "used): " + "; ".join(mismatches),
         )
-    checked_count = int(np.count_nonzero(checked & ~listed_bos)) + len(words) - 1
-    return _VerifyReport(checked_count, total, len(texts), load_seconds)
+    checked_count = ngrams + len(words) - 1
+    return _VerifyReport(checked_count, total, queries, load_seconds)
+
+
+def _mismatch(mismatches: list[str], what: str, ours: float, theirs: float) -> None:
+    """Note a difference, keeping the first five for the error message."""
+    if len(mismatches) < 5:
+        mismatches.append(f"{what}: table {ours!r}, KenLM {theirs!r}")
+
+
+def _same(ours: NDArray[np.float32], theirs: NDArray[np.float32]) -> NDArray[np.bool_]:
+    """Bit for bit equal (so ``-0.0`` differs from ``0.0``)."""
+    return ours.view(np.int32) == theirs.view(np.int32)  # type: ignore[no-any-return]
+
+
+def _verify_unigrams(model: Any, table: LmTable, words: list[str], mismatches: list[str]) -> int:
+    """Every unigram but ``<s>`` from the null context; the number of scores compared."""
+    import kenlm
+
+    null, sink = kenlm.State(), kenlm.State()
+    model.NullContextWrite(null)
+    theirs_uni = np.array(
+        [model.BaseScore(null, w, sink) if w != BOS else 0.0 for w in words], np.float64
+    ).astype(np.float32)
+    ids = np.arange(len(words), dtype=np.int64)
+    no_context = np.zeros((len(words), 1), np.int64)
+    ours_uni = _logp10_batch(*table.arrays(), no_context, np.zeros(len(words), np.int64), ids)
+    ours_uni[table.bos] = theirs_uni[table.bos]
+    for i in np.flatnonzero(~_same(ours_uni, theirs_uni)).tolist():
+        _mismatch(mismatches, f"p({words[i]})", float(ours_uni[i]), float(theirs_uni[i]))
+    return len(words) - 1
+
+
+def _verify_ngrams(
+    model: Any, built: _Built, arpa: _Arpa, chunk: int, mismatches: list[str]
+) -> tuple[int, int]:
+    """Orders >= 2: every prefix of the rows that are no other row's context.
+
+    ``(scores compared, listed n-grams checked)``; AssertionError if a listed n-gram (other
+    than one ending in ``<s>``) was not among the prefixes scored.
+    """
+    table = built.table
+    order = table.order
+    total = 0
+    scored = np.zeros(table.keys.shape[0], np.bool_)
+    for n in range(2, order + 1):
+        lo, hi = int(arpa.starts[n]), int(arpa.starts[n + 1])
+        rows = np.flatnonzero(~built.is_context[lo:hi]) + lo
+        starts_bos = arpa.ngram_words[rows, order - n] == table.bos
+        for skip_first in (False, True):
+            group = rows[starts_bos == skip_first]
+            for c0 in range(0, group.shape[0], chunk):
+                part = group[c0 : c0 + chunk]
+                total += _verify_prefixes(
+                    model, table, arpa, part, n, skip_first, scored, mismatches
+                )
+    listed_bos = arpa.ngram_words[:, order - 1] == table.bos
+    checked = scored[built.row_slot]
+    unchecked = np.flatnonzero(~checked & ~listed_bos)
+    if unchecked.size:  # every listed n-gram is a prefix of a row that is nobody's context
+        raise AssertionError(f"{unchecked.size} n-grams were not verified")
+    return total, int(np.count_nonzero(checked & ~listed_bos))
+
+
+def _verify_prefixes(
+    model: Any,
+    table: LmTable,
+    arpa: _Arpa,
+    part: NDArray[np.int64],
+    n: int,
+    skip_first: bool,
+    scored: NDArray[np.bool_],
+    mismatches: list[str],
+) -> int:
+    """Compare the score of every word of some rows of order ``n`` given the words before it.
+
+    ``skip_first``: the rows start with ``<s>``, which is not scored. Marks the slots of the
+    prefixes scored in ``scored``; the number of scores compared (words other than ``<s>``).
+    """
+    order = table.order
+    per_row = n - (1 if skip_first else 0)
+    ours = _prefix_scores(
+        *table.arrays(),
+        arpa.ngram_words,
+        part,
+        n,
+        skip_first,
+        np.uint64(_KEY_MASK),
+        scored,
+    )
+    theirs = _kenlm_prefix_scores(model, arpa, part, n, skip_first)
+    targets = arpa.ngram_words[part][:, order - per_row :].ravel()
+    bad = np.flatnonzero(~_same(ours, theirs) & (targets != table.bos))
+    for q in bad[:5].tolist():
+        row, k = int(part[q // per_row]), q % per_row + n - per_row
+        ngram = arpa.ngram_text(row, order - n, k + 1)
+        _mismatch(mismatches, f"{ngram!r}", float(ours[q]), float(theirs[q]))
+    return int(np.count_nonzero(targets != table.bos))
+
+
+def _verify_random_queries(
+    model: Any, table: LmTable, arpa: _Arpa, count: int, seed: int, mismatches: list[str]
+) -> int:
+    """:func:`_random_queries`, through the full backoff paths; the number of queries."""
+    ctxs, nctxs, qwords, texts = _random_queries(table, arpa, count, seed)
+    ours_q = _logp10_batch(*table.arrays(), ctxs, nctxs, qwords)
+    theirs_q = np.array([_kenlm_score(model, c, w) for c, w in texts], np.float64)
+    theirs_q32 = theirs_q.astype(np.float32)
+    for q in np.flatnonzero(~_same(ours_q, theirs_q32)).tolist():
+        context, word = texts[q]
+        _mismatch(
+            mismatches,
+            f"p({word} | {' '.join(context)})",
+            float(ours_q[q]),
+            float(theirs_q32[q]),
+        )
+    return len(texts)
 
 
 # --------------------------------------------------------------------------- build and cache

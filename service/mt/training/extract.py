@@ -957,45 +957,21 @@ def extract_rules(
         raise ConfigurationError(f"shards={shards}: need at least one pass")
     width = config.max_initial_target
     kept_targets = _SideTable(width, table_capacity)  # target sides of kept rules
-    kept: list[tuple[I32, I64, I64, F64, I32, U64, F64]] = []
+    kept: list[_Kept] = []
     instances = unfiltered = 0
     buffers = _Buffers(buffer_rows)
     for shard in range(n_shards):
-        src_table = _SideTable(config.max_rule_symbols, table_capacity)
-        tgt_table = _SideTable(width, table_capacity)
-        part, n_inst = _one_pass(
-            corpus, config, (n_shards, shard), src_table, tgt_table, buffers, progress
+        shard_kept, n_inst, n_rules = _extract_shard(
+            corpus, config, (n_shards, shard), kept_targets, buffers, table_capacity, progress
         )
+        kept.append(shard_kept)
         instances += n_inst
-        keys, masks, counts, sentences = _per_rule(part)
-        del part
-        unfiltered += len(keys)
-        sid, tid = keys >> 32, keys & 0xFFFFFFFF
-        del keys
-        source_marginal = np.bincount(sid, weights=counts, minlength=int(src_table.count[0]))
-        rows = src_table.rows
-        gapped = ((rows == GAP1) | (rows == GAP2)).any(axis=1)
-        keep = ~gapped[sid] | (sentences >= config.min_hierarchical_count)
-        used, new_sid = np.unique(sid[keep], return_inverse=True)
-        used_t, new_tid = np.unique(tid[keep], return_inverse=True)
-        global_tid = _intern_all(kept_targets, tgt_table.rows[used_t])
-        kept.append(
-            (
-                rows[used].copy(),
-                new_sid.astype(np.int64),
-                global_tid[new_tid],
-                counts[keep],
-                sentences[keep],
-                masks[keep],
-                source_marginal[used],
-            )
-        )
-        del src_table, tgt_table, rows, sid, tid, counts, sentences, masks, keep
+        unfiltered += n_rules
     target_marginal = _target_marginals(corpus, config, kept_targets, buffers, n_shards, progress)
     del buffers
-    source_sides = np.concatenate([k[0] for k in kept])
-    offsets = ptr_from_counts([len(k[0]) for k in kept])
-    source_id = np.concatenate([k[1] + off for k, off in zip(kept, offsets, strict=False)])
+    source_sides = np.concatenate([k.source_sides for k in kept])
+    offsets = ptr_from_counts([len(k.source_sides) for k in kept])
+    source_id = np.concatenate([k.source_id + off for k, off in zip(kept, offsets, strict=False)])
     return RuleCounts(
         config=config,
         source_vocab=corpus.source_vocab,
@@ -1003,16 +979,68 @@ def extract_rules(
         source_sides=source_sides,
         target_sides=kept_targets.rows.copy(),
         source_id=source_id.astype(np.int32),
-        target_id=np.concatenate([k[2] for k in kept]).astype(np.int32),
-        count=np.concatenate([k[3] for k in kept]),
-        sentences=np.concatenate([k[4] for k in kept]),
-        alignment=np.concatenate([k[5] for k in kept]),
-        source_marginal=np.concatenate([k[6] for k in kept]),
+        target_id=np.concatenate([k.target_id for k in kept]).astype(np.int32),
+        count=np.concatenate([k.counts for k in kept]),
+        sentences=np.concatenate([k.sentences for k in kept]),
+        alignment=np.concatenate([k.alignment for k in kept]),
+        source_marginal=np.concatenate([k.source_marginal for k in kept]),
         target_marginal=target_marginal,
         instances=instances,
         unfiltered=unfiltered,
         shards=n_shards,
     )
+
+
+class _Kept(NamedTuple):
+    """The rules one pass keeps, their source sides numbered within the pass."""
+
+    source_sides: I32  # the source sides of the kept rules, as rows
+    source_id: I64  # per rule: its source side's row in ``source_sides``
+    target_id: I64  # per rule: its target side's id among the target sides of kept rules
+    counts: F64
+    sentences: I32
+    alignment: U64  # the most frequent alignment mask
+    source_marginal: F64  # per source side: the summed count of all its rules in the pass
+
+
+def _extract_shard(
+    corpus: EncodedCorpus,
+    config: ExtractionConfig,
+    shard: tuple[int, int],
+    kept_targets: _SideTable,
+    buffers: _Buffers,
+    table_capacity: int,
+    progress: Callable[[int], None] | None,
+) -> tuple[_Kept, int, int]:
+    """One pass of :func:`extract_rules` over the rules whose source side hashes to
+    ``shard`` (number of shards, this shard): the rules kept by the min-count filter of rules
+    with gaps (their target sides interned in ``kept_targets``), the instances extracted and
+    the distinct rules before the filter."""
+    src_table = _SideTable(config.max_rule_symbols, table_capacity)
+    tgt_table = _SideTable(config.max_initial_target, table_capacity)
+    part, n_inst = _one_pass(corpus, config, shard, src_table, tgt_table, buffers, progress)
+    keys, masks, counts, sentences = _per_rule(part)
+    del part
+    unfiltered = len(keys)
+    sid, tid = keys >> 32, keys & 0xFFFFFFFF
+    del keys
+    source_marginal = np.bincount(sid, weights=counts, minlength=int(src_table.count[0]))
+    rows = src_table.rows
+    gapped = ((rows == GAP1) | (rows == GAP2)).any(axis=1)
+    keep = ~gapped[sid] | (sentences >= config.min_hierarchical_count)
+    used, new_sid = np.unique(sid[keep], return_inverse=True)
+    used_t, new_tid = np.unique(tid[keep], return_inverse=True)
+    global_tid = _intern_all(kept_targets, tgt_table.rows[used_t])
+    kept = _Kept(
+        rows[used].copy(),
+        new_sid.astype(np.int64),
+        global_tid[new_tid],
+        counts[keep],
+        sentences[keep],
+        masks[keep],
+        source_marginal[used],
+    )
+    return kept, n_inst, unfiltered
 
 
 def _intern_all(table: _SideTable, rows: I32) -> I64:

@@ -295,8 +295,27 @@ def estimate_from_encoded(
             f"the LM text has no {len(orders) + 1}-gram (its sentences are too short for an "
             f"order-{order} model); use a lower order or more text"
         )
+    adjusted = _adjusted_counts(orders)
+    stats, discounts, keeps = _order_discounts(
+        orders, adjusted, prune_singletons, discount_fallback
+    )
+    probs, gammas = _interpolate(orders, adjusted, discounts, keeps, vocab_size)
+    return KneserNeyModel(
+        order,
+        corpus.vocab,
+        _arpa_tables(orders, probs, gammas, keeps),
+        stats,
+        corpus.sentences,
+        corpus.words,
+        corpus.empty_lines,
+        corpus.special_tokens_dropped,
+    )
 
-    # adjusted counts (Heafield et al. 2013 §3.2)
+
+def _adjusted_counts(orders: Sequence[_Order]) -> list[Ints]:
+    """The adjusted counts of every order (Heafield et al. 2013 §3.2): the raw counts for the
+    highest order and n-grams starting with ``<s>``, else continuation counts."""
+    order = len(orders)
     adjusted: list[Ints] = [np.empty(0, np.int64)] * order
     adjusted[order - 1] = orders[order - 1].raw
     for n in range(order - 1, 0, -1):
@@ -305,12 +324,21 @@ def estimate_from_encoded(
         adjusted[n - 1] = np.where(cur.starts_bos, cur.raw, cont)
     adjusted[0][BOS_ID] = 0
     adjusted[0][UNK_ID] = 0
+    return adjusted
 
+
+def _order_discounts(
+    orders: Sequence[_Order],
+    adjusted: Sequence[Ints],
+    prune_singletons: bool,
+    discount_fallback: tuple[float, float, float] | None,
+) -> tuple[list[OrderStats], list[tuple[float, float, float]], list[Bools]]:
+    """Per order, lowest first: its statistics, its discounts and the n-grams kept (all but
+    the singletons of order >= 3 under ``prune_singletons``)."""
     stats: list[OrderStats] = []
-    tables: list[NGramTable] = []
     discounts: list[tuple[float, float, float]] = []
     keeps: list[Bools] = []
-    for n in range(1, order + 1):
+    for n in range(1, len(orders) + 1):
         a = adjusted[n - 1]
         t, d, fell_back = _discounts(n, a, discount_fallback)
         discounts.append(d)
@@ -319,7 +347,19 @@ def estimate_from_encoded(
             keep = orders[n - 1].raw > 1
         keeps.append(keep)
         stats.append(OrderStats(n, int(keep.sum()), int((~keep).sum()), t, d, fell_back))
+    return stats, discounts, keeps
 
+
+def _interpolate(
+    orders: Sequence[_Order],
+    adjusted: Sequence[Ints],
+    discounts: Sequence[tuple[float, float, float]],
+    keeps: Sequence[Bools],
+    vocab_size: int,
+) -> tuple[list[Floats], list[Floats]]:
+    """The interpolated probabilities of every order and the backoffs of every order but the
+    highest (Heafield et al. 2013 §3.3-3.4); a backoff is NaN where the n-gram is no
+    longer n-gram's context."""
     # unigrams, interpolated with the uniform distribution over V \ {<s>}
     a1 = adjusted[0].astype(np.float64)
     disc1 = np.where(adjusted[0] > 0, _discount_of(adjusted[0], discounts[0]), 0.0)
@@ -329,7 +369,7 @@ def estimate_from_encoded(
     probs: list[Floats] = [prob]
 
     gammas: list[Floats] = []
-    for n in range(2, order + 1):
+    for n in range(2, len(orders) + 1):
         cur = orders[n - 1]
         a = adjusted[n - 1]
         af = a.astype(np.float64)
@@ -343,7 +383,19 @@ def estimate_from_encoded(
         gammas.append(gamma)
         prob = (af - disc) / denom[cur.context] + gamma[cur.context] * probs[-1][cur.suffix]
         probs.append(prob)
+    return probs, gammas
 
+
+def _arpa_tables(
+    orders: Sequence[_Order],
+    probs: Sequence[Floats],
+    gammas: Sequence[Floats],
+    keeps: Sequence[Bools],
+) -> list[NGramTable]:
+    """The tables as the ARPA file lists them: log10 probabilities (``<s>``: -99) and
+    backoffs (NaN for the highest order)."""
+    order = len(orders)
+    tables: list[NGramTable] = []
     for n in range(1, order + 1):
         cur = orders[n - 1]
         with np.errstate(divide="ignore"):
@@ -352,16 +404,7 @@ def estimate_from_encoded(
         if n == 1:
             log10_prob[BOS_ID] = ARPA_BOS_LOG10
         tables.append(NGramTable(cur.context, cur.word, log10_prob, backoff, keeps[n - 1]))
-    return KneserNeyModel(
-        order,
-        corpus.vocab,
-        tables,
-        stats,
-        corpus.sentences,
-        corpus.words,
-        corpus.empty_lines,
-        corpus.special_tokens_dropped,
-    )
+    return tables
 
 
 def estimate_kneser_ney(

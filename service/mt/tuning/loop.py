@@ -78,19 +78,10 @@ def tune(
     sentence. Lists longer than ``k`` are cut to ``k``. ``merge`` is ``"aggregate"`` or
     ``"merge"`` (default: the optimiser's ``default_merge``).
     """
-    if not dev_refs:
-        raise InvalidInputError("tuning needs at least one dev sentence; the dev set is empty")
-    if k < 1 or iterations < 0:
-        raise ConfigurationError(f"tune: need k >= 1 and iterations >= 0 (k={k}, {iterations=})")
-    if patience is not None and patience < 1:
-        raise ConfigurationError(f"tune: patience must be >= 1, got {patience}")
-    mode: Merge = merge or optimizer.default_merge
-    if mode not in ("aggregate", "merge"):
-        raise ConfigurationError(f"tune: merge must be 'aggregate' or 'merge', got {mode!r}")
+    mode = _check_tune_args(dev_refs, optimizer, k, iterations, merge, patience)
     rng = np.random.default_rng(seed)
     refs = [tuple(r) for r in dev_refs]
-    pools: list[list[list[KbestEntry]]] = [[] for _ in refs]  # per sentence, per iteration
-    seen: list[set[tuple[str, ...]]] = [set() for _ in refs]
+    pools = _Pools(len(refs))
     weights = dict(init_weights)
     history: list[IterationRecord] = []
     best: IterationRecord | None = None
@@ -100,11 +91,7 @@ def tune(
         lists = _decode(decode_kbest, weights, refs, k)
         decode_seconds = time.perf_counter() - t0
         bleu = sacrebleu_corpus_bleu([lst[0].tokens for lst in lists], refs)
-        new_entries = 0
-        for s, lst in enumerate(lists):
-            pools[s].append(lst)
-            new_entries += sum(e.tokens not in seen[s] for e in lst)
-            seen[s].update(e.tokens for e in lst)
+        new_entries = pools.add(lists)
         last = i == iterations
         improved = best is None or bleu > best.bleu
         since_best = 0 if improved else since_best + 1
@@ -113,7 +100,7 @@ def tune(
         training: list[list[KbestEntry]] = []
         new_weights = weights
         if not stop:
-            training = _training_set(pools, mode)
+            training = pools.training_set(mode)
             t1 = time.perf_counter()
             new_weights = optimizer.optimize(weights, training, rng)
             optimize_seconds = time.perf_counter() - t1
@@ -130,11 +117,7 @@ def tune(
         if best is None or improved:
             best = record
         if log is not None:
-            log(
-                f"iteration {i}: dev BLEU {bleu:.2f} (best {best.bleu:.2f} at {best.iteration}), "
-                f"{new_entries} new candidates, decode {decode_seconds:.1f}s, "
-                f"optimise {optimize_seconds:.1f}s"
-            )
+            log(_iteration_line(record, best))
         if stop:
             break
         weights = new_weights
@@ -148,6 +131,60 @@ def tune(
         "seed": seed,
     }
     return TuneResult(dict(best.weights), best.bleu, best.iteration, tuple(history), signature)
+
+
+def _check_tune_args(
+    dev_refs: Sequence[Sequence[str]],
+    optimizer: Optimizer,
+    k: int,
+    iterations: int,
+    merge: Merge | None,
+    patience: int | None,
+) -> Merge:
+    """Validate :func:`tune`'s arguments; the merge mode (``merge`` or the optimiser's)."""
+    if not dev_refs:
+        raise InvalidInputError("tuning needs at least one dev sentence; the dev set is empty")
+    if k < 1 or iterations < 0:
+        raise ConfigurationError(f"tune: need k >= 1 and iterations >= 0 (k={k}, {iterations=})")
+    if patience is not None and patience < 1:
+        raise ConfigurationError(f"tune: patience must be >= 1, got {patience}")
+    mode: Merge = merge or optimizer.default_merge
+    if mode not in ("aggregate", "merge"):
+        raise ConfigurationError(f"tune: merge must be 'aggregate' or 'merge', got {mode!r}")
+    return mode
+
+
+class _Pools:
+    """The k-best lists of every decode so far, per sentence, and the candidates seen."""
+
+    def __init__(self, sentences: int) -> None:
+        self.lists: list[list[list[KbestEntry]]] = [[] for _ in range(sentences)]
+        self.seen: list[set[tuple[str, ...]]] = [set() for _ in range(sentences)]
+
+    def add(self, lists: Sequence[list[KbestEntry]]) -> int:
+        """Add one decode's lists (one per sentence); the number of candidates new to their
+        sentence."""
+        new_entries = 0
+        for s, lst in enumerate(lists):
+            self.lists[s].append(lst)
+            new_entries += sum(e.tokens not in self.seen[s] for e in lst)
+            self.seen[s].update(e.tokens for e in lst)
+        return new_entries
+
+    def training_set(self, mode: Merge) -> list[list[KbestEntry]]:
+        """The optimiser's training lists: every list (``aggregate``) or one merged list per
+        sentence (``merge``)."""
+        return _training_set(self.lists, mode)
+
+
+def _iteration_line(record: IterationRecord, best: IterationRecord) -> str:
+    """The log line of one decode (and the optimisation after it)."""
+    return (
+        f"iteration {record.iteration}: dev BLEU {record.bleu:.2f} "
+        f"(best {best.bleu:.2f} at {best.iteration}), "
+        f"{record.new_entries} new candidates, decode {record.decode_seconds:.1f}s, "
+        f"optimise {record.optimize_seconds:.1f}s"
+    )
 
 
 def _decode(
