@@ -15,7 +15,10 @@ BOW-FD against DT and PSQ per index. Writes ``bench/results/querysets_<lang>.jso
 ``--out``).
 
 Run: ``.venv/bin/python -m bench.bench_querysets de --index none=/tmp/ix/none
---index word+min2=indexes/docs [--sets short,question] [--methods dt,bowfd]``.
+--index word+min2=indexes/docs [--sets short,question] [--methods dt,bowfd]``. Queries are
+decoded as the service decodes them (compounds the grammar does not know split,
+:mod:`service.text.compounds`); ``--compounds`` ranks each index twice instead, ``<index>``
+without splitting and ``<index>+compounds`` with it, and tests the second against the first.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from service.errors import InvalidInputError
 from service.evaluation import evaluate, randomization_test
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
-from service.retrieval.query import decode_query
+from service.retrieval.query import decode_query, query_sentences
 from service.retrieval.runner import load_index, make_scorer
 
 QUERYSETS = ROOT / "bench" / "querysets"
@@ -85,19 +88,25 @@ def main(
     methods: list[str],
     max_queries: int | None,
     out: Path,
+    compounds: bool = False,
 ) -> dict[str, Any]:
     bundle = load_bundle(ROOT / "models" / f"{lang}-en")
     loaded = {name: load_index(path) for name, path in indexes.items()}
     base = next(iter(loaded))
-    decoder = bundle.decoder(DecoderConfig(use_lm=True))
+    config = DecoderConfig(use_lm=True)
+    decoder = bundle.decoder(config)  # the product's: unknown compounds split
     version = bundle.active_weights().version
     scorers = {(ix, m): make_scorer(m, index, bundle) for ix, index in loaded.items()
                for m in methods}  # fmt: skip
+    if compounds:  # every index twice: "<name>" without splitting, "<name>+compounds" with
+        decoder = bundle.make_decoder(bundle.active_weights().weights, config)
+        scorers |= {(f"{ix}+compounds", m): scorers[(ix, m)] for ix in loaded for m in methods}
+    splitting = bundle.decoder(config)
     result: dict[str, Any] = {"lang": lang, "weights": version, "base_index": base,
                               "indexes": {n: loaded[n].signature() for n in loaded},
                               "signatures": {f"{ix}/{m}": s.signature()
                                              for (ix, m), s in scorers.items()},
-                              "sets": {}}  # fmt: skip
+                              "compounds": compounds, "sets": {}}  # fmt: skip
     pages = english_pages() if "short" in sets else {}
     for set_name in sets:
         queries, qrels = load_set(set_name, lang)
@@ -109,9 +118,15 @@ def main(
             t0 = time.perf_counter()
             q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
             decode_s += time.perf_counter() - t0
+            q_split = q
+            if compounds and splitting.splitter is not None:
+                sents = query_sentences(text, bundle.src, config.max_words, splitting.splitter)
+                if tuple(sents) != q.sentences:
+                    q_split = decode_query(splitting, text, bundle.src, qid=qid,
+                                           weights_version=version)  # fmt: skip
             for key, scorer in scorers.items():
                 t1 = time.perf_counter()
-                ranking = scorer.rank(q, 1000)
+                ranking = scorer.rank(q_split if key[0].endswith("+compounds") else q, 1000)
                 seconds[key] += time.perf_counter() - t1
                 runs[key][qid] = {h.doc_id: h.score for h in ranking.hits}
             del q
@@ -170,7 +185,10 @@ def markdown(results: list[dict[str, Any]]) -> str:
              "| MRR before → after (p) |", "|---|---|---|---|---|---|"]  # fmt: skip
     for res in results:
         base = res["base_index"]
-        after = next(n for n in res["indexes"] if n != base)
+        if res.get("compounds"):
+            after = f"{base}+compounds"
+        else:
+            after = next(n for n in res["indexes"] if n != base)
         for set_name, entry in res["sets"].items():
             cfg, p = entry["configs"], entry["p"]
             for m in ("dt", "psq", "bowfd", "ceiling"):
@@ -202,6 +220,12 @@ if __name__ == "__main__":
     ap.add_argument("--max-queries", type=int)
     ap.add_argument("--out", type=Path)
     ap.add_argument(
+        "--compounds",
+        action="store_true",
+        help="rank every query without and with the bundle's compound splitting "
+        "('<index>' and '<index>+compounds'; the latter is what the service does)",
+    )
+    ap.add_argument(
         "--write-short",
         action="store_true",
         help="write the short dev/train query sets to bench/querysets and exit",
@@ -224,4 +248,4 @@ if __name__ == "__main__":
         "docs": ROOT / "indexes" / "docs"
     }
     main(args.lang, idx, args.sets.split(","), args.methods.split(","), args.max_queries,
-         args.out or RESULTS_DIR / f"querysets_{args.lang}.json")  # fmt: skip
+         args.out or RESULTS_DIR / f"querysets_{args.lang}.json", args.compounds)  # fmt: skip

@@ -334,7 +334,7 @@ class QueryService:
         active = bundle.active_weights()  # read once: the version and the decoder agree
         decoder = self.decoder(bundle, use_lm, active)
         version = active.version
-        sentences = query_sentences(text, bundle.src, decoder.config.max_words)
+        sentences = query_sentences(text, bundle.src, decoder.config.max_words, decoder.splitter)
         if not sentences:
             raise InvalidInputError("the query has no words left after normalisation")
         key: CacheKey = (bundle.src, tuple(sentences), version, use_lm)

@@ -46,6 +46,7 @@ from service.mt.rules import (
     WORD_PENALTY,
 )
 from service.mt.weights import WeightsStore, WeightsVersion, bundle_state_dir
+from service.text.compounds import COMPOUND_RULES, CompoundSplitter
 
 if TYPE_CHECKING:
     from service.mt.lm_table import LmTable
@@ -128,6 +129,20 @@ class ModelBundle:
         return LexicalTable.load(self.path / LEXICAL_FILE)
 
     @cached_property
+    def compound_splitter(self) -> CompoundSplitter | None:
+        """How query words the grammar does not know are split into words it knows
+        (Koehn & Knight 2003, §4; :mod:`service.text.compounds`), or None for a source
+        language without a rule: parts are counted in the lexical table, and words the
+        English language model knows stay whole (they pass through and match as they are)."""
+        rule = COMPOUND_RULES.get(self.src)
+        if rule is None:
+            return None
+        lexical, lm = self.lexical, self.lm
+        return CompoundSplitter(
+            self.grammar.knows_source, lexical.source_count, lambda w: not lm.is_oov(w), rule
+        )
+
+    @cached_property
     def lm_table(self) -> LmTable:
         """The LM as arrays for compiled code, memory-mapped from its cache beside the ARPA."""
         from service.mt.lm_table import load_lm_table  # numba is imported only when needed
@@ -164,6 +179,7 @@ class ModelBundle:
         dec = self._decoders.get(key)
         if dec is None:
             dec = self.make_decoder(weights.weights, config)
+            dec.splitter = self.compound_splitter
             if len(self._decoders) > 16:
                 self._decoders.clear()
             self._decoders[key] = dec

@@ -91,6 +91,7 @@ from service.mt.rules import (
     S,
     X,
 )
+from service.text.compounds import CompoundSplitter
 
 Span = tuple[int, int]
 YieldSym = str | int  # a target terminal, or the index of the tail filling a gap
@@ -217,7 +218,14 @@ class Decoder:
     The decoder holds no per-sentence mutable state: concurrent calls are safe (the LM's
     context-state cache is a plain dict whose worst case under races is recomputation; the
     memo of LM steps, :class:`ContextTable`, is one per thread).
+
+    ``splitter``: how queries decoded with this decoder split the words the grammar does not
+    know (:mod:`service.text.compounds`; :meth:`service.mt.bundle.ModelBundle.decoder` sets the
+    bundle's, a decoder made for tuning has none). The decoder itself translates the tokens it
+    is given; :func:`service.retrieval.query.query_sentences` applies it.
     """
+
+    splitter: CompoundSplitter | None = None
 
     def __init__(
         self,

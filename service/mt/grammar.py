@@ -711,6 +711,11 @@ class Grammar:
     def num_patterns(self) -> int:
         return len(self.pattern_rules) - 1
 
+    def knows_source(self, word: str) -> bool:
+        """True if ``word`` is a terminal of some rule's source side (the decoder can
+        translate it; any other word passes through untranslated)."""
+        return word in self._source_ids
+
     # --- decoding symbols ---
     def _symbol(self, code: int, vocab: Sequence[str]) -> str:
         if code >= 0:

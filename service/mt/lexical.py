@@ -53,6 +53,7 @@ class LexicalTable:
         # by source word: e ascending within each row, w(e|f)
         self.f_indptr = ptr_from_counts(np.bincount(self.f_ids, minlength=nf))
         f_total = np.bincount(self.f_ids, weights=self.counts, minlength=nf)
+        self.f_total = f_total  # links of each source word (see source_count)
         self.p_e_given_f = self.counts / np.where(f_total > 0, f_total, 1.0)[self.f_ids]
         # by target word: f ascending within each row, w(f|e)
         self.e_order = np.lexsort((self.f_ids, self.e_ids))
@@ -85,6 +86,13 @@ class LexicalTable:
         """w(f|e); 0.0 for a pair never linked or an unknown word."""
         k = self._entry(self._fid(f), self._eid(e))
         return float(self.p_f_given_e[k]) if k >= 0 else 0.0
+
+    def source_count(self, f: str) -> int:
+        """The source word ``f``'s links in the aligned corpus, NULL links included: at least
+        its number of occurrences (a token aligned to several words counts each link); 0 for
+        an unknown word."""
+        k = self._fid(f)
+        return int(self.f_total[k] + 0.5) if k > 0 else 0
 
     def count(self, f: str | None, e: str | None) -> float:
         k = self._entry(self._fid(f), self._eid(e))

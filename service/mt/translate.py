@@ -1,6 +1,7 @@
 """Sentence translation with a bundle: 1-best and n-best lists (``clir translate``).
 
-The text is split into sentences, preprocessed like the training corpus, decoded into the +LM
+The text is split into sentences, preprocessed like the training corpus (compounds the grammar
+does not know split into words it knows, :mod:`service.text.compounds`), decoded into the +LM
 forest (:mod:`service.mt.decoder`) and read out by Viterbi or by unique k-best extraction
 (:mod:`service.forest.kbest`, Huang & Chiang 2005 Algorithm 3).
 """
@@ -47,6 +48,8 @@ def translate_text(
     out: list[SentenceTranslation] = []
     for sentence in sentences:
         tokens = preprocess(sentence, bundle.src)
+        if decoder.splitter is not None:  # compounds the grammar does not know, split
+            tokens = list(decoder.splitter.split(tokens))
         if not tokens:
             continue
         forest = decoder.forest(tokens)

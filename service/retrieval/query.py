@@ -1,9 +1,11 @@
 """From query text to a :class:`~service.retrieval.base.DecodedQuery` (Hieber & Riezler 2015, §3).
 
 The query is split into sentences (Hieber & Riezler 2015, §3 "Multi-Sentence Queries"), each
-normalised and tokenised exactly like the grammar's source side (:func:`service.text.preprocess`)
-and decoded into its +LM forest. Sentences that normalise to nothing are dropped; a query with no
-sentence left is an error.
+normalised and tokenised exactly like the grammar's source side (:func:`service.text.preprocess`),
+its compounds that the grammar does not know split into words it knows (the decoder's
+``splitter``, Koehn & Knight 2003, §4; :mod:`service.text.compounds`), and decoded into its +LM
+forest. Sentences that normalise to nothing are dropped; a query with no sentence left is an
+error.
 """
 
 from __future__ import annotations
@@ -12,13 +14,19 @@ from service.errors import InvalidInputError
 from service.mt.decoder import Decoder
 from service.retrieval.base import DecodedQuery
 from service.text import preprocess, split_sentences
+from service.text.compounds import CompoundSplitter
 
 
-def query_sentences(text: str, lang: str, max_words: int = 200) -> list[tuple[str, ...]]:
-    """Tokenised sentences of a query; long sentences are cut into ``max_words`` pieces."""
+def query_sentences(
+    text: str, lang: str, max_words: int = 200, splitter: CompoundSplitter | None = None
+) -> list[tuple[str, ...]]:
+    """Tokenised sentences of a query, unknown compounds split by ``splitter``; long
+    sentences are cut into ``max_words`` pieces."""
     out: list[tuple[str, ...]] = []
     for sentence in split_sentences(text, lang):
         tokens = preprocess(sentence, lang)
+        if splitter is not None:
+            tokens = list(splitter.split(tokens))
         for start in range(0, len(tokens), max_words):
             piece = tuple(tokens[start : start + max_words])
             if piece:
@@ -37,7 +45,7 @@ def decode_query(
     """Split, tokenise and decode ``text`` into one +LM forest per sentence."""
     if not text or not text.strip():
         raise InvalidInputError("the query is empty")
-    sentences = query_sentences(text, lang, decoder.config.max_words)
+    sentences = query_sentences(text, lang, decoder.config.max_words, decoder.splitter)
     if not sentences:
         raise InvalidInputError("the query has no words left after normalisation")
     forests = tuple(decoder.forest(s) for s in sentences)
