@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from service.data import load_queries, load_qrels
+from service.data import load_qrels, load_queries
 from service.ltr.examples import Decoding, build_example
 from service.ltr.space import FeatureSpace
 from service.ltr.task import start_weights
@@ -78,7 +78,8 @@ def dump_ltr(out: TextIO, index: Any, lang: str, bundle: Any, n: int) -> None:
             out.write(f"{lang}\tltr\t{qid}\tnone\n")
             continue
         ids = [index.doc_id(int(d)) for d in ex.docnos.tolist()]
-        out.write(f"{lang}\tltr\t{qid}\tcandidates\t{list(zip(ids, ex.relevance.tolist()))}\n")
+        judged = list(zip(ids, ex.relevance.tolist(), strict=True))
+        out.write(f"{lang}\tltr\t{qid}\tcandidates\t{judged}\n")
         for tag, w in (("start", w0), ("perturbed", w1)):
             for doc, row in zip(ids, _sparse_rows(ex.features(w), space.names), strict=True):
                 out.write(f"{lang}\tltr\t{qid}\t{tag}\t{doc}\t{row}\n")
