@@ -52,7 +52,7 @@ import numpy as np
 
 from bench.bench_ltr import VARIANTS
 from bench.common import RESULTS_DIR, ROOT
-from bench.ltr_examples import load
+from bench.ltr_examples import FORMS, load
 from service.evaluation import evaluate
 from service.ltr.backends import InlineBackend
 from service.ltr.examples import DevSet, QueryExample
@@ -420,6 +420,7 @@ def table(paths: list[Path]) -> str:
         "| detectable .05 / .01 | dev MAP gain (p) |",
         "|---|---|---|---|---:|---|---|---|---|",
     ]
+    rows: list[tuple[str, str, str, str]] = []
     for path in paths:
         result = json.loads(path.read_text())
         for form, data in result.get("forms", {}).items():
@@ -432,14 +433,15 @@ def table(paths: list[Path]) -> str:
                     name += ", linked pages"
                 if setup["stop_by"] != "candidates":
                     name += ", stop on ranking"
-                lines.append(
+                rows.append((lang, form, name, (
                     f"| {lang} | {form} | {name} | {p['map_default']:.4f} → "
                     f"{p['map_learned']:.4f} ({p['map_gain']:+.4f}) | {p['p_map']:.3f} | "
                     f"{p['ndcg_gain']:+.4f} ({p['p_ndcg']:.2f}) | {p['pres_gain']:+.4f} "
                     f"({p['p_pres']:.2f}) | {p['detectable']:.4f} / {p['detectable_p01']:.4f} | "
                     f"{d['map_gain']:+.4f} ({d['p_map']:.2f}) |"
-                )
-    return "\n".join(lines)
+                )))  # fmt: skip
+    rows.sort(key=lambda r: (r[0], FORMS.index(r[1]) if r[1] in FORMS else len(FORMS), r[2]))
+    return "\n".join(lines + [r[3] for r in rows])
 
 
 if __name__ == "__main__":
