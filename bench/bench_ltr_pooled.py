@@ -53,6 +53,7 @@ import numpy as np
 from bench.bench_ltr import VARIANTS
 from bench.common import RESULTS_DIR, ROOT
 from bench.ltr_examples import FORMS, load
+from service.data.io import atomic_write
 from service.evaluation import evaluate
 from service.ltr.backends import InlineBackend
 from service.ltr.examples import DevSet, QueryExample
@@ -366,9 +367,8 @@ def record(out_path: Path, form: str, info: dict[str, Any], kind: str, row: dict
 
 
 def _write(path: Path, result: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
 
 
 def summarise_moves(moved: dict[str, Any]) -> dict[str, Any]:

@@ -132,6 +132,8 @@ class HypergraphArrays:
       ``vocabulary`` (the forest's target words, first-seen order);
     - features of ``e``: ``feat_ids[feat_ptr[e]:feat_ptr[e+1]]`` (ids into ``feature_names``,
       sorted) with values ``feat_vals``.
+
+    The arrays are made read-only on construction: views of one forest are shared.
     """
 
     num_nodes: int
@@ -149,6 +151,12 @@ class HypergraphArrays:
     feat_ids: IntArray
     feat_vals: FloatArray
     feature_names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     @property
     def arity(self) -> IntArray:
@@ -230,10 +238,6 @@ class _ArrayParts:
             feat_vals=np.array(self.feat_vals, dtype=np.float64),
             feature_names=tuple(names),
         )
-        for name in arrays.__dataclass_fields__:
-            value = getattr(arrays, name)
-            if isinstance(value, np.ndarray):
-                _readonly(value)
         return arrays
 
 

@@ -271,10 +271,6 @@ class CompactSentence(LiveTopology[np.int32]):
             feat_vals=np.zeros(0, dtype=np.float64),
             feature_names=(),
         )
-        for name in arrays.__dataclass_fields__:
-            value = getattr(arrays, name)
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
 
         def node(v: int) -> Node:
             return Node(v, "X", (0, 0))

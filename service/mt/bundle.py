@@ -137,9 +137,12 @@ class ModelBundle:
         rule = COMPOUND_RULES.get(self.src)
         if rule is None:
             return None
-        lexical, lm = self.lexical, self.lm
+        lm = self.lm
         return CompoundSplitter(
-            self.grammar.knows_source, lexical.source_count, lambda w: not lm.is_oov(w), rule
+            self.grammar.knows_source,
+            lambda w: self.lexical.source_count(w),  # the table loads when a word needs it
+            lambda w: not lm.is_oov(w),
+            rule,
         )
 
     @cached_property

@@ -358,11 +358,7 @@ class _ArrayForest:
             feat_ids=col_id[feat_cols],
             feat_vals=feat_vals,
             feature_names=feature_names,
-        )
-        for name in arrays.__dataclass_fields__:
-            value = getattr(arrays, name)
-            if isinstance(value, np.ndarray):
-                _readonly(value)
+        )  # read-only from here on
         self.rule = rule
         self.ei, self.ej = ei, ej
         self.arrays = arrays

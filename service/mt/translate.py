@@ -16,7 +16,8 @@ from service.forest.inference import fast_viterbi
 from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
-from service.text import preprocess, split_sentences
+from service.text import split_sentences
+from service.text.compounds import source_tokens
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,7 @@ def translate_text(
     sentences = split_sentences(text, bundle.src) if split else [text]
     out: list[SentenceTranslation] = []
     for sentence in sentences:
-        tokens = preprocess(sentence, bundle.src)
-        if decoder.splitter is not None:  # compounds the grammar does not know, split
-            tokens = list(decoder.splitter.split(tokens))
+        tokens = source_tokens(sentence, bundle.src, decoder.splitter)
         if not tokens:
             continue
         forest = decoder.forest(tokens)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from service.errors import InvalidInputError
 from service.mt.decoder import Decoder
 from service.retrieval.base import DecodedQuery
-from service.text import preprocess, split_sentences
-from service.text.compounds import CompoundSplitter
+from service.text import split_sentences
+from service.text.compounds import CompoundSplitter, source_tokens
 
 
 def query_sentences(
@@ -24,9 +24,7 @@ def query_sentences(
     sentences are cut into ``max_words`` pieces."""
     out: list[tuple[str, ...]] = []
     for sentence in split_sentences(text, lang):
-        tokens = preprocess(sentence, lang)
-        if splitter is not None:
-            tokens = list(splitter.split(tokens))
+        tokens = source_tokens(sentence, lang, splitter)
         for start in range(0, len(tokens), max_words):
             piece = tuple(tokens[start : start + max_words])
             if piece:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
 
+from service.text.tokenize import preprocess
+
 # a split: (product of the parts' counts, number of parts, ((part length, filler length), ...))
 Split = tuple[int, int, tuple[tuple[int, int], ...]]
 
@@ -74,17 +76,16 @@ def parts_of(word: str, shape: Sequence[tuple[int, int]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _pieces(word: str, start: int, rule: CompoundRule) -> Iterator[tuple[int, int]]:
-    """Every (part end, next start) of a part beginning at ``start``: the part runs to the
-    end, or is followed by a filler and at least one more character."""
-    for end in range(start + rule.min_part, len(word) + 1):
-        if end == len(word):
-            yield end, end
-            continue
-        for filler in rule.fillers:
-            nxt = end + len(filler)
-            if word.startswith(filler, end) and nxt < len(word):
-                yield end, nxt
+def _pieces(word: str, start: int, rule: CompoundRule) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """Every end of a part beginning at ``start``, with the starts of the next part: none when
+    the part runs to the end of the word, else one per filler that follows it (with at least
+    one more character after the filler)."""
+    n = len(word)
+    for end in range(start + rule.min_part, n + 1):
+        nexts = tuple(end + len(f) for f in rule.fillers
+                      if word.startswith(f, end) and end + len(f) < n)  # fmt: skip
+        if end == n or nexts:
+            yield end, nexts
 
 
 def best_split(word: str, count: Callable[[str], int], rule: CompoundRule) -> Split | None:
@@ -94,16 +95,16 @@ def best_split(word: str, count: Callable[[str], int], rule: CompoundRule) -> Sp
     table: list[dict[int, tuple[int, tuple[tuple[int, int], ...]]]] = [{} for _ in range(n + 1)]
     for start in range(n - rule.min_part, -1, -1):
         row = table[start]
-        for end, nxt in _pieces(word, start, rule):
+        for end, nexts in _pieces(word, start, rule):
             c = count(word[start:end])
             if c <= 0:
                 continue
-            here = (end - start, nxt - end)
             options: list[tuple[int, int, tuple[tuple[int, int], ...]]]
             if end == n:
-                options = [(1, c, (here,))]
+                options = [(1, c, ((end - start, 0),))]
             else:
-                options = [(k + 1, c * p, (here, *shape)) for k, (p, shape) in table[nxt].items()
+                options = [(k + 1, c * p, ((end - start, nxt - end), *shape))
+                           for nxt in nexts for k, (p, shape) in table[nxt].items()
                            if k < rule.max_parts]  # fmt: skip
             for k, p, shape in options:
                 old = row.get(k)
@@ -119,13 +120,13 @@ def best_split_reference(
     """:func:`best_split` by enumerating every split (the obviously correct reference)."""
 
     def splits(start: int) -> Iterator[tuple[int, tuple[tuple[int, int], ...]]]:
-        for end, nxt in _pieces(word, start, rule):
+        for end, nexts in _pieces(word, start, rule):
             c = count(word[start:end])
             if c <= 0:
                 continue
             if end == len(word):
                 yield c, ((end - start, 0),)
-            else:
+            for nxt in nexts:
                 for p, shape in splits(nxt):
                     yield c * p, ((end - start, nxt - end), *shape)
 
@@ -188,3 +189,11 @@ class CompoundSplitter:
     def split(self, tokens: Sequence[str]) -> tuple[str, ...]:
         """The tokens with every unknown compound replaced by its parts."""
         return tuple(part for token in tokens for part in self.split_word(token))
+
+
+def source_tokens(sentence: str, lang: str, splitter: CompoundSplitter | None) -> list[str]:
+    """``sentence`` normalised and tokenised like the grammar's source side
+    (:func:`~service.text.tokenize.preprocess`), its unknown compounds split by ``splitter``
+    (None: none)."""
+    tokens = preprocess(sentence, lang)
+    return list(splitter.split(tokens)) if splitter is not None else tokens
