@@ -92,10 +92,14 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
 def _cmd_build_index(args: argparse.Namespace) -> int:
     from service.index import build_docs_index, build_pool_index
 
+    if args.docs is None and args.title_weight is not None:
+        raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
+    extra = {"title_weight": args.title_weight} if args.docs is not None else {}
     build = build_docs_index if args.docs is not None else build_pool_index
     result = build(
         args.docs if args.docs is not None else args.pool,
         args.out,
+        **extra,
         tokenizer=args.tokenizer,
         rsj_policy=args.rsj,
         analysis=args.analysis,
@@ -586,6 +590,12 @@ def _model_verbs(verb: VerbAdder) -> None:
         "--analysis",
         help="analysis chain: steps word, min2, stop, stem joined by '+', or none (default: "
         "the setting docs_analysis for --docs, none for --pool)",
+    )
+    p.add_argument(
+        "--title-weight",
+        type=int,
+        help="how many times a document's title counts (--docs only; default: the setting "
+        "docs_title_weight)",
     )
     p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         "word, min2, stop, stop-long, stem joined by '+', or none. An index keeps the chain it was "
         "built with.",
     )
+    docs_title_weight: int = Field(
+        5,
+        ge=1,
+        description="How many times a document's title counts in new document indexes (BM25F, "
+        "Robertson, Zaragoza & Taylor 2004). An index keeps the weight it was built with.",
+    )
     ranking_depth: int = Field(1000, ge=1)
 
     # --- requests ----------------------------------------------------------------------

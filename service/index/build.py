@@ -9,6 +9,13 @@ Beside them: ``df``, the applied ``rsj`` per term, document lengths, the sorted 
 ``GET /v1/documents/{id}`` and snippets work without the original corpus; optionally each
 document's token-id sequence (translation retrieval's Levenshtein needs it for the pool).
 
+A document's title counts ``title_weight`` times (BM25F in the simple form of Robertson,
+Zaragoza & Taylor 2004, §3: the fields' term frequencies are weighted and summed *before* the
+BM25 saturation, and so is the document length): ``tf(t, d) = w·tf_title + tf_text`` and
+``|d| = w·|title| + |text|``, exactly as if the title were written ``w`` times. Every method
+reads these counts (BOW-FD's per-edge weights, DT's BM25, PSQ's expected counts), so the title
+weight needs nothing at query time.
+
 The result is written atomically (:mod:`service.index.storage`). :func:`build_docs_index`
 and :func:`build_pool_index` skip the work when the output already holds an index built from
 the same source bytes with the same settings, unless ``force``.
@@ -65,6 +72,7 @@ class BuildParams:
     keep_tokens: bool
     analysis: str = "none"
     analysis_signature: str = "none-v1"
+    title_weight: int = 1
     limit: int | None = None
     source_sha256: str | None = None
     source_name: str | None = None
@@ -98,12 +106,27 @@ class _Blob:
         )
 
 
+def field_terms(
+    tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = None
+) -> tuple[list[str], list[str]]:
+    """The terms of a document's title and of its text (line by line), through the analysis
+    chain (default: every non-empty token)."""
+    terms = (analyzer or get_analyzer("none")).terms
+    title = terms(tokenize_lines(tokenize, doc.title)) if doc.title else []
+    return title, terms(tokenize_lines(tokenize, doc.text))
+
+
 def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = None) -> list[str]:
-    """The terms a document is indexed under: its title's, then its text's (line by line),
-    through the analysis chain (default: every non-empty token)."""
-    tokens = tokenize_lines(tokenize, doc.title) if doc.title else []
-    tokens += tokenize_lines(tokenize, doc.text)
-    return (analyzer or get_analyzer("none")).terms(tokens)
+    """The terms of a document in order: its title's, then its text's."""
+    title, text = field_terms(tokenize, doc, analyzer)
+    return title + text
+
+
+def check_title_weight(weight: int) -> int:
+    """``weight`` if it is a valid title weight (an integer ≥ 1), else InvalidInputError."""
+    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+        raise InvalidInputError(f"the title weight must be an integer >= 1, got {weight!r}")
+    return weight
 
 
 class _Read:
@@ -126,16 +149,20 @@ class _Read:
         self.sources: dict[str, int] = {}
         self.doc_source = array("H")
 
-    def add(self, doc: Doc, tokens: list[str]) -> None:
-        """Append ``doc``, indexed under ``tokens``."""
+    def add(self, doc: Doc, title: list[str], text: list[str], title_weight: int = 1) -> None:
+        """Append ``doc``, indexed under its ``title`` terms (each counting ``title_weight``
+        times) and its ``text`` terms."""
         term_of = self.term_of
-        counts = Counter(tokens)
+        counts: Counter[str] = Counter()
+        for t in title:
+            counts[t] += title_weight
+        counts.update(text)
         self.term_col.extend([term_of.setdefault(t, len(term_of)) for t in counts])
         self.tf_col.extend(counts.values())
         self.doc_ptr.append(len(self.term_col))
-        self.doc_len.append(len(tokens))
+        self.doc_len.append(title_weight * len(title) + len(text))
         if self.keep_tokens:
-            self.tokens_col.extend([term_of[t] for t in tokens])
+            self.tokens_col.extend([term_of[t] for t in title + text])
             self.tokens_ptr.append(len(self.tokens_col))
         self.ids.add(doc.id)
         self.titles.add(doc.title)
@@ -155,7 +182,12 @@ class _Read:
 
 
 def _read_documents(
-    docs: Iterable[Doc], tokenize: TokenizeFn, analyzer: Analyzer, keep_tokens: bool, where: str
+    docs: Iterable[Doc],
+    tokenize: TokenizeFn,
+    analyzer: Analyzer,
+    keep_tokens: bool,
+    where: str,
+    title_weight: int,
 ) -> _Read:
     """Tokenise and count ``docs`` in turn; DataFormatError on a repeated document id."""
     read = _Read(keep_tokens)
@@ -164,7 +196,7 @@ def _read_documents(
         if doc.id in seen:
             raise DataFormatError(where, None, f"document id {doc.id!r} occurs more than once")
         seen.add(doc.id)
-        read.add(doc, index_tokens(tokenize, doc, analyzer))
+        read.add(doc, *field_terms(tokenize, doc, analyzer), title_weight)
     return read
 
 
@@ -222,12 +254,16 @@ def build_arrays(
     keep_tokens: bool = False,
     analysis: str = "none",
     where: str = "<documents>",
+    title_weight: int = 1,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The index arrays of ``docs`` and the counts for the manifest (no I/O); documents are
-    indexed under the terms of the analysis chain ``analysis``."""
+    indexed under the terms of the analysis chain ``analysis``, their titles counting
+    ``title_weight`` times."""
     analyzer = get_analyzer(analysis)
     policy = RsjPolicy(rsj_policy)
-    read = _read_documents(docs, tokenize, analyzer, keep_tokens, where)
+    read = _read_documents(
+        docs, tokenize, analyzer, keep_tokens, where, check_title_weight(title_weight)
+    )
 
     n_docs = len(read.doc_len)
     if n_docs == 0:
@@ -297,18 +333,22 @@ def build_in_memory(
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     analysis: str = "none",
     kind: IndexKind = "docs",
+    title_weight: int | None = None,
 ) -> InvertedIndex:
     """An index of ``docs`` held in memory, with the manifest a built one would have (kernel
-    warm-up and tests; nothing is written)."""
+    warm-up and tests; nothing is written). The title weight defaults as in a built one."""
     chain = Analyzer.from_spec(analysis).name
+    if title_weight is None:
+        title_weight = get_settings().docs_title_weight if kind == "docs" else 1
     params = BuildParams(
         kind=kind, tokenizer="custom", tokenizer_signature="custom", k1=float(k1), b=float(b),
         rsj=RsjPolicy(rsj_policy).value, keep_tokens=False, analysis=chain,
-        analysis_signature=analysis_signature(chain),
+        analysis_signature=analysis_signature(chain), title_weight=title_weight,
     )  # fmt: skip
     arrays, counts = build_arrays(
-        docs, tokenize, k1=params.k1, b=params.b, rsj_policy=params.rsj, analysis=chain
-    )
+        docs, tokenize, k1=params.k1, b=params.b, rsj_policy=params.rsj, analysis=chain,
+        title_weight=title_weight,
+    )  # fmt: skip
     manifest: Manifest = {"build": asdict(params), "counts": counts}
     return InvertedIndex(Path("<in-memory>"), manifest, arrays)
 
@@ -329,6 +369,7 @@ def write_index(
         keep_tokens=params.keep_tokens,
         analysis=params.analysis,
         where=params.source_name or "<documents>",
+        title_weight=params.title_weight,
     )
     manifest: Manifest = {"build": asdict(params), "counts": counts}
     write_index_dir(out, arrays, manifest)
@@ -363,6 +404,7 @@ def _build_from_file(
     rsj_policy: RsjPolicy | str,
     keep_tokens: bool,
     analysis: str | None,
+    title_weight: int | None,
     limit: int | None,
     force: bool,
     progress: bool,
@@ -378,6 +420,8 @@ def _build_from_file(
     if analysis is None:
         analysis = settings.docs_analysis if kind == "docs" else "none"
     chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
+    if title_weight is None:
+        title_weight = settings.docs_title_weight if kind == "docs" else 1
     params = BuildParams(
         kind=kind,
         tokenizer=tokenizer,
@@ -388,6 +432,7 @@ def _build_from_file(
         keep_tokens=keep_tokens,
         analysis=chain,
         analysis_signature=analysis_signature(chain),
+        title_weight=check_title_weight(title_weight),
         limit=limit,
         source_sha256=sha256_file(source),
         source_name=Path(source).name,
@@ -411,6 +456,7 @@ def build_docs_index(
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     keep_tokens: bool = False,
     analysis: str | None = None,
+    title_weight: int | None = None,
     limit: int | None = None,
     force: bool = False,
     progress: bool = False,
@@ -419,12 +465,14 @@ def build_docs_index(
 
     ``tokenizer`` names the tokenizer (recorded in the manifest and used for queries);
     ``tokenize`` overrides the function itself (tests). k1 and b default to the settings,
-    the analysis chain (:mod:`service.index.analysis`) to ``settings.docs_analysis``.
+    the analysis chain (:mod:`service.index.analysis`) to ``settings.docs_analysis`` and the
+    title weight to ``settings.docs_title_weight``.
     """
     return _build_from_file(
         "docs", source, out, read_docs(source),
         tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
-        keep_tokens=keep_tokens, analysis=analysis, limit=limit, force=force,
+        keep_tokens=keep_tokens, analysis=analysis, title_weight=title_weight, limit=limit,
+        force=force,
         progress=progress,
     )  # fmt: skip
 
@@ -454,6 +502,6 @@ def build_pool_index(
     return _build_from_file(
         "pool", source, out, records,
         tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
-        keep_tokens=keep_tokens, analysis=analysis, limit=limit, force=force,
+        keep_tokens=keep_tokens, analysis=analysis, title_weight=1, limit=limit, force=force,
         progress=progress,
     )  # fmt: skip

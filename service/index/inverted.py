@@ -133,6 +133,7 @@ class InvertedIndex:
             self.rsj_policy = RsjPolicy(build["rsj"])
             self.tokenizer_name: str = str(build["tokenizer"])
             self.analyzer = _analyzer_of(path, build)
+            self.title_weight = int(build.get("title_weight", 1))  # 1 before title weights
             self.n_docs = int(counts["n_docs"])
             self.avdl = float(counts["avdl"])
             self.sources: list[str] = [str(x) for x in counts["sources"]]
@@ -432,6 +433,7 @@ class InvertedIndex:
             "rsj": self.rsj_policy.value,
             "tokenizer": self.tokenizer_name,
             "analysis": self.analyzer.signature,
+            "title_weight": self.title_weight,
             "n_docs": self.n_docs,
             "source_sha256": str(build.get("source_sha256", ""))[:12],
             "limit": build.get("limit"),

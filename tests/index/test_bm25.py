@@ -36,21 +36,24 @@ def brute_force_bm25(docs: list[list[str]], term: str, d: int, k1: float, b: flo
     return rsj * tf / (k1 * ((1 - b) + b * dl / avdl) + tf)
 
 
-def _tokens(doc: Doc) -> list[str]:
-    return regex_tokenize(doc.title) + regex_tokenize(doc.text)
+def _tokens(doc: Doc, title_weight: int = 1) -> list[str]:
+    """The document as BM25 sees it: its title written ``title_weight`` times, then its text."""
+    return regex_tokenize(doc.title) * title_weight + regex_tokenize(doc.text)
 
 
-def _load(path: Path, out: Path, rsj: str = "floor") -> InvertedIndex:
-    build_docs_index(path, out, tokenizer="regex", rsj_policy=rsj, k1=K1, b=B, analysis="none")
+def _load(path: Path, out: Path, rsj: str = "floor", title_weight: int = 1) -> InvertedIndex:
+    build_docs_index(path, out, tokenizer="regex", rsj_policy=rsj, k1=K1, b=B, analysis="none",
+                     title_weight=title_weight)  # fmt: skip
     return InvertedIndex.load(out)
 
 
+@pytest.mark.parametrize("title_weight", [1, 3])
 def test_weights_equal_the_papers_formula_computed_by_brute_force(
-    seven_docs: Path, tmp_path: Path
+    seven_docs: Path, tmp_path: Path, title_weight: int
 ) -> None:
-    index = _load(seven_docs, tmp_path / "ix", rsj="keep")
-    docs = [_tokens(d) for d in SEVEN]
-    assert docs[0] == ["cats", "the", "cat", "sat", "on", "the", "mat"]
+    index = _load(seven_docs, tmp_path / "ix", rsj="keep", title_weight=title_weight)
+    docs = [_tokens(d, title_weight) for d in SEVEN]
+    assert docs[0] == ["cats"] * title_weight + ["the", "cat", "sat", "on", "the", "mat"]
     vocab = sorted({t for doc in docs for t in doc})
     assert [index.term(i) for i in range(index.n_terms)] == vocab
     assert index.avdl == pytest.approx(sum(map(len, docs)) / 7)

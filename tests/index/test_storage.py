@@ -17,6 +17,7 @@ from tests.index.conftest import SEVEN
 
 def _build(src: Path, out: Path, **kw: object) -> InvertedIndex:
     kw.setdefault("analysis", "none")  # every token a term: lengths as counted by hand
+    kw.setdefault("title_weight", 1)  # titles count once, as counted by hand
     build_docs_index(src, out, tokenizer="regex", **kw)  # type: ignore[arg-type]
     return InvertedIndex.load(out)
 

@@ -92,7 +92,8 @@ def test_toy_bundle_end_to_end(toy_bundle: ModelBundle, toy_index: InvertedIndex
     text = "the book is old . the dog is small ."
     assert ranking.info["translation"] == text
     tokens = toy_index.analyzer.terms(text.split())  # the index's terms of the query
-    docs = [toy_index.analyze(d.title) + toy_index.analyze(d.text) for d in TOY_DOCS]
+    w = toy_index.title_weight  # the title counts w times (BM25F)
+    docs = [toy_index.analyze(d.title) * w + toy_index.analyze(d.text) for d in TOY_DOCS]
     expected = brute_force_bm25(tokens, docs)
     got = {h.doc_id: h.score for h in ranking.hits}
     for d, e in zip(TOY_DOCS, expected, strict=True):

@@ -206,7 +206,8 @@ def test_expected_counts_equal_brute_force(toy_index: InvertedIndex) -> None:
         StructuredTerm("das", 1, {"the": 1.0}),  # in most documents: rsj floored to 0
         StructuredTerm("xyz", 1, {"notaword": 1.0}),
     ]
-    docs = [toy_index.analyze(d.title) + toy_index.analyze(d.text) for d in TOY_DOCS]
+    w = toy_index.title_weight  # the title counts w times (BM25F)
+    docs = [toy_index.analyze(d.title) * w + toy_index.analyze(d.text) for d in TOY_DOCS]
     expected = brute_force_psq(terms, docs)
     scores, reached = psq_scores(toy_index, terms)
     for i, d in enumerate(TOY_DOCS):
@@ -238,7 +239,8 @@ def test_scorer_end_to_end(toy_bundle: ModelBundle, toy_index: InvertedIndex) ->
     assert "n:100|lambda:0.4|L:0.0|C:1.0" in ranking.signature
     # the same numbers as the structured query scored by the brute force
     terms = scorer.structured(q)
-    docs = [toy_index.analyze(d.title) + toy_index.analyze(d.text) for d in TOY_DOCS]
+    w = toy_index.title_weight  # the title counts w times (BM25F)
+    docs = [toy_index.analyze(d.title) * w + toy_index.analyze(d.text) for d in TOY_DOCS]
     expected = dict(zip([d.id for d in TOY_DOCS], brute_force_psq(terms, docs), strict=True))
     for h in ranking.hits:
         assert h.score == pytest.approx(expected[h.doc_id], abs=1e-5)
