@@ -18,7 +18,9 @@ Run: ``.venv/bin/python -m bench.bench_querysets de --index none=/tmp/ix/none
 --index word+min2=indexes/docs [--sets short,question] [--methods dt,bowfd]``. Queries are
 decoded as the service decodes them (compounds the grammar does not know split,
 :mod:`service.text.compounds`); ``--compounds`` ranks each index twice instead, ``<index>``
-without splitting and ``<index>+compounds`` with it, and tests the second against the first.
+without splitting and ``<index>+compounds`` with it, and tests the second against the first;
+``--questions`` does the same for the rewriting of how-to questions
+(:mod:`service.text.questions`; compounds split in both).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def main(
     max_queries: int | None,
     out: Path,
     compounds: bool = False,
+    questions: bool = False,
 ) -> dict[str, Any]:
     bundle = load_bundle(ROOT / "models" / f"{lang}-en")
     loaded = {name: load_index(path) for name, path in indexes.items()}
@@ -98,15 +101,19 @@ def main(
     version = bundle.active_weights().version
     scorers = {(ix, m): make_scorer(m, index, bundle) for ix, index in loaded.items()
                for m in methods}  # fmt: skip
-    if compounds:  # every index twice: "<name>" without splitting, "<name>+compounds" with
+    product = bundle.decoder(config)
+    ablated = "compounds" if compounds else "questions" if questions else None
+    if ablated:  # every index twice: "<name>" without the step, "<name>+<step>" with it
         decoder = bundle.make_decoder(bundle.active_weights().weights, config)
-        scorers |= {(f"{ix}+compounds", m): scorers[(ix, m)] for ix in loaded for m in methods}
-    splitting = bundle.decoder(config)
+        if ablated == "questions":
+            decoder.splitter = product.splitter
+        scorers |= {(f"{ix}+{ablated}", m): scorers[(ix, m)] for ix in loaded for m in methods}
     result: dict[str, Any] = {"lang": lang, "weights": version, "base_index": base,
                               "indexes": {n: loaded[n].signature() for n in loaded},
                               "signatures": {f"{ix}/{m}": s.signature()
                                              for (ix, m), s in scorers.items()},
-                              "compounds": compounds, "sets": {}}  # fmt: skip
+                              "compounds": compounds, "questions": questions,
+                              "sets": {}}  # fmt: skip
     pages = english_pages() if "short" in sets else {}
     for set_name in sets:
         queries, qrels = load_set(set_name, lang)
@@ -114,19 +121,22 @@ def main(
         runs: dict[tuple[str, str], dict[str, dict[str, float]]] = {k: {} for k in scorers}
         seconds = dict.fromkeys(scorers, 0.0)
         decode_s = 0.0
+        changed = 0  # queries the ablated step changes
         for i, (qid, text) in enumerate(queries.items()):
             t0 = time.perf_counter()
             q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
             decode_s += time.perf_counter() - t0
-            q_split = q
-            if compounds and splitting.splitter is not None:
-                sents = query_sentences(text, bundle.src, config.max_words, splitting.splitter)
+            q_with = q
+            if ablated:
+                sents = query_sentences(text, bundle.src, config.max_words, product.splitter,
+                                        product.questions)  # fmt: skip
                 if tuple(sents) != q.sentences:
-                    q_split = decode_query(splitting, text, bundle.src, qid=qid,
-                                           weights_version=version)  # fmt: skip
+                    q_with = decode_query(product, text, bundle.src, qid=qid,
+                                          weights_version=version)  # fmt: skip
+                    changed += 1
             for key, scorer in scorers.items():
                 t1 = time.perf_counter()
-                ranking = scorer.rank(q_split if key[0].endswith("+compounds") else q, 1000)
+                ranking = scorer.rank(q_with if key[0].endswith(f"+{ablated}") else q, 1000)
                 seconds[key] += time.perf_counter() - t1
                 runs[key][qid] = {h.doc_id: h.score for h in ranking.hits}
             del q
@@ -135,6 +145,8 @@ def main(
         n = max(1, len(queries))
         entry: dict[str, Any] = {"queries": len(queries), "decode_s_per_query": decode_s / n,
                                  "configs": {}, "p": {}}  # fmt: skip
+        if ablated:
+            entry[f"changed_by_{ablated}"] = changed
         per_query: dict[str, dict[str, dict[str, float]]] = {}
         for (ix, m), run in runs.items():
             ev = evaluate(run, qrels, METRICS)
@@ -185,8 +197,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
              "| MRR before → after (p) |", "|---|---|---|---|---|---|"]  # fmt: skip
     for res in results:
         base = res["base_index"]
-        if res.get("compounds"):
-            after = f"{base}+compounds"
+        if res.get("compounds") or res.get("questions"):
+            after = f"{base}+{'compounds' if res.get('compounds') else 'questions'}"
         else:
             after = next(n for n in res["indexes"] if n != base)
         for set_name, entry in res["sets"].items():
@@ -226,6 +238,12 @@ if __name__ == "__main__":
         "('<index>' and '<index>+compounds'; the latter is what the service does)",
     )
     ap.add_argument(
+        "--questions",
+        action="store_true",
+        help="rank every query without and with the bundle's question rewriting "
+        "('<index>' and '<index>+questions'; the latter is what the service does)",
+    )
+    ap.add_argument(
         "--write-short",
         action="store_true",
         help="write the short dev/train query sets to bench/querysets and exit",
@@ -248,4 +266,5 @@ if __name__ == "__main__":
         "docs": ROOT / "indexes" / "docs"
     }
     main(args.lang, idx, args.sets.split(","), args.methods.split(","), args.max_queries,
-         args.out or RESULTS_DIR / f"querysets_{args.lang}.json", args.compounds)  # fmt: skip
+         args.out or RESULTS_DIR / f"querysets_{args.lang}.json", args.compounds,
+         args.questions)  # fmt: skip

@@ -329,12 +329,20 @@ class QueryService:
         )
         return bundle.decoder(config, weights)
 
-    def decode(self, bundle: ModelBundle, text: str, *, use_lm: bool = True) -> Decoded:
-        """The query's forests, from the cache or decoded within the time budget."""
+    def decode(
+        self, bundle: ModelBundle, text: str, *, use_lm: bool = True, search: bool = True
+    ) -> Decoded:
+        """The query's forests, from the cache or decoded within the time budget. ``search``:
+        a how-to question is decoded as the instruction that answers it (document search);
+        False decodes it as asked (a translator's sentence, whose suggestions must translate
+        the question)."""
         active = bundle.active_weights()  # read once: the version and the decoder agree
         decoder = self.decoder(bundle, use_lm, active)
         version = active.version
-        sentences = query_sentences(text, bundle.src, decoder.config.max_words, decoder.splitter)
+        questions = decoder.questions if search else None
+        sentences = query_sentences(
+            text, bundle.src, decoder.config.max_words, decoder.splitter, questions
+        )
         if not sentences:
             raise InvalidInputError("the query has no words left after normalisation")
         key: CacheKey = (bundle.src, tuple(sentences), version, use_lm)

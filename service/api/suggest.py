@@ -31,7 +31,7 @@ def run_suggest(
     req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: InvertedIndex
 ) -> SuggestResponse:
     t0 = time.perf_counter()
-    decoded = service.decode(bundle, req.query)
+    decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked
     scorer = service.scorer("tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein)
     t1 = time.perf_counter()
     with decoded.lock:

@@ -47,6 +47,7 @@ from service.mt.rules import (
 )
 from service.mt.weights import WeightsStore, WeightsVersion, bundle_state_dir
 from service.text.compounds import COMPOUND_RULES, CompoundSplitter
+from service.text.questions import QUESTION_LANGS, QuestionRewriter
 
 if TYPE_CHECKING:
     from service.mt.lm_table import LmTable
@@ -146,6 +147,19 @@ class ModelBundle:
         )
 
     @cached_property
+    def question_rewriter(self) -> QuestionRewriter | None:
+        """How search rewrites a how-to question as the instruction that answers it
+        (:mod:`service.text.questions`), or None for a source language without a rule; a
+        verb's infinitive must be a source word of the grammar, counted in the lexical
+        table."""
+        if self.src not in QUESTION_LANGS:
+            return None
+        grammar = self.grammar
+        return QuestionRewriter(
+            lambda w: self.lexical.source_count(w) if grammar.knows_source(w) else 0
+        )
+
+    @cached_property
     def lm_table(self) -> LmTable:
         """The LM as arrays for compiled code, memory-mapped from its cache beside the ARPA."""
         from service.mt.lm_table import load_lm_table  # numba is imported only when needed
@@ -183,6 +197,7 @@ class ModelBundle:
         if dec is None:
             dec = self.make_decoder(weights.weights, config)
             dec.splitter = self.compound_splitter
+            dec.questions = self.question_rewriter
             if len(self._decoders) > 16:
                 self._decoders.clear()
             self._decoders[key] = dec

@@ -92,6 +92,7 @@ from service.mt.rules import (
     X,
 )
 from service.text.compounds import CompoundSplitter
+from service.text.questions import QuestionRewriter
 
 Span = tuple[int, int]
 YieldSym = str | int  # a target terminal, or the index of the tail filling a gap
@@ -222,10 +223,13 @@ class Decoder:
     ``splitter``: how queries decoded with this decoder split the words the grammar does not
     know (:mod:`service.text.compounds`; :meth:`service.mt.bundle.ModelBundle.decoder` sets the
     bundle's, a decoder made for tuning has none). The decoder itself translates the tokens it
-    is given; :func:`service.retrieval.query.query_sentences` applies it.
+    is given; :func:`service.retrieval.query.query_sentences` applies it. ``questions``: how
+    its search queries rewrite a how-to question as an instruction
+    (:mod:`service.text.questions`; set the same way, and not applied by translation).
     """
 
     splitter: CompoundSplitter | None = None
+    questions: QuestionRewriter | None = None
 
     def __init__(
         self,

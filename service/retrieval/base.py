@@ -122,6 +122,7 @@ class Scorer(ABC):
         parts.update(self.signature_parts())
         idx = self.index.signature()
         parts.update({k: idx.get(k) for k in ("k1", "b", "rsj", "analysis")})
+        parts["title"] = idx.get("title_weight", 1)  # how many times a title counts
         if query is not None:
             parts["weights"] = query.weights_version
             parts["lm"] = "yes" if all(f.use_lm for f in query.forests) else "no"

@@ -2,10 +2,11 @@
 
 The query is split into sentences (Hieber & Riezler 2015, §3 "Multi-Sentence Queries"), each
 normalised and tokenised exactly like the grammar's source side (:func:`service.text.preprocess`),
-its compounds that the grammar does not know split into words it knows (the decoder's
-``splitter``, Koehn & Knight 2003, §4; :mod:`service.text.compounds`), and decoded into its +LM
-forest. Sentences that normalise to nothing are dropped; a query with no sentence left is an
-error.
+a German how-to question rewritten as the instruction that answers it (the decoder's
+``questions``, :mod:`service.text.questions`), its compounds that the grammar does not know
+split into words it knows (the decoder's ``splitter``, Koehn & Knight 2003, §4;
+:mod:`service.text.compounds`), and decoded into its +LM forest. Sentences that normalise to
+nothing are dropped; a query with no sentence left is an error.
 """
 
 from __future__ import annotations
@@ -15,16 +16,21 @@ from service.mt.decoder import Decoder
 from service.retrieval.base import DecodedQuery
 from service.text import split_sentences
 from service.text.compounds import CompoundSplitter, source_tokens
+from service.text.questions import QuestionRewriter
 
 
 def query_sentences(
-    text: str, lang: str, max_words: int = 200, splitter: CompoundSplitter | None = None
+    text: str,
+    lang: str,
+    max_words: int = 200,
+    splitter: CompoundSplitter | None = None,
+    questions: QuestionRewriter | None = None,
 ) -> list[tuple[str, ...]]:
-    """Tokenised sentences of a query, unknown compounds split by ``splitter``; long
-    sentences are cut into ``max_words`` pieces."""
+    """Tokenised sentences of a query, how-to questions rewritten by ``questions``, unknown
+    compounds split by ``splitter``; long sentences are cut into ``max_words`` pieces."""
     out: list[tuple[str, ...]] = []
     for sentence in split_sentences(text, lang):
-        tokens = source_tokens(sentence, lang, splitter)
+        tokens = source_tokens(sentence, lang, splitter, questions)
         for start in range(0, len(tokens), max_words):
             piece = tuple(tokens[start : start + max_words])
             if piece:
@@ -39,11 +45,15 @@ def decode_query(
     *,
     qid: str = "q",
     weights_version: str = "default",
+    search: bool = True,
 ) -> DecodedQuery:
-    """Split, tokenise and decode ``text`` into one +LM forest per sentence."""
+    """Split, tokenise and decode ``text`` into one +LM forest per sentence. ``search``: a
+    how-to question is decoded as the instruction that answers it (document search); False
+    decodes it as asked (translation retrieval, whose suggestions translate the question)."""
     if not text or not text.strip():
         raise InvalidInputError("the query is empty")
-    sentences = query_sentences(text, lang, decoder.config.max_words, decoder.splitter)
+    questions = decoder.questions if search else None
+    sentences = query_sentences(text, lang, decoder.config.max_words, decoder.splitter, questions)
     if not sentences:
         raise InvalidInputError("the query has no words left after normalisation")
     forests = tuple(decoder.forest(s) for s in sentences)

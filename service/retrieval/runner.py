@@ -98,12 +98,16 @@ def run_queries(
     progress: bool = True,
     desc: str = "queries",
 ) -> QueryRun:
-    """Decode each query and rank it with ``scorer`` (top ``k``)."""
+    """Decode each query and rank it with ``scorer`` (top ``k``); translation retrieval
+    decodes a question as asked, document search as the instruction that answers it."""
     out = QueryRun()
+    search = scorer.name != "tr"
     for qid, text in _progress(queries.items(), len(queries), desc, progress):
         t0 = time.perf_counter()
         try:
-            decoded = decode_query(decoder, text, lang, qid=qid, weights_version=weights_version)
+            decoded = decode_query(
+                decoder, text, lang, qid=qid, weights_version=weights_version, search=search
+            )
         except InvalidInputError as exc:
             out.failed[qid] = str(exc)
             continue

@@ -191,9 +191,17 @@ class CompoundSplitter:
         return tuple(part for token in tokens for part in self.split_word(token))
 
 
-def source_tokens(sentence: str, lang: str, splitter: CompoundSplitter | None) -> list[str]:
+def source_tokens(
+    sentence: str,
+    lang: str,
+    splitter: CompoundSplitter | None,
+    questions: Callable[[list[str]], list[str]] | None = None,
+) -> list[str]:
     """``sentence`` normalised and tokenised like the grammar's source side
-    (:func:`~service.text.tokenize.preprocess`), its unknown compounds split by ``splitter``
-    (None: none)."""
+    (:func:`~service.text.tokenize.preprocess`), rewritten by ``questions`` (search only: a
+    how-to question as its instruction, :mod:`service.text.questions`; None: as it is), its
+    unknown compounds split by ``splitter`` (None: none)."""
     tokens = preprocess(sentence, lang)
+    if questions is not None:
+        tokens = questions(tokens)
     return list(splitter.split(tokens)) if splitter is not None else tokens

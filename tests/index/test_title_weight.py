@@ -150,3 +150,12 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                      "--title-weight", "2", "--quiet"])  # fmt: skip
     assert code != 0
     assert "--title-weight applies to --docs" in capsys.readouterr().err
+
+
+def test_every_scorer_signature_names_the_title_weight(toy_bundle, toy_index) -> None:  # type: ignore[no-untyped-def]
+    from service.retrieval.runner import make_scorer
+
+    assert toy_index.title_weight == get_settings().docs_title_weight
+    for method in ("dt", "psq", "bowfd"):
+        parts = make_scorer(method, toy_index, toy_bundle).signature().split("|")
+        assert f"title:{toy_index.title_weight}" in parts
