@@ -8,8 +8,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigurationError
 
 
 class Settings(BaseSettings):
@@ -82,6 +84,7 @@ class Settings(BaseSettings):
     docs_title_weight: int = Field(
         5,
         ge=1,
+        le=100,
         description="How many times a document's title counts in new document indexes (BM25F, "
         "Robertson, Zaragoza & Taylor 2004). An index keeps the weight it was built with.",
     )
@@ -179,7 +182,24 @@ class Settings(BaseSettings):
         return next((p for p in candidates if p.exists()), None)
 
 
+def settings_error(exc: ValidationError) -> ConfigurationError:
+    """A ConfigurationError naming each invalid setting by its environment variable."""
+    secret = {n for n, f in Settings.model_fields.items() if "SecretStr" in str(f.annotation)}
+    problems = []
+    for err in exc.errors():
+        loc = err.get("loc") or ()
+        name = f"CLIR_{str(loc[0]).upper()}" if loc else "the settings"
+        shown = loc and "input" in err and loc[0] not in secret  # a secret is never echoed
+        value = f"={err['input']!r}" if shown else ""
+        problems.append(f"{name}{value}: {err.get('msg', 'invalid')}")
+    return ConfigurationError("invalid setting(s): " + "; ".join(problems))
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, built on first use."""
-    return Settings()
+    """The process-wide settings, built on first use; an invalid setting (from the
+    environment or ``.env``) is a ConfigurationError that names its variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise settings_error(exc) from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -30,3 +32,44 @@ def test_environment_overrides_and_cache(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_invalid_values_are_rejected(field: str, value: object) -> None:
     with pytest.raises(ValidationError):
         Settings(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "named"),
+    [
+        ("CLIR_DOCS_TITLE_WEIGHT", "0", "CLIR_DOCS_TITLE_WEIGHT='0': Input should be greater"),
+        ("CLIR_BM25_B", "5", "CLIR_BM25_B='5': Input should be less than or equal to 1"),
+        ("CLIR_POP_LIMIT", "many", "CLIR_POP_LIMIT='many': Input should be a valid integer"),
+        ("CLIR_ADMIN_TOKEN", "   ", "CLIR_ADMIN_TOKEN: "),
+    ],
+)
+def test_an_invalid_setting_is_a_configuration_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, named: str
+) -> None:
+    from service.errors import ConfigurationError
+
+    monkeypatch.setenv(env, value)
+    get_settings.cache_clear()
+    with pytest.raises(ConfigurationError, match="invalid setting") as info:
+        get_settings()
+    assert named in str(info.value)
+    if env == "CLIR_ADMIN_TOKEN":
+        assert repr(value) not in str(info.value)  # a secret is not echoed
+
+
+def test_the_cli_reports_an_invalid_setting_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from service.cli import main
+    from service.data import write_docs
+    from service.records import Doc
+
+    write_docs(tmp_path / "d.jsonl", [Doc("a", "Title", "some text", "s")])
+    monkeypatch.setenv("CLIR_DOCS_TITLE_WEIGHT", "0")
+    get_settings.cache_clear()
+    out = tmp_path / "ix"
+    assert main(["build-index", "--docs", str(tmp_path / "d.jsonl"), "--out", str(out)]) != 0
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error: invalid setting(s): CLIR_DOCS_TITLE_WEIGHT='0'")
+    assert "Traceback" not in err

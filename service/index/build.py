@@ -122,10 +122,17 @@ def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = Non
     return title + text
 
 
+MAX_TITLE_WEIGHT = 100  # weighted counts and lengths stay far inside int32
+
+
 def check_title_weight(weight: int) -> int:
-    """``weight`` if it is a valid title weight (an integer ≥ 1), else InvalidInputError."""
-    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-        raise InvalidInputError(f"the title weight must be an integer >= 1, got {weight!r}")
+    """``weight`` if it is a valid title weight (an integer in [1, MAX_TITLE_WEIGHT]), else
+    InvalidInputError."""
+    valid = isinstance(weight, int) and not isinstance(weight, bool)
+    if not valid or not 1 <= weight <= MAX_TITLE_WEIGHT:
+        raise InvalidInputError(
+            f"the title weight must be an integer from 1 to {MAX_TITLE_WEIGHT}, got {weight!r}"
+        )
     return weight
 
 

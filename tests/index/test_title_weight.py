@@ -128,11 +128,11 @@ def test_an_index_from_before_title_weights_reads_as_weight_one(tmp_path: Path) 
     assert not is_current(tmp_path / "ix", BuildParams(**{**build, "title_weight": 3}))
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+@pytest.mark.parametrize("bad", [0, -1, 101, 10**9, 1.5, True, "3"])
 def test_a_bad_weight_is_refused_by_name(bad: object, tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     write_docs(path, DOCS)
-    with pytest.raises(InvalidInputError, match="title weight must be an integer >= 1"):
+    with pytest.raises(InvalidInputError, match="title weight must be an integer from 1 to 100"):
         build_docs_index(path, tmp_path / "ix", tokenizer="regex", title_weight=bad)  # type: ignore[arg-type]
     assert not (tmp_path / "ix").exists()
 
