@@ -9,11 +9,12 @@ translated "insert a table .". Hieber & Riezler (2015, §1) treat the query's tr
 means to retrieval, not an end; so for search (not for ``/v1/translate``), a German question
 of the form
 
-* ``wie`` V₁ ``ich``/``man`` REST ``?`` — V₁ a verb in the first or third person singular —
-  is searched as V-inf ``sie`` REST ``.`` (the formal imperative, which is the infinitive:
-  "wie füge ich X ein ?" → "fügen sie X ein ."; a separable particle stays at the end, where
-  the imperative has it too);
-* ``wie`` MODAL ``ich``/``man`` REST ``?`` ("wie kann ich X einfügen ?") is searched as
+* ``wie``/``wo`` V₁ ``ich``/``man`` REST ``?`` — V₁ a verb in the first or third person
+  singular — is searched as V-inf ``sie`` REST ``.`` (the formal imperative, which is the
+  infinitive: "wie füge ich X ein ?" → "fügen sie X ein ."; a separable particle stays at the
+  end, where the imperative has it too; "wo aktiviere ich X ?" → "aktivieren sie X .");
+* ``wie``/``wo`` MODAL ``ich``/``man`` REST ``?`` ("wie kann ich X einfügen ?"), and the
+  yes/no question MODAL ``ich``/``man`` REST ``?`` ("kann ich X einfügen ?"), are searched as
   REST ``.`` ("X einfügen .", the form of a UI string).
 
 First-person possessives become the formal ones ("meine" → "ihre"). The infinitive is chosen
@@ -29,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+QUESTION_WORDS = frozenset({"wie", "wo"})
 MODALS = frozenset({"kann", "könnte", "muss", "soll", "sollte", "darf"})
 SUBJECTS = frozenset({"ich", "man"})
 POSSESSIVES = {
@@ -78,7 +80,9 @@ class QuestionRewriter:
     def rewrite(self, tokens: Sequence[str]) -> list[str] | None:
         """The instruction form of question ``tokens``, or None if they are not such a
         question (or its verb is unknown)."""
-        if len(tokens) < 4 or tokens[0] != "wie" or tokens[2] not in SUBJECTS:
+        if len(tokens) >= 3 and tokens[0] in MODALS and tokens[1] in SUBJECTS:
+            tokens = ["wie", *tokens]  # "kann ich X V ?" asks what "wie kann ich X V ?" asks
+        if len(tokens) < 4 or tokens[0] not in QUESTION_WORDS or tokens[2] not in SUBJECTS:
             return None
         verb, subject = tokens[1], tokens[2]
         rest = [POSSESSIVES.get(t, t) for t in tokens[3:]]
