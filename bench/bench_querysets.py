@@ -39,7 +39,7 @@ from service.errors import InvalidInputError
 from service.evaluation import evaluate, randomization_test
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
-from service.retrieval.query import decode_query, query_sentences
+from service.retrieval.query import decode_query, decoder_sentences
 from service.retrieval.runner import load_index, make_scorer
 
 QUERYSETS = ROOT / "bench" / "querysets"
@@ -97,11 +97,11 @@ def main(
     loaded = {name: load_index(path) for name, path in indexes.items()}
     base = next(iter(loaded))
     config = DecoderConfig(use_lm=True)
-    decoder = bundle.decoder(config)  # the product's: unknown compounds split
+    product = bundle.decoder(config)  # the service's: questions rewritten, compounds split
+    decoder = product
     version = bundle.active_weights().version
     scorers = {(ix, m): make_scorer(m, index, bundle) for ix, index in loaded.items()
                for m in methods}  # fmt: skip
-    product = bundle.decoder(config)
     ablated = "compounds" if compounds else "questions" if questions else None
     if ablated:  # every index twice: "<name>" without the step, "<name>+<step>" with it
         decoder = bundle.make_decoder(bundle.active_weights().weights, config)
@@ -127,13 +127,10 @@ def main(
             q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
             decode_s += time.perf_counter() - t0
             q_with = q
-            if ablated:
-                sents = query_sentences(text, bundle.src, config.max_words, product.splitter,
-                                        product.questions)  # fmt: skip
-                if tuple(sents) != q.sentences:
-                    q_with = decode_query(product, text, bundle.src, qid=qid,
-                                          weights_version=version)  # fmt: skip
-                    changed += 1
+            if ablated and tuple(decoder_sentences(product, text, bundle.src)) != q.sentences:
+                q_with = decode_query(product, text, bundle.src, qid=qid,
+                                      weights_version=version)  # fmt: skip
+                changed += 1
             for key, scorer in scorers.items():
                 t1 = time.perf_counter()
                 ranking = scorer.rank(q_with if key[0].endswith(f"+{ablated}") else q, 1000)

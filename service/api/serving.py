@@ -45,7 +45,7 @@ from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer
-from service.retrieval.query import query_sentences
+from service.retrieval.query import decoder_sentences
 from service.retrieval.runner import make_scorer
 from service.settings import Settings
 
@@ -339,10 +339,7 @@ class QueryService:
         active = bundle.active_weights()  # read once: the version and the decoder agree
         decoder = self.decoder(bundle, use_lm, active)
         version = active.version
-        questions = decoder.questions if search else None
-        sentences = query_sentences(
-            text, bundle.src, decoder.config.max_words, decoder.splitter, questions
-        )
+        sentences = decoder_sentences(decoder, text, bundle.src, search=search)
         if not sentences:
             raise InvalidInputError("the query has no words left after normalisation")
         key: CacheKey = (bundle.src, tuple(sentences), version, use_lm)

@@ -136,6 +136,14 @@ def check_title_weight(weight: int) -> int:
     return weight
 
 
+def _title_weight(kind: IndexKind, weight: int | None) -> int:
+    """The checked title weight of a new index: ``weight``, or by default the setting
+    ``docs_title_weight`` for documents and 1 for the pool (its sentences have no title)."""
+    if weight is None:
+        weight = get_settings().docs_title_weight if kind == "docs" else 1
+    return check_title_weight(weight)
+
+
 class _Read:
     """The documents as read, before the vocabulary is sorted.
 
@@ -156,7 +164,7 @@ class _Read:
         self.sources: dict[str, int] = {}
         self.doc_source = array("H")
 
-    def add(self, doc: Doc, title: list[str], text: list[str], title_weight: int = 1) -> None:
+    def add(self, doc: Doc, title: list[str], text: list[str], title_weight: int) -> None:
         """Append ``doc``, indexed under its ``title`` terms (each counting ``title_weight``
         times) and its ``text`` terms."""
         term_of = self.term_of
@@ -345,8 +353,7 @@ def build_in_memory(
     """An index of ``docs`` held in memory, with the manifest a built one would have (kernel
     warm-up and tests; nothing is written). The title weight defaults as in a built one."""
     chain = Analyzer.from_spec(analysis).name
-    if title_weight is None:
-        title_weight = get_settings().docs_title_weight if kind == "docs" else 1
+    title_weight = _title_weight(kind, title_weight)
     params = BuildParams(
         kind=kind, tokenizer="custom", tokenizer_signature="custom", k1=float(k1), b=float(b),
         rsj=RsjPolicy(rsj_policy).value, keep_tokens=False, analysis=chain,
@@ -427,8 +434,6 @@ def _build_from_file(
     if analysis is None:
         analysis = settings.docs_analysis if kind == "docs" else "none"
     chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
-    if title_weight is None:
-        title_weight = settings.docs_title_weight if kind == "docs" else 1
     params = BuildParams(
         kind=kind,
         tokenizer=tokenizer,
@@ -439,7 +444,7 @@ def _build_from_file(
         keep_tokens=keep_tokens,
         analysis=chain,
         analysis_signature=analysis_signature(chain),
-        title_weight=check_title_weight(title_weight),
+        title_weight=_title_weight(kind, title_weight),
         limit=limit,
         source_sha256=sha256_file(source),
         source_name=Path(source).name,

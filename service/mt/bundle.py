@@ -140,10 +140,7 @@ class ModelBundle:
             return None
         lm = self.lm
         return CompoundSplitter(
-            self.grammar.knows_source,
-            lambda w: self.lexical.source_count(w),  # the table loads when a word needs it
-            lambda w: not lm.is_oov(w),
-            rule,
+            self.grammar.knows_source, self.source_count, lambda w: not lm.is_oov(w), rule
         )
 
     @cached_property
@@ -154,10 +151,12 @@ class ModelBundle:
         table."""
         if self.src not in QUESTION_LANGS:
             return None
-        grammar = self.grammar
-        return QuestionRewriter(
-            lambda w: self.lexical.source_count(w) if grammar.knows_source(w) else 0
-        )
+        return QuestionRewriter(self.source_count)
+
+    def source_count(self, word: str) -> int:
+        """How often the training corpus links the source word ``word`` (the lexical table,
+        loaded when a word first needs it), or 0 when the grammar cannot translate it."""
+        return self.lexical.source_count(word) if self.grammar.knows_source(word) else 0
 
     @cached_property
     def lm_table(self) -> LmTable:

@@ -17,7 +17,7 @@ from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
 from service.text import split_sentences
-from service.text.compounds import source_tokens
+from service.text.tokenize import source_tokens
 
 
 @dataclass(frozen=True)

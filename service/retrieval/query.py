@@ -15,8 +15,9 @@ from service.errors import InvalidInputError
 from service.mt.decoder import Decoder
 from service.retrieval.base import DecodedQuery
 from service.text import split_sentences
-from service.text.compounds import CompoundSplitter, source_tokens
+from service.text.compounds import CompoundSplitter
 from service.text.questions import QuestionRewriter
+from service.text.tokenize import source_tokens
 
 
 def query_sentences(
@@ -30,12 +31,22 @@ def query_sentences(
     compounds split by ``splitter``; long sentences are cut into ``max_words`` pieces."""
     out: list[tuple[str, ...]] = []
     for sentence in split_sentences(text, lang):
-        tokens = source_tokens(sentence, lang, splitter, questions)
+        tokens = source_tokens(sentence, lang, questions, splitter)
         for start in range(0, len(tokens), max_words):
             piece = tuple(tokens[start : start + max_words])
             if piece:
                 out.append(piece)
     return out
+
+
+def decoder_sentences(
+    decoder: Decoder, text: str, lang: str, *, search: bool = True
+) -> list[tuple[str, ...]]:
+    """:func:`query_sentences` as ``decoder`` reads a query: its compound splitter, and — for
+    document search (``search``), not for translation retrieval, whose suggestions must
+    translate the question as asked — its question rewriter."""
+    questions = decoder.questions if search else None
+    return query_sentences(text, lang, decoder.config.max_words, decoder.splitter, questions)
 
 
 def decode_query(
@@ -52,8 +63,7 @@ def decode_query(
     decodes it as asked (translation retrieval, whose suggestions translate the question)."""
     if not text or not text.strip():
         raise InvalidInputError("the query is empty")
-    questions = decoder.questions if search else None
-    sentences = query_sentences(text, lang, decoder.config.max_words, decoder.splitter, questions)
+    sentences = decoder_sentences(decoder, text, lang, search=search)
     if not sentences:
         raise InvalidInputError("the query has no words left after normalisation")
     forests = tuple(decoder.forest(s) for s in sentences)

@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
 
-from service.text.tokenize import preprocess
-
 # a split: (product of the parts' counts, number of parts, ((part length, filler length), ...))
 Split = tuple[int, int, tuple[tuple[int, int], ...]]
 
@@ -190,18 +188,4 @@ class CompoundSplitter:
         """The tokens with every unknown compound replaced by its parts."""
         return tuple(part for token in tokens for part in self.split_word(token))
 
-
-def source_tokens(
-    sentence: str,
-    lang: str,
-    splitter: CompoundSplitter | None,
-    questions: Callable[[list[str]], list[str]] | None = None,
-) -> list[str]:
-    """``sentence`` normalised and tokenised like the grammar's source side
-    (:func:`~service.text.tokenize.preprocess`), rewritten by ``questions`` (search only: a
-    how-to question as its instruction, :mod:`service.text.questions`; None: as it is), its
-    unknown compounds split by ``splitter`` (None: none)."""
-    tokens = preprocess(sentence, lang)
-    if questions is not None:
-        tokens = questions(tokens)
-    return list(splitter.split(tokens)) if splitter is not None else tokens
+    __call__ = split  # a token step (:func:`service.text.tokenize.source_tokens`)

@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
@@ -179,3 +179,18 @@ def tokenize_en(text: str) -> list[str]:
 def preprocess(text: str, lang: str, counts: NormalizationCounts | None = None) -> list[str]:
     """:func:`normalize` then tokenize: the processing of corpus sides and of queries."""
     return get_tokenizer(lang).tokenize(normalize(text, counts=counts))
+
+
+TokenStep = Callable[[Sequence[str]], Sequence[str]]
+
+
+def source_tokens(sentence: str, lang: str, *steps: TokenStep | None) -> list[str]:
+    """``sentence`` preprocessed like the grammar's source side (:func:`preprocess`), then
+    passed through ``steps`` in order (None: skipped) — the query's analysis before decoding:
+    a how-to question rewritten (:mod:`service.text.questions`, search only), unknown compounds
+    split (:mod:`service.text.compounds`)."""
+    tokens = preprocess(sentence, lang)
+    for step in steps:
+        if step is not None:
+            tokens = list(step(tokens))
+    return tokens

@@ -10,7 +10,7 @@ import pytest
 
 from service.mt.bundle import ModelBundle
 from service.mt.translate import translate_text
-from service.retrieval.query import decode_query, query_sentences
+from service.retrieval.query import decode_query, decoder_sentences, query_sentences
 from service.text.questions import QuestionRewriter, infinitive_candidates
 
 COUNTS = {"fügen": 50, "ändern": 40, "änderen": 12, "wechseln": 30, "arbeiten": 20,
@@ -105,3 +105,18 @@ def test_translation_retrieval_decodes_the_question_as_asked(toy_bundle: ModelBu
     decoder = toy_bundle.decoder()
     asked = decode_query(decoder, "Wie kann ich das Haus?", "de", search=False)
     assert asked.sentences == (("wie", "kann", "ich", "das", "haus", "?"),)
+
+
+def test_search_reads_a_query_through_its_decoder(toy_bundle: ModelBundle) -> None:
+    """``decoder_sentences`` is what search and serving read: the decoder's rewriter and
+    splitter for search, the splitter alone for translation retrieval."""
+    decoder = toy_bundle.decoder()
+    text = "Wie kann ich das Hausauto? Das Haus ist rot."
+    assert decoder_sentences(decoder, text, "de") == [
+        ("das", "haus", "auto", "."),
+        ("das", "haus", "ist", "rot", "."),
+    ]
+    assert decoder_sentences(decoder, text, "de", search=False) == [
+        ("wie", "kann", "ich", "das", "haus", "auto", "?"),
+        ("das", "haus", "ist", "rot", "."),
+    ]
