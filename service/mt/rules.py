@@ -85,3 +85,10 @@ class Rule:
     @property
     def target_terminals(self) -> tuple[str, ...]:
         return tuple(t for t in self.target if not is_nt(t))
+
+    @property
+    def terminals_aligned(self) -> tuple[bool, ...]:
+        """For each of :attr:`target_terminals`, in order: is it aligned to a source word?
+        (False: a word the target has and the source lacks, an insertion.)"""
+        aligned = {j for _, j in self.alignment}
+        return tuple(j in aligned for j, t in enumerate(self.target) if not is_nt(t))

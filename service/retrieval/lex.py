@@ -38,14 +38,15 @@ def is_lex_feature(name: str) -> bool:
 def rule_lex_features(rule: Rule) -> tuple[str, ...]:
     """The LEX features a rule fires, in alignment order, then insertions, then deletions."""
     aligned_src = {i for i, _ in rule.alignment}
-    aligned_tgt = {j for _, j in rule.alignment}
     out: list[str] = []
     for i, j in rule.alignment:
         s, t = rule.source[i], rule.target[j]
         if not is_nt(s) and not is_nt(t):
             out.append(f"lex:{s}_{t}")
     out.extend(
-        f"ins:{t}" for j, t in enumerate(rule.target) if j not in aligned_tgt and not is_nt(t)
+        f"ins:{t}"
+        for t, aligned in zip(rule.target_terminals, rule.terminals_aligned, strict=True)
+        if not aligned
     )
     out.extend(
         f"del:{s}" for i, s in enumerate(rule.source) if i not in aligned_src and not is_nt(s)
