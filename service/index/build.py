@@ -399,6 +399,46 @@ def is_current(out: str | Path, params: BuildParams) -> bool:
     return bool(manifest.get("build") == asdict(params))
 
 
+def build_params(
+    kind: IndexKind,
+    *,
+    tokenizer: str = "en",
+    custom_tokenizer: bool = False,
+    k1: float | None = None,
+    b: float | None = None,
+    rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
+    keep_tokens: bool = False,
+    analysis: str | None = None,
+    title_weight: int | None = None,
+    limit: int | None = None,
+    source_sha256: str | None = None,
+    source_name: str | None = None,
+) -> BuildParams:
+    """The checked parameters of a new index (or collection): k1, b, the analysis chain and
+    the title weight default to the settings (the pool: no analysis, title weight 1)."""
+    if not custom_tokenizer and tokenizer not in TOKENIZERS:
+        get_index_tokenizer(tokenizer)  # raises, listing the valid names
+    settings = get_settings()
+    if analysis is None:
+        analysis = settings.docs_analysis if kind == "docs" else "none"
+    chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
+    return BuildParams(
+        kind=kind,
+        tokenizer=tokenizer,
+        tokenizer_signature="custom" if custom_tokenizer else tokenizer_signature(tokenizer),
+        k1=settings.bm25_k1 if k1 is None else float(k1),
+        b=settings.bm25_b if b is None else float(b),
+        rsj=RsjPolicy(rsj_policy).value,
+        keep_tokens=keep_tokens,
+        analysis=chain,
+        analysis_signature=analysis_signature(chain),
+        title_weight=_title_weight(kind, title_weight),
+        limit=limit,
+        source_sha256=source_sha256,
+        source_name=source_name,
+    )
+
+
 def _progress(items: Iterable[Doc], enabled: bool, desc: str, total: int | None) -> Iterator[Doc]:
     yield from tqdm(
         items, desc=desc, unit=" docs", disable=not enabled, file=sys.stderr, total=total
@@ -428,27 +468,12 @@ def _build_from_file(
         raise InvalidInputError(f"--limit must be at least 1, got {limit}")
     if not Path(source).is_file():
         raise MissingResourceError(f"{source}: no such file")
-    if tokenize is None and tokenizer not in TOKENIZERS:
-        get_index_tokenizer(tokenizer)  # raises, listing the valid names
-    settings = get_settings()
-    if analysis is None:
-        analysis = settings.docs_analysis if kind == "docs" else "none"
-    chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
-    params = BuildParams(
-        kind=kind,
-        tokenizer=tokenizer,
-        tokenizer_signature=tokenizer_signature(tokenizer) if tokenize is None else "custom",
-        k1=settings.bm25_k1 if k1 is None else float(k1),
-        b=settings.bm25_b if b is None else float(b),
-        rsj=RsjPolicy(rsj_policy).value,
-        keep_tokens=keep_tokens,
-        analysis=chain,
-        analysis_signature=analysis_signature(chain),
-        title_weight=_title_weight(kind, title_weight),
-        limit=limit,
-        source_sha256=sha256_file(source),
+    params = build_params(
+        kind, tokenizer=tokenizer, custom_tokenizer=tokenize is not None, k1=k1, b=b,
+        rsj_policy=rsj_policy, keep_tokens=keep_tokens, analysis=analysis,
+        title_weight=title_weight, limit=limit, source_sha256=sha256_file(source),
         source_name=Path(source).name,
-    )
+    )  # fmt: skip
     if not force and is_current(out, params):
         return BuildResult(Path(out), True, read_manifest(out), time.perf_counter() - start)
     fn = tokenize if tokenize is not None else get_index_tokenizer(tokenizer)

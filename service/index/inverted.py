@@ -16,12 +16,21 @@ Scoring accumulates ``w · bm25(t, ·)`` over the query terms' postings into a d
 array of size N and selects the top k with ``argpartition``; ties are broken by ascending
 document number (the order of the source file), so results are deterministic. Only
 documents reached through a term with a non-zero weight are returned.
+
+An index directory scores with its own statistics (N, average length, df), precomputed into
+``post_weight``. A *segment* of a collection (:mod:`service.collection`) is the same directory
+opened with :class:`ScoringStats`, the statistics of the whole collection, and the documents
+deleted since: N, avdl, df and rsj are then the collection's, a posting's weight is computed
+from its stored tf when it is read (as Lucene's BM25 does from norms), and deleted documents
+are in no posting. Every method reads weights through :meth:`InvertedIndex.postings` or
+:meth:`InvertedIndex.rank`, so a segment ranks its documents exactly as one index over the
+whole collection would (the weights are the same float64 expression rounded to float32).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,9 +38,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from service.errors import DataFormatError, InvalidInputError, NotFoundError
+from service.errors import ConfigurationError, DataFormatError, InvalidInputError, NotFoundError
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
-from service.index.bm25 import RsjPolicy, length_norm
+from service.index.bm25 import RsjPolicy, length_norm, rsj, tf_bm25
 from service.index.kernels import accumulate_topk
 from service.index.storage import Manifest, load_arrays, read_manifest
 from service.index.tokenize import TokenizeFn, get_index_tokenizer
@@ -42,10 +51,21 @@ Int32Array = npt.NDArray[np.int32]
 Float32Array = npt.NDArray[np.float32]
 
 _REQUIRED = (
-    "vocab_blob", "vocab_offsets", "df", "rsj", "post_offsets", "post_docs", "post_tf",
-    "post_weight", "doc_len", "doc_source", "id_blob", "id_offsets", "title_blob",
+    "vocab_blob", "vocab_offsets", "df", "post_offsets", "post_docs", "post_tf",
+    "doc_len", "doc_source", "id_blob", "id_offsets", "title_blob",
     "title_offsets", "text_blob", "text_offsets",
 )  # fmt: skip
+_OWN_STATISTICS = ("rsj", "post_weight")  # what an index scoring with its own statistics needs
+
+
+class ScoringStats(NamedTuple):
+    """The statistics a segment scores with: the collection's N and average length, the
+    collection's df of each of the segment's terms, and which of its documents are live."""
+
+    n_docs: int
+    avdl: float
+    df: npt.NDArray[np.integer[Any]]  # by the segment's term id
+    live: npt.NDArray[np.bool_] | None = None  # None: no document deleted
 
 
 class Postings(NamedTuple):
@@ -114,10 +134,17 @@ def top_k(scores: Float32Array, candidates: Int32Array, k: int) -> Hits:
 class InvertedIndex:
     """A memory-mapped inverted BM25 index (documents or the sentence pool)."""
 
-    def __init__(self, path: Path, manifest: Manifest, arrays: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        manifest: Manifest,
+        arrays: Mapping[str, np.ndarray],
+        stats: ScoringStats | None = None,
+    ) -> None:
         self.path = path
         self.manifest = manifest
-        missing = [n for n in _REQUIRED if n not in arrays]
+        required = _REQUIRED if stats is not None else _REQUIRED + _OWN_STATISTICS
+        missing = [n for n in required if n not in arrays]
         if missing:
             raise DataFormatError(
                 path / "manifest.json", None, f"index lacks arrays {missing}; rebuild it"
@@ -142,15 +169,45 @@ class InvertedIndex:
                 path / "manifest.json", None, f"missing or bad build field ({exc}); rebuild it"
             ) from exc
         self.vocab = Vocabulary(arrays["vocab_blob"], arrays["vocab_offsets"], str(path))
-        self.df: Int32Array = arrays["df"]
-        self.rsj: Float32Array = arrays["rsj"]
         self.doc_lengths: Int32Array = arrays["doc_len"]
         self._post_offsets: npt.NDArray[np.int64] = arrays["post_offsets"]
         self._post_docs: Int32Array = arrays["post_docs"]
         self._post_tf: npt.NDArray[np.integer[Any]] = arrays["post_tf"]
-        self._post_weight: Float32Array = arrays["post_weight"]
+        # N of the statistics (rsj, idf); ``n_docs`` is the number of documents stored here
+        self.collection_docs = self.n_docs
+        self.live: npt.NDArray[np.bool_] | None = None
+        self._rsj64: npt.NDArray[np.float64] | None = None  # set: weights computed on read
+        self._post_weight: Float32Array | None = None
+        if stats is None:
+            self.df: Int32Array = arrays["df"]
+            self.rsj: Float32Array = arrays["rsj"]
+            self._post_weight = arrays["post_weight"]
+        else:
+            self._use_statistics(stats)
         self._check_structure()
         self._tokenize: TokenizeFn | None = None
+        self._df_lookup: Callable[[str], int] | None = None
+
+    def _use_statistics(self, stats: ScoringStats) -> None:
+        """Score with the collection's statistics (a segment, see the module docstring)."""
+        if self.rsj_policy is RsjPolicy.DROP:
+            raise ConfigurationError(
+                f"{self.path}: a segment cannot use the rsj policy 'drop' (which postings it "
+                "drops depends on the whole collection); build the collection with --rsj floor"
+            )
+        self.collection_docs = int(stats.n_docs)
+        self.avdl = float(stats.avdl)
+        self.df = np.asarray(stats.df, dtype=np.int32)
+        self._rsj64 = rsj(self.df, self.collection_docs, self.rsj_policy)
+        self.rsj = self._rsj64.astype(np.float32)
+        self._norm64 = length_norm(self.doc_lengths, self.avdl, self.k1, self.b)
+        if stats.live is not None:
+            if len(stats.live) != self.n_docs:
+                raise DataFormatError(
+                    self.path, None, f"{len(stats.live)} live flags for {self.n_docs} documents"
+                )
+            if not bool(np.all(stats.live)):
+                self.live = np.asarray(stats.live, dtype=np.bool_)
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -183,14 +240,14 @@ class InvertedIndex:
             check_offsets(f"{name}_offsets", n, len(self._a[f"{name}_blob"]))
         if "tokens" in self._a:
             check_offsets("tokens_offsets", n, len(self._a["tokens"]))
-        for name in ("df", "rsj"):
-            if len(self._a[name]) != n_terms:
-                fail(name, f"{len(self._a[name])} entries for {n_terms} terms")
+        for name, values in (("df", self.df), ("rsj", self.rsj)):
+            if len(values) != n_terms:
+                fail(name, f"{len(values)} entries for {n_terms} terms")
         for name in ("doc_len", "doc_source"):
             if len(self._a[name]) != n:
                 fail(name, f"{len(self._a[name])} entries for {n} documents")
         for name in ("post_tf", "post_weight"):
-            if len(self._a[name]) != len(self._post_docs):
+            if name in self._a and len(self._a[name]) != len(self._post_docs):
                 fail(name, f"{len(self._a[name])} entries for {len(self._post_docs)} postings")
         if len(self._post_docs) and (
             int(self._post_docs.min()) < 0 or int(self._post_docs.max()) >= n
@@ -229,14 +286,35 @@ class InvertedIndex:
     def term(self, term_id: int) -> str:
         return self.vocab.term(term_id)
 
+    def collection_df(self, token: str) -> int:
+        """The df of the index term of ``token`` in the whole collection (0 if none): this
+        index's df, or for a segment the collection's, which knows terms this segment lacks
+        (PSQ's expected df and TR's idf read it)."""
+        if self._df_lookup is not None:
+            return self._df_lookup(token)
+        term_id = self.term_id(token)
+        return 0 if term_id is None else int(self.df[term_id])
+
+    def use_collection_df(self, lookup: Callable[[str], int]) -> None:
+        """Answer :meth:`collection_df` with ``lookup`` (a segment's collection)."""
+        self._df_lookup = lookup
+
     def postings(self, term_id: int) -> Postings:
-        """The postings of ``term_id`` (empty for terms dropped by the rsj policy)."""
+        """The postings of ``term_id`` (empty for terms dropped by the rsj policy; without the
+        deleted documents of a segment)."""
         if not 0 <= term_id < self.n_terms:
             raise InvalidInputError(f"term id {term_id} not in [0, {self.n_terms})")
         start, end = int(self._post_offsets[term_id]), int(self._post_offsets[term_id + 1])
-        return Postings(
-            self._post_docs[start:end], self._post_tf[start:end], self._post_weight[start:end]
-        )
+        docs, tfs = self._post_docs[start:end], self._post_tf[start:end]
+        if self._post_weight is not None:
+            return Postings(docs, tfs, self._post_weight[start:end])
+        if self.live is not None:
+            keep = self.live[docs]
+            docs, tfs = docs[keep], tfs[keep]
+        assert self._rsj64 is not None
+        # the expression the builder precomputes (service.index.build), rounded the same way
+        weights = (self._rsj64[term_id] * tf_bm25(tfs, self._norm64[docs])).astype(np.float32)
+        return Postings(docs, tfs, weights)
 
     def contains(self, token: str, docno: int) -> bool:
         """Whether document ``docno`` has the index term of ``token`` (:meth:`term_id`): a
@@ -266,17 +344,15 @@ class InvertedIndex:
         a non-zero weight (w_t ≠ 0 and rsj(t) ≠ 0)."""
         scores = np.zeros(self.n_docs, dtype=np.float32)
         reached = np.zeros(self.n_docs, dtype=np.bool_)
-        off, docs, wts, rsj = self._post_offsets, self._post_docs, self._post_weight, self.rsj
         ids = np.asarray(term_ids, dtype=np.int64).ravel()
         for t, w in zip(ids, np.asarray(weights, dtype=np.float32).ravel(), strict=True):
-            if w == 0 or rsj[t] == 0:
+            if w == 0 or self.rsj[t] == 0:
                 continue
-            start, end = off[t], off[t + 1]
-            if start == end:
+            post = self.postings(int(t))
+            if not len(post.docs):
                 continue
-            d = docs[start:end]
-            scores[d] += wts[start:end] if w == 1 else w * wts[start:end]
-            reached[d] = True
+            scores[post.docs] += post.weights if w == 1 else w * post.weights
+            reached[post.docs] = True
         return scores, np.flatnonzero(reached).astype(np.int32)
 
     def bm25_scores(self, query_tokens: Iterable[str]) -> Float32Array:
@@ -314,11 +390,21 @@ class InvertedIndex:
         """
         self._check_k(k)
         ids, ws = self._term_arrays(term_ids, weights)
-        docs, scores = accumulate_topk(
-            self._post_offsets, self._post_docs, self._post_weight, self.rsj, ids, ws,
-            self.n_docs, k,
+        if self._post_weight is not None:
+            offsets, docs, wts, rsj_of, kernel_ids = (
+                self._post_offsets, self._post_docs, self._post_weight, self.rsj, ids,
+            )  # fmt: skip
+        else:  # a segment: the query terms' postings, weighted as they are read
+            posts = [self.postings(int(t)) for t in ids]
+            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([len(p.docs) for p in posts])
+            docs = np.concatenate([p.docs for p in posts]) if posts else self._post_docs[:0]
+            wts = np.concatenate([p.weights for p in posts]) if posts else np.zeros(0, np.float32)
+            rsj_of, kernel_ids = self.rsj[ids], np.arange(len(ids), dtype=np.int64)
+        top_docs, scores = accumulate_topk(
+            offsets, docs, wts, rsj_of, kernel_ids, ws, self.n_docs, k
         )  # fmt: skip
-        return Hits(docs, scores)
+        return Hits(top_docs, scores)
 
     def rank_reference(
         self,
@@ -434,7 +520,7 @@ class InvertedIndex:
             "tokenizer": self.tokenizer_name,
             "analysis": self.analyzer.signature,
             "title_weight": self.title_weight,
-            "n_docs": self.n_docs,
+            "n_docs": self.collection_docs,
             "source_sha256": str(build.get("source_sha256", ""))[:12],
             "limit": build.get("limit"),
         }

@@ -174,17 +174,20 @@ def psq_scores(
         edf = 0.0
         touched: list[npt.NDArray[np.int32]] = []
         for e, p in term.translations.items():
-            tid = index.term_id(e)
-            if tid is None:
+            df = index.collection_df(e)
+            if df == 0:
                 continue
-            edf += p * float(index.df[tid])
+            edf += p * float(df)
+            tid = index.term_id(e)
+            if tid is None:  # a segment without the term (the collection has it)
+                continue
             post = index.postings(tid)
             if len(post.docs):
                 etf[post.docs] += p * post.tfs.astype(np.float64)
                 touched.append(post.docs)
         if edf <= 0 or not touched:
             continue
-        w = float(rsj(edf, n, index.rsj_policy))
+        w = float(rsj(edf, index.collection_docs, index.rsj_policy))
         if w == 0:
             continue
         docs = np.unique(np.concatenate(touched))
@@ -251,7 +254,13 @@ class ProbabilisticStructuredQuery(Scorer):
         )
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
-        terms = self.structured(query)
+        return self.rank_structured(self.structured(query), k, explain)
+
+    def rank_structured(
+        self, terms: Sequence[StructuredTerm], k: int, explain: bool = False
+    ) -> tuple[list[Hit], dict[str, Any]]:
+        """The top ``k`` for a structured query (:meth:`structured`: it depends on the query
+        and the model only, so a collection builds it once for all its segments)."""
         scores, reached = psq_scores(self.index, terms)
         hits = top_k(scores, reached, k)
         out: list[Hit] = []

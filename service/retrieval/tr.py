@@ -89,29 +89,38 @@ def levenshtein_similarity(a: Sequence[str], b: Sequence[str]) -> float:
     return 1.0 - Levenshtein.distance(list(a), list(b)) / longest
 
 
-def query_vector(index: InvertedIndex, tokens: Sequence[str]) -> tuple[list[int], list[float]]:
-    """Distinct pool terms of ``t`` and their weights ``lg(N/f_{t'}) + 1``."""
+def query_vector(
+    index: InvertedIndex, tokens: Sequence[str]
+) -> tuple[list[int], list[float], float]:
+    """Distinct pool terms of ``t`` in this index with their weights ``lg(N/f_{t'}) + 1``, and
+    the norm of the query vector over every term of ``t`` the collection holds (a segment of
+    a collection may lack some: they still count in the norm, as in one index)."""
     ids: list[int] = []
     weights: list[float] = []
-    seen: set[int] = set()
+    seen: set[str] = set()
+    norm2 = 0.0
     for tok in tokens:
-        tid = index.term_id(tok)
-        if tid is None or tid in seen:
+        term = index.analyzer.term(tok)
+        if term is None or term in seen:
             continue
-        seen.add(tid)
-        df = int(index.df[tid])
+        seen.add(term)
+        df = index.collection_df(tok)
         if df <= 0:
             continue
-        ids.append(tid)
-        weights.append(math.log10(index.n_docs / df) + 1.0)
-    return ids, weights
+        w = math.log10(index.collection_docs / df) + 1.0
+        norm2 += w * w
+        tid = index.term_id(tok)
+        if tid is not None:
+            ids.append(tid)
+            weights.append(w)
+    return ids, weights, math.sqrt(norm2)
 
 
 def cosine_candidates(
     index: InvertedIndex, tokens: Sequence[str]
 ) -> tuple[npt.NDArray[np.int32], FloatArray]:
     """Every pool sentence sharing a term with ``t`` and its cosine with ``t`` (TR paper, eq. 2)."""
-    ids, weights = query_vector(index, tokens)
+    ids, weights, qnorm = query_vector(index, tokens)
     if not ids:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
     num = np.zeros(index.n_docs, dtype=np.float64)
@@ -121,7 +130,6 @@ def cosine_candidates(
         num[post.docs] += w * np.log10(post.tfs.astype(np.float64) + 1.0)
         reached[post.docs] = True
     docs = np.flatnonzero(reached).astype(np.int32)
-    qnorm = math.sqrt(sum(w * w for w in weights))
     dnorm = document_norms(index)[docs]
     return docs, num[docs] / (qnorm * dnorm)
 

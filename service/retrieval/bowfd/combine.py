@@ -25,7 +25,8 @@ def combine_sentences(rankings: Sequence[SentenceRanking]) -> tuple[Int32Array, 
     list's minimum score, or the sentence's SMT Viterbi score when the list is complete (then
     that is the document's exact score). Returns the union of the lists, best first.
     """
-    docs = np.unique(np.concatenate([r.docs for r in rankings])).astype(np.int32)
+    # document numbers keep their dtype (a collection's sequence numbers are int64)
+    docs = np.unique(np.concatenate([r.docs for r in rankings]))
     total = np.zeros(len(docs), dtype=np.float64)
     for r in rankings:
         floor = r.viterbi if r.complete or len(r.scores) == 0 else float(r.scores.min())

@@ -59,7 +59,7 @@ def top_k_order(docs: Int32Array, scores: FloatArray, k: int) -> IntArray:
 class SentenceRanking:
     """One sentence's top list (best first) with its SMT Viterbi score and diagnostics."""
 
-    docs: Int32Array
+    docs: Int32Array | IntArray  # document numbers (a collection's: int64 sequence numbers)
     scores: FloatArray
     viterbi: float
     complete: bool  # True if the list holds every candidate (fewer than k)

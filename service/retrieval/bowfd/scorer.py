@@ -135,17 +135,36 @@ class BowFdScorer(Scorer):
         query of only "???" retrieves nothing rather than ties ranked by document number. Every
         caller (search, evaluation, learning to rank) gets the same ranking from here."""
         v = self.v if v is None else v
-        depth = k if len(preps) == 1 else max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
-        # K' is at least k (a smaller per_sentence_k is raised to k)
+        depth = self.sentence_depth(len(preps), k)
         lists = [self._rank_one(p, depth, v) for p in preps]
+        docs, scores = self.combine(lists, k)
+        return docs, scores, lists
+
+    def sentence_depth(self, n_sentences: int, k: int) -> int:
+        """How deep each sentence's list goes for a top ``k``: ``k`` for one sentence, else
+        ``K'`` (at least ``k``: a smaller per_sentence_k is raised to k)."""
+        if n_sentences == 1:
+            return k
+        return max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
+
+    def rank_sentences(
+        self, preps: Sequence[PreparedSentence], depth: int, v: float
+    ) -> list[SentenceRanking]:
+        """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`)."""
+        return [self._rank_one(p, depth, v) for p in preps]
+
+    @staticmethod
+    def combine(lists: Sequence[SentenceRanking], k: int) -> tuple[Any, FloatArray]:
+        """The top ``k`` of the sentences' lists (product of experts for several), without
+        the documents that earned no BM25 weight (see :meth:`rank_prepared`)."""
         if len(lists) == 1:
-            docs, scores = lists[0].docs, lists[0].scores
+            docs, scores = lists[0].docs[:k], lists[0].scores[:k]
         else:
             docs, scores = combine_sentences(lists)
             docs, scores = docs[:k], scores[:k]
-        floor = float(sum(p.viterbi for p in preps))
+        floor = float(sum(r.viterbi for r in lists))
         keep = scores > floor + 1e-9 * max(1.0, abs(floor))
-        return docs[keep], scores[keep], lists
+        return docs[keep], scores[keep]
 
     def _rank_one(self, prep: PreparedSentence, depth: int, v: float) -> SentenceRanking:
         if self.engine == "fast":

@@ -1,0 +1,196 @@
+"""Reading a collection: the current commit as shards of segment views.
+
+:class:`Collection` opens a collection directory and keeps a :class:`Snapshot` of its current
+commit: per shard, the segments as indexes that score with the collection's statistics
+(:meth:`service.collection.segment.Segment.view`). :meth:`Collection.refresh` reads the
+manifest again and swaps in a new snapshot when a writer has committed (segments already
+open are reused: only their statistics are new), so a search holds one consistent snapshot
+from start to end while adds commit beside it. A commit is visible to the first search that
+starts after a refresh; the service refreshes before each search when the manifest changed
+(one ``stat`` call).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from service.arraydir import load_array, read_manifest, write_array_dir
+from service.collection.manifest import MANIFEST, CommitManifest, read_commit, shard_of
+from service.collection.segment import Segment
+from service.errors import ClirError, DataFormatError, NotFoundError
+from service.index.inverted import InvertedIndex
+from service.records import Doc
+
+SEGMENTS_DIR = "segments"
+
+
+@dataclass(frozen=True)
+class SegmentView:
+    """A segment of one commit: the segment, its deleted documents, the scoring index."""
+
+    segment: Segment
+    deleted: npt.NDArray[np.int32] | None
+    index: InvertedIndex
+
+    @property
+    def seq(self) -> npt.NDArray[np.int64]:
+        return self.segment.seq
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The segments of one commit, by shard."""
+
+    commit: CommitManifest
+    shards: tuple[tuple[SegmentView, ...], ...]
+    global_df: npt.NDArray[np.int64]
+
+    @property
+    def generation(self) -> int:
+        return self.commit.generation
+
+    @property
+    def n_docs(self) -> int:
+        return self.commit.n_docs
+
+    def collection_df(self, token: str) -> int:
+        """The collection's df of the index term of ``token`` (from any segment that holds
+        it: every segment maps its terms to the global ids the df is kept by)."""
+        for view in self.views():
+            tid = view.index.term_id(token)
+            if tid is not None:
+                return int(self.global_df[view.segment.gid[tid]])
+        return 0
+
+    def views(self) -> list[SegmentView]:
+        return [v for shard in self.shards for v in shard]
+
+    def locate(self, doc_id: str) -> tuple[SegmentView, int]:
+        """The segment view and document number of the live document ``doc_id``."""
+        for view in self.shards[shard_of(doc_id, self.commit.shards)]:
+            docno = view.segment.docno_of.get(doc_id)
+            if docno is not None and (view.index.live is None or view.index.live[docno]):
+                return view, docno
+        raise NotFoundError(f"no document {doc_id!r} in the collection")
+
+    def locate_seq(self, seq: int) -> tuple[SegmentView, int]:
+        """The segment view and document number of the document with sequence number ``seq``."""
+        for view in self.views():
+            pos = int(np.searchsorted(view.seq, seq))
+            if pos < len(view.seq) and int(view.seq[pos]) == seq:
+                return view, pos
+        raise NotFoundError(f"no document number {seq} in the collection")
+
+
+def read_deleted(path: Path, entry_deleted: str | None) -> npt.NDArray[np.int32] | None:
+    if entry_deleted is None:
+        return None
+    file = path / entry_deleted
+    try:
+        arr = np.load(file, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataFormatError(file, None, f"unreadable tombstones ({exc})") from exc
+    return np.asarray(arr, dtype=np.int32)
+
+
+def load_snapshot(
+    path: Path, commit: CommitManifest, cache: dict[str, Segment] | None = None
+) -> Snapshot:
+    """The snapshot of ``commit``, opening segments not in ``cache`` (which is updated)."""
+    cache = {} if cache is None else cache
+    global_df = read_stats(path, commit)
+    shards: list[list[SegmentView]] = [[] for _ in range(commit.shards)]
+    for entry in commit.segments:
+        seg = cache.get(entry.name)
+        if seg is None:
+            seg = cache[entry.name] = Segment(path / SEGMENTS_DIR / entry.name)
+        deleted = read_deleted(path, entry.deleted)
+        index = seg.view(commit.n_docs, commit.avdl, global_df, deleted)
+        shards[entry.shard].append(SegmentView(seg, deleted, index))
+    for name in set(cache) - {e.name for e in commit.segments}:
+        del cache[name]
+    snap = Snapshot(commit, tuple(tuple(s) for s in shards), global_df)
+    for view in snap.views():
+        view.index.use_collection_df(snap.collection_df)
+    return snap
+
+
+STATS_FORMAT = "clir-collection-stats"
+
+
+def write_stats(target: Path, df: npt.NDArray[np.int64]) -> None:
+    """Write the global df (by term id) as an array directory, atomically."""
+    write_array_dir(target, {"df": df}, {"format": STATS_FORMAT, "format_version": 1}, indent=1)
+
+
+def read_stats(path: Path, commit: CommitManifest) -> npt.NDArray[np.int64]:
+    """The global df of ``commit`` (by global term id)."""
+    if commit.stats_dir is None:
+        return np.zeros(0, dtype=np.int64)
+    target = path / commit.stats_dir
+    hint = "the collection is damaged; rebuild it"
+    manifest = read_manifest(
+        target, what="statistics", format_name=STATS_FORMAT, version_key="format_version",
+        version=1, hint=hint,
+    )  # fmt: skip
+    df = np.asarray(load_array(target, "df", manifest, verify=False, hint=hint))
+    if len(df) != commit.n_terms:
+        raise DataFormatError(target, None, f"{len(df)} df entries for {commit.n_terms} terms")
+    return df
+
+
+class Collection:
+    """A collection directory, read: the current snapshot, refreshed after commits."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._segments: dict[str, Segment] = {}
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._snapshot = self._load()
+
+    def _manifest_stamp(self) -> tuple[int, int]:
+        st = (self.path / MANIFEST).stat()
+        return st.st_mtime_ns, st.st_ino
+
+    def _load(self) -> Snapshot:
+        for attempt in range(3):
+            stamp = self._manifest_stamp()
+            try:
+                snap = load_snapshot(self.path, read_commit(self.path), self._segments)
+            except ClirError:
+                # a writer may have committed (and removed what the commit read refers to)
+                # between reading the manifest and opening its files: read it again
+                if attempt == 2 or self._manifest_stamp() == stamp:
+                    raise
+                continue
+            self._stamp = stamp
+            return snap
+        raise AssertionError("unreachable")
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def refresh(self) -> bool:
+        """Load the current commit if a writer replaced the manifest; whether it changed."""
+        if self._manifest_stamp() == self._stamp:
+            return False
+        with self._lock:
+            if self._manifest_stamp() == self._stamp:
+                return False
+            snap = self._load()
+            changed = snap.generation != self._snapshot.generation
+            self._snapshot = snap
+            return changed
+
+    def doc(self, key: str | int) -> Doc:
+        """A live document by external id, or by sequence number."""
+        snap = self._snapshot
+        view, docno = snap.locate(key) if isinstance(key, str) else snap.locate_seq(int(key))
+        return view.index.doc(docno)

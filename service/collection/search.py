@@ -1,0 +1,322 @@
+"""Searching a collection: every method run per segment and shard, merged exactly.
+
+Each segment scores with the collection's statistics (:mod:`service.collection.segment`), so
+a document's score does not depend on where it is stored; what remains is to merge top lists
+so that the result is the one a single index over the same documents gives. A method's work
+on a set of segments is a :class:`Partial`, partials of disjoint sets merge into a partial of
+their union (so segments merge into a shard's partial, shards into the collection's), and
+:meth:`Method.finish` turns the collection's partial into the ranking:
+
+* DT and PSQ score each document independently: a partial is a top-``depth`` list, the merge
+  keeps the best ``depth`` of the union (score descending, then sequence number ascending —
+  the document numbers a single index gives the same documents), and the count of documents
+  retrieved adds up.
+* BOW-FD (Hieber & Riezler 2015, §3) ranks each sentence of a query to depth ``K'`` and
+  combines the lists by a product of experts in which a document missing from a list takes
+  that list's minimum: the minimum of the *collection's* list. So its partial keeps each
+  sentence's list (merged to depth ``K'``) and candidate count, and only :meth:`finish`
+  combines them, with the same function the scorer uses.
+
+Results carry the document's sequence number as ``docno``
+(:meth:`service.collection.reader.Collection.doc` resolves it) and the external id.
+Explanations are made by the segment holding the document, after the merge (BOW-FD's need
+to know whether the document made the collection's list of each sentence).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from service.collection.reader import SegmentView, Snapshot
+from service.errors import ConfigurationError
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
+from service.retrieval.bowfd.ranking import SentenceRanking
+from service.retrieval.bowfd.scorer import BowFdScorer
+from service.retrieval.explain import Explanation
+from service.retrieval.psq import ProbabilisticStructuredQuery
+
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A method's result over some segments (see the module docstring)."""
+
+    seqs: Int64Array  # best first
+    scores: npt.NDArray[np.float64]
+    ids: tuple[str, ...]
+    retrieved: int
+    relation: Relation
+    info: dict[str, Any] = field(default_factory=dict)
+    sentences: tuple[SentenceRanking, ...] = ()  # BOW-FD: each sentence's list, by seq
+    depth: int = 0
+
+
+def _order(seqs: Int64Array, scores: npt.NDArray[np.float64], depth: int) -> Int64Array:
+    return np.lexsort((seqs, -scores))[:depth].astype(np.int64)
+
+
+class Method:
+    """How one retrieval method runs over segments and merges (one per method name).
+
+    :meth:`plan` does once per query what does not depend on the documents (PSQ's structured
+    query from the n-best list); :meth:`partial` runs the method over one segment."""
+
+    name: ClassVar[str]
+
+    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+        """What every segment's :meth:`partial` reads of the query (default: nothing)."""
+        return None
+
+    def ranking(
+        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+    ) -> Ranking:
+        """The segment's own ranking (default: the scorer's :meth:`~Scorer.rank`)."""
+        return scorer.rank(query, depth, explain=explain)
+
+    def partial(
+        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+    ) -> tuple[Partial, Any]:
+        """The partial of one segment, and what :meth:`explain` needs later (kept by the
+        caller, never merged)."""
+        ranking = self.ranking(scorer, query, plan, depth, False)
+        n, relation = scorer.retrieved(ranking, depth, query)
+        docs = np.asarray([h.docno for h in ranking.hits], dtype=np.int64)
+        part = Partial(
+            seqs=view.seq[docs].astype(np.int64),
+            scores=np.asarray([h.score for h in ranking.hits], dtype=np.float64),
+            ids=tuple(h.doc_id for h in ranking.hits),
+            retrieved=n,
+            relation=relation,
+            info=ranking.info,
+            depth=depth,
+        )
+        return part, (query, plan, depth)
+
+    def merge(self, parts: Sequence[Partial]) -> Partial:
+        """The partial of the union of the parts' segments."""
+        depth = max(p.depth for p in parts)
+        seqs = np.concatenate([p.seqs for p in parts])
+        scores = np.concatenate([p.scores for p in parts])
+        ids = [i for p in parts for i in p.ids]
+        pos = _order(seqs, scores, depth)
+        relation: Relation = "eq" if all(p.relation == "eq" for p in parts) else "gte"
+        info = dict(parts[0].info)
+        cands = [p.info.get("candidates") for p in parts]
+        if all(isinstance(c, int) for c in cands):
+            info["candidates"] = sum(c for c in cands if isinstance(c, int))
+        return Partial(
+            seqs[pos], scores[pos], tuple(ids[i] for i in pos.tolist()),
+            sum(p.retrieved for p in parts), relation, info, depth=depth,
+        )  # fmt: skip
+
+    def finish(self, part: Partial, k: int) -> Partial:
+        """The collection's top ``k`` from its merged partial."""
+        n = min(k, len(part.seqs))
+        return replace(part, seqs=part.seqs[:n], scores=part.scores[:n], ids=part.ids[:n])
+
+    def explain(
+        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
+    ) -> Explanation | None:
+        """The explanation of the segment's document ``docno`` in the final ranking (``kept``:
+        what :meth:`partial` returned for the segment): by default the segment ranks again
+        with explanations (DT, PSQ: a few ms) and takes the document's."""
+        query, plan, depth = kept
+        for hit in self.ranking(scorer, query, plan, depth, True).hits:
+            if hit.docno == docno:
+                return hit.explanation
+        return None
+
+
+class PsqMethod(Method):
+    """PSQ: the structured query is built once, from the n-best list."""
+
+    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+        assert isinstance(scorer, ProbabilisticStructuredQuery)
+        return scorer.structured(query)
+
+    def ranking(
+        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+    ) -> Ranking:
+        assert isinstance(scorer, ProbabilisticStructuredQuery)
+        hits, info = scorer.rank_structured(plan, depth, explain)
+        return Ranking(query.qid, hits, scorer.signature(query), info)
+
+
+class BowFdMethod(Method):
+    """BOW-FD: each sentence's list merged, combined at the end."""
+
+    def partial(
+        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+    ) -> tuple[Partial, Any]:
+        assert isinstance(scorer, BowFdScorer)
+        v = scorer.v_for(query.weights)
+        preps = scorer.prepare(query)
+        sdepth = scorer.sentence_depth(len(preps), depth)
+        lists = scorer.rank_sentences(preps, sdepth, v)
+        by_seq = tuple(
+            SentenceRanking(
+                view.seq[r.docs], r.scores, r.viterbi, r.complete, {"candidates": int(p.docs.size)}
+            )
+            for r, p in zip(lists, preps, strict=True)
+        )  # fmt: skip
+        info = {
+            "sentences": len(preps),
+            "sentence_depth": sdepth,
+            "v": v,
+            "candidates": [int(p.docs.size) for p in preps],
+            "viterbi": [p.viterbi for p in preps],
+            "edges": [p.hypergraph.num_edges for p in preps],
+        }
+        part = Partial(np.zeros(0, np.int64), np.zeros(0), (), 0, "eq", info, by_seq, depth=depth)
+        return part, (preps, v)
+
+    def merge(self, parts: Sequence[Partial]) -> Partial:
+        depth = max(p.depth for p in parts)
+        n_sent = len(parts[0].sentences)
+        sentences = []
+        cands = [sum(p.info["candidates"][i] for p in parts) for i in range(n_sent)]
+        cut = int(parts[0].info["sentence_depth"])  # K' (k for one sentence)
+        for i in range(n_sent):
+            lists = [p.sentences[i] for p in parts]
+            seqs = np.concatenate([r.docs for r in lists]).astype(np.int64)
+            scores = np.concatenate([r.scores for r in lists])
+            pos = _order(seqs, scores, cut)
+            complete = cands[i] <= cut
+            ranking = SentenceRanking(
+                seqs[pos], scores[pos], lists[0].viterbi, complete, {"candidates": cands[i]}
+            )
+            sentences.append(ranking)
+        info = dict(parts[0].info)
+        info["candidates"] = cands
+        return Partial(
+            np.zeros(0, np.int64), np.zeros(0), (), 0, "eq", info, tuple(sentences), depth=depth
+        )
+
+    def finish(self, part: Partial, k: int) -> Partial:
+        seqs, scores = BowFdScorer.combine(part.sentences, k)
+        n = len(seqs)
+        cands = part.info["candidates"]
+        relation: Relation = "eq" if n < k or sum(cands) <= n else "gte"
+        return replace(
+            part, seqs=np.asarray(seqs, dtype=np.int64), scores=np.asarray(scores),
+            retrieved=n, relation=relation,
+        )  # fmt: skip
+
+    def explain(
+        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
+    ) -> Explanation | None:
+        assert isinstance(scorer, BowFdScorer)
+        preps, v = kept
+        local = [
+            replace(r, docs=np.flatnonzero(np.isin(view.seq, r.docs)).astype(np.int32))
+            for r in final.sentences
+        ]
+        return scorer.explain(preps, docno, local, v)
+
+
+METHODS: dict[str, Method] = {"dt": Method(), "psq": PsqMethod(), "bowfd": BowFdMethod()}
+
+
+def get_method(name: str) -> Method:
+    method = METHODS.get(name)
+    if method is None:
+        valid = ", ".join(sorted(METHODS))
+        raise ConfigurationError(
+            f"method {name!r} does not run over a collection; choose one of: {valid}"
+        )
+    return method
+
+
+class SnapshotSearcher:
+    """Runs methods over the segments of snapshots (in this process), with one scorer per
+    segment view and method parameters, kept as long as the view."""
+
+    def __init__(self, bundle: ModelBundle | None = None) -> None:
+        self.bundle = bundle
+        self._scorers: weakref.WeakKeyDictionary[InvertedIndex, dict[Any, Scorer]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def scorer(self, method: str, view: SegmentView, params: Mapping[str, Any]) -> Scorer:
+        key = (method, tuple(sorted(params.items())))
+        per_view = self._scorers.setdefault(view.index, {})
+        scorer = per_view.get(key)
+        if scorer is None:
+            extra = {"bundle": self.bundle} if method in ("psq", "bowfd") else {}
+            scorer = per_view[key] = get_scorer(method, view.index, **extra, **params)
+        return scorer
+
+    def shard_partial(
+        self,
+        method: str,
+        views: Sequence[SegmentView],
+        query: DecodedQuery,
+        depth: int,
+        params: Mapping[str, Any],
+        plan: Any,
+        kept: dict[str, Any] | None = None,
+    ) -> Partial | None:
+        """The partial of a shard (its segments), or None for an empty shard."""
+        m = get_method(method)
+        parts = []
+        for view in views:
+            scorer = self.scorer(method, view, params)
+            part, keep = m.partial(scorer, view, query, plan, depth)
+            parts.append(part)
+            if kept is not None:
+                kept[view.segment.name] = keep
+        return m.merge(parts) if parts else None
+
+    def rank(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        query: DecodedQuery,
+        k: int,
+        *,
+        explain: bool = False,
+        params: Mapping[str, Any] | None = None,
+    ) -> tuple[Ranking, tuple[int, Relation]]:
+        """The top ``k`` of the collection, and how many documents the method retrieved."""
+        params = dict(params or {})
+        m = get_method(method)
+        kept: dict[str, Any] = {}
+        views = snapshot.views()
+        plan = m.plan(self.scorer(method, views[0], params), query) if views else None
+        parts = [
+            p
+            for shard in snapshot.shards
+            if (p := self.shard_partial(method, shard, query, k, params, plan, kept)) is not None
+        ]
+        if not parts:
+            sig = f"method:{method}"
+            return Ranking(query.qid, [], sig, {}), (0, "eq")
+        final = m.finish(m.merge(parts), k)
+        ids = final.ids
+        if not ids:
+            ids = tuple(_id_of(snapshot, int(s)) for s in final.seqs.tolist())
+        hits = []
+        for seq, doc_id, score in zip(final.seqs.tolist(), ids, final.scores.tolist(), strict=True):
+            expl = None
+            if explain:
+                view, docno = snapshot.locate_seq(seq)
+                scorer = self.scorer(method, view, params)
+                expl = m.explain(scorer, kept[view.segment.name], docno, final, view)
+            hits.append(Hit(int(seq), doc_id, float(score), expl))
+        first = next(v for v in views)
+        signature = self.scorer(method, first, params).signature(query)
+        return Ranking(query.qid, hits, signature, final.info), (final.retrieved, final.relation)
+
+
+def _id_of(snapshot: Snapshot, seq: int) -> str:
+    view, docno = snapshot.locate_seq(seq)
+    return view.index.doc_id(docno)

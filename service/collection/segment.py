@@ -1,0 +1,326 @@
+"""Segments: immutable pieces of a collection, each an index directory in the index format.
+
+A segment (Lucene's unit of a live index) holds a batch of documents as
+:mod:`service.index.build` indexes them — sorted vocabulary, term-major postings with term
+frequencies, document lengths, ids, titles, texts — but no statistics of its own: its BM25
+weights are computed when read from the collection's N, average length and df
+(:class:`service.index.inverted.ScoringStats`; Robertson & Zaragoza 2009, §3, the BM25 of
+Hieber & Riezler 2015, §3). So an add writes only the new documents and never rewrites a
+weight already on disk. Beside the index arrays a segment stores
+
+* ``gid``: the global term id (:mod:`service.collection.terms`) of each of its terms, and
+* ``seq``: each document's sequence number in the collection (ascending within a segment),
+  the order a single index built from the same documents would number them in: ties between
+  equal scores go to the smaller one everywhere, so a collection ranks exactly like one index.
+
+Deleted documents are not removed from a segment; the commit lists them (tombstones) and
+:meth:`Segment.view` leaves them out of every posting. :func:`merge_segments` writes one
+segment from several without their deleted documents, from the arrays (nothing is
+tokenised again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from service.collection.terms import TermDictionary
+from service.errors import DataFormatError
+from service.forest.csr import ptr_from_counts
+from service.index.build import BuildParams, build_arrays
+from service.index.inverted import InvertedIndex, ScoringStats
+from service.index.storage import load_arrays, read_manifest, write_index_dir
+from service.index.tokenize import TokenizeFn
+from service.index.vocab import Vocabulary, encode_terms
+from service.records import Doc
+
+Int64Array = npt.NDArray[np.int64]
+_NOT_STORED = ("rsj", "post_weight")  # statistics of the segment alone: never used
+
+
+def write_segment(
+    target: Path,
+    docs: Iterable[Doc],
+    tokenize: TokenizeFn,
+    params: BuildParams,
+    terms: TermDictionary,
+    seqs: Sequence[int],
+    *,
+    name: str,
+    shard: int,
+) -> int:
+    """Index ``docs`` into the segment directory ``target`` (written atomically) with the
+    sequence numbers ``seqs`` (ascending); the number of documents."""
+    arrays, counts = build_arrays(
+        docs, tokenize, k1=params.k1, b=params.b, rsj_policy=params.rsj,
+        keep_tokens=params.keep_tokens, analysis=params.analysis,
+        where=params.source_name or "<documents>", title_weight=params.title_weight,
+    )  # fmt: skip
+    for key in _NOT_STORED:
+        arrays.pop(key)
+    vocab = Vocabulary(arrays["vocab_blob"], arrays["vocab_offsets"], str(target))
+    arrays["gid"] = terms.ids(vocab.terms())
+    n = int(counts["n_docs"])
+    arrays["seq"] = np.asarray(seqs, dtype=np.int64)
+    if len(arrays["seq"]) != n:
+        raise ValueError(f"{len(arrays['seq'])} sequence numbers for {n} documents")
+    _write(target, arrays, params, counts, name, shard)
+    return n
+
+
+def _write(
+    target: Path,
+    arrays: dict[str, np.ndarray],
+    params: BuildParams,
+    counts: dict[str, Any],
+    name: str,
+    shard: int,
+) -> None:
+    manifest = {
+        "build": asdict(params),
+        "counts": counts,
+        "segment": {"name": name, "shard": shard},
+    }
+    write_index_dir(target, arrays, manifest)
+
+
+class Segment:
+    """One segment's arrays, memory-mapped; :meth:`view` scores them with global statistics."""
+
+    def __init__(self, path: Path, verify: bool = False) -> None:
+        self.path = path
+        self.manifest = read_manifest(path)
+        self.arrays = {
+            k: np.asarray(v) for k, v in load_arrays(path, self.manifest, verify).items()
+        }
+        try:
+            info = self.manifest["segment"]
+            self.name: str = str(info["name"])
+            self.shard: int = int(info["shard"])
+            self.n_docs: int = int(self.manifest["counts"]["n_docs"])
+            self.gid: Int64Array = self.arrays["gid"]
+            self.seq: Int64Array = self.arrays["seq"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(path / "manifest.json", None, f"not a segment ({exc})") from exc
+        if len(self.seq) != self.n_docs or np.any(np.diff(self.seq) <= 0):
+            raise DataFormatError(path / "seq.npy", None, "sequence numbers must ascend")
+        self.doc_len: npt.NDArray[np.int32] = self.arrays["doc_len"]
+        self.df: npt.NDArray[np.int32] = self.arrays["df"]
+        if len(self.gid) != len(self.df):
+            raise DataFormatError(path / "gid.npy", None, "one global id per term expected")
+
+    @cached_property
+    def posting_terms(self) -> Int64Array:
+        """The local term of every posting (term-major CSR expanded)."""
+        off = self.arrays["post_offsets"]
+        return np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+
+    def live_df(self, deleted: npt.NDArray[np.integer[Any]] | None) -> npt.NDArray[np.int64]:
+        """The df of each local term over the documents not ``deleted``."""
+        df = self.df.astype(np.int64)
+        if deleted is None or len(deleted) == 0:
+            return df
+        dead = np.zeros(self.n_docs, dtype=np.bool_)
+        dead[deleted] = True
+        gone = dead[self.arrays["post_docs"]]
+        return df - np.bincount(self.posting_terms[gone], minlength=len(df))
+
+    def live_length(self, deleted: npt.NDArray[np.integer[Any]] | None) -> int:
+        """The total length of the documents not ``deleted``."""
+        total = int(self.doc_len.sum(dtype=np.int64))
+        if deleted is not None and len(deleted):
+            total -= int(self.doc_len[deleted].sum(dtype=np.int64))
+        return total
+
+    def view(
+        self,
+        n_docs: int,
+        avdl: float,
+        global_df: npt.NDArray[np.integer[Any]],
+        deleted: npt.NDArray[np.integer[Any]] | None,
+    ) -> InvertedIndex:
+        """This segment as an index scoring with the collection's statistics (N ``n_docs``,
+        ``avdl``, df by global id) without its ``deleted`` documents."""
+        live = None
+        if deleted is not None and len(deleted):
+            live = np.ones(self.n_docs, dtype=np.bool_)
+            live[deleted] = False
+        stats = ScoringStats(n_docs, avdl, global_df[self.gid], live)
+        return InvertedIndex(self.path, self.manifest, self.arrays, stats=stats)
+
+    @cached_property
+    def docno_of(self) -> dict[str, int]:
+        """External id → document number (deleted documents included)."""
+        off = self.arrays["id_offsets"].tolist()
+        blob = bytes(self.arrays["id_blob"])
+        return {blob[off[i] : off[i + 1]].decode("utf-8"): i for i in range(self.n_docs)}
+
+    def terms(self) -> list[str]:
+        return Vocabulary(self.arrays["vocab_blob"], self.arrays["vocab_offsets"]).terms()
+
+
+# --- merging ----------------------------------------------------------------------------------
+
+
+def _gather_blob(
+    parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[npt.NDArray[np.uint8], Int64Array]:
+    """Concatenate the strings ``rows`` of each ``(blob, offsets, rows)`` into one blob."""
+    chunks: list[bytes] = []
+    lengths: list[int] = []
+    for blob, off, rows in parts:
+        o = off.tolist()
+        raw = bytes(blob)
+        for r in rows.tolist():
+            chunks.append(raw[o[r] : o[r + 1]])
+            lengths.append(o[r + 1] - o[r])
+    data = b"".join(chunks)
+    return np.frombuffer(data, dtype=np.uint8).copy(), ptr_from_counts(
+        np.asarray(lengths, dtype=np.int64)
+    )
+
+
+def merge_segments(
+    target: Path,
+    segments: Sequence[Segment],
+    deleted: Sequence[npt.NDArray[np.integer[Any]] | None],
+    *,
+    name: str,
+    shard: int,
+) -> int:
+    """Write the live documents of ``segments`` (in sequence order) as one segment at
+    ``target``; the number of documents written."""
+    params = BuildParams(**segments[0].manifest["build"])
+    # documents: the live ones of every segment, ordered by sequence number
+    keep_rows: list[Int64Array] = []
+    for seg, dead in zip(segments, deleted, strict=True):
+        live = np.ones(seg.n_docs, dtype=np.bool_)
+        if dead is not None and len(dead):
+            live[dead] = False
+        keep_rows.append(np.flatnonzero(live).astype(np.int64))
+    seqs = np.concatenate([s.seq[r] for s, r in zip(segments, keep_rows, strict=True)])
+    order = np.argsort(seqs, kind="stable")
+    n = len(seqs)
+    # each source row's new document number (−1: deleted)
+    new_docno: list[Int64Array] = []
+    base = 0
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n, dtype=np.int64)
+    for seg, rows in zip(segments, keep_rows, strict=True):
+        m = np.full(seg.n_docs, -1, dtype=np.int64)
+        m[rows] = inverse[base : base + len(rows)]
+        new_docno.append(m)
+        base += len(rows)
+    # vocabulary: the union of the terms that still occur in a live document
+    source_terms = [seg.terms() for seg in segments]
+    term_gid: dict[str, int] = {}
+    for seg, terms in zip(segments, source_terms, strict=True):
+        for t, g in zip(terms, seg.gid.tolist(), strict=True):
+            term_gid.setdefault(t, g)
+    # postings of the live documents under merged term ids, sorted by (term, document)
+    merged_terms = sorted(term_gid)
+    local_of = {t: i for i, t in enumerate(merged_terms)}
+    p_terms, p_docs, p_tfs, tok_parts = [], [], [], []
+    for seg, terms, m in zip(segments, source_terms, new_docno, strict=True):
+        remap = np.asarray([local_of[t] for t in terms], dtype=np.int64)
+        docs = m[seg.arrays["post_docs"]]
+        alive = docs >= 0
+        p_terms.append(remap[seg.posting_terms[alive]])
+        p_docs.append(docs[alive])
+        p_tfs.append(seg.arrays["post_tf"][alive].astype(np.int64))
+        if params.keep_tokens:
+            tok_parts.append(remap)
+    terms_all = np.concatenate(p_terms)
+    docs_all = np.concatenate(p_docs)
+    tfs_all = np.concatenate(p_tfs)
+    # drop terms no live document holds
+    used = np.zeros(len(merged_terms), dtype=np.bool_)
+    used[terms_all] = True
+    renum = np.cumsum(used) - 1
+    final_terms = [t for t, u in zip(merged_terms, used.tolist(), strict=True) if u]
+    terms_all = renum[terms_all]
+    post_order = np.lexsort((docs_all, terms_all))
+    terms_all, docs_all, tfs_all = terms_all[post_order], docs_all[post_order], tfs_all[post_order]
+    n_terms = len(final_terms)
+    df = np.bincount(terms_all, minlength=n_terms).astype(np.int32)
+    vocab_blob, vocab_offsets = encode_terms(final_terms)
+    tf_dtype = np.uint16 if tfs_all.size == 0 or tfs_all.max() <= 0xFFFF else np.int32
+
+    def by_doc(name_: str) -> np.ndarray:
+        return np.concatenate(
+            [s.arrays[name_][r] for s, r in zip(segments, keep_rows, strict=True)]
+        )[order]
+
+    # sources: one table, every document's index into it
+    sources: list[str] = []
+    src_parts = []
+    for seg in segments:
+        names = [str(x) for x in seg.manifest["counts"]["sources"]]
+        ids = []
+        for s in names:
+            if s not in sources:
+                sources.append(s)
+            ids.append(sources.index(s))
+        src_parts.append(np.asarray(ids, dtype=np.uint16))
+    doc_source = np.concatenate(
+        [src_parts[i][s.arrays["doc_source"][r]] for i, (s, r) in
+         enumerate(zip(segments, keep_rows, strict=True))]
+    )[order]  # fmt: skip
+    arrays: dict[str, np.ndarray] = {
+        "vocab_blob": vocab_blob,
+        "vocab_offsets": vocab_offsets,
+        "df": df,
+        "post_offsets": ptr_from_counts(np.bincount(terms_all, minlength=n_terms)),
+        "post_docs": docs_all.astype(np.int32),
+        "post_tf": tfs_all.astype(tf_dtype),
+        "doc_len": by_doc("doc_len").astype(np.int32),
+        "doc_source": doc_source.astype(np.uint16),
+    }
+    for field in ("id", "title", "text"):
+        parts = [
+            (s.arrays[f"{field}_blob"], s.arrays[f"{field}_offsets"], r)
+            for s, r in zip(segments, keep_rows, strict=True)
+        ]
+        blob, off = _gather_blob(parts)
+        # the blob was gathered segment by segment: reorder to sequence order
+        lengths = np.diff(off)[order]
+        starts = off[:-1][order]
+        arrays[f"{field}_blob"] = (
+            np.concatenate(
+                [blob[a : a + n_] for a, n_ in zip(starts.tolist(), lengths.tolist(), strict=True)]
+            )
+            if n
+            else blob
+        )
+        arrays[f"{field}_offsets"] = ptr_from_counts(lengths)
+    if params.keep_tokens:
+        seq_tokens: list[np.ndarray] = []
+        for seg, rows, remap in zip(segments, keep_rows, tok_parts, strict=True):
+            off = seg.arrays["tokens_offsets"]
+            toks = seg.arrays["tokens"]
+            for r in rows.tolist():
+                seq_tokens.append(renum[remap[toks[off[r] : off[r + 1]]]])
+        seq_tokens = [seq_tokens[i] for i in order.tolist()]
+        arrays["tokens_offsets"] = ptr_from_counts([len(t) for t in seq_tokens])
+        arrays["tokens"] = (
+            np.concatenate(seq_tokens).astype(np.int32) if seq_tokens else np.zeros(0, np.int32)
+        )
+    arrays["gid"] = np.asarray([term_gid[t] for t in final_terms], dtype=np.int64)
+    arrays["seq"] = seqs[order].astype(np.int64)
+    lengths_all = arrays["doc_len"]
+    counts = {
+        "n_docs": n,
+        "n_terms": n_terms,
+        "n_postings": int(docs_all.size),
+        "n_tokens": int(lengths_all.sum()),
+        "avdl": float(lengths_all.sum()) / n if n else 0.0,
+        "sources": sources,
+    }
+    _write(target, arrays, params, counts, name, shard)
+    return n

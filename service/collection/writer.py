@@ -1,0 +1,428 @@
+"""Writing a collection: adds, replacements and deletes as new segments and tombstones.
+
+One :class:`CollectionWriter` at a time holds a collection's ``LOCK`` (``flock``; a second
+writer waits, then fails naming the lock). Documents added go to their shard's buffer; a
+buffer is written as a new immutable segment when the buffered text reaches
+``buffer_mb`` (so building or adding a million documents needs memory for one buffer, not for
+the collection), and at :meth:`CollectionWriter.commit`. A document whose id is already in the
+collection replaces it (the old one is deleted, the new one gets a new sequence number, as a
+rebuild that appends it would number it). Deletes are tombstones: the segment keeps the
+document and the commit lists it as deleted.
+
+:meth:`CollectionWriter.commit` writes the tombstones and the global statistics (df summed
+over the segments' live documents, N and total length) and then the manifest
+(:mod:`service.collection.manifest`): nothing is visible before, everything after.
+:meth:`CollectionWriter.rollback` (and an exception inside ``with``) removes what an
+uncommitted add wrote, so a failed add changes nothing; a writer killed mid-add leaves files
+that the next writer removes. :meth:`CollectionWriter.merge` replaces the smallest segments of
+a shard by one without their deleted documents (Lucene's tiered merging, simplified).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from service.arraydir import atomic_directory, fsync_dir, save_array
+from service.collection.manifest import (
+    CommitManifest,
+    SegmentEntry,
+    read_commit,
+    shard_of,
+    write_commit,
+)
+from service.collection.reader import SEGMENTS_DIR, read_deleted, write_stats
+from service.collection.segment import Segment, merge_segments, write_segment
+from service.collection.terms import TERMS_FILE, TermDictionary
+from service.errors import ConfigurationError, ConflictError, InvalidInputError
+from service.index.bm25 import RsjPolicy
+from service.index.build import BuildParams
+from service.index.tokenize import TokenizeFn, get_index_tokenizer
+from service.records import Doc
+
+LOCK_FILE = "LOCK"
+DELETES_DIR = "deletes"
+DEFAULT_BUFFER_MB = 32.0
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """What a commit changed."""
+
+    generation: int
+    added: int
+    replaced: int
+    deleted: int
+    n_docs: int
+    segments: int
+    seconds: float
+
+
+def _doc_bytes(doc: Doc) -> int:
+    return len(doc.id) + len(doc.title) + len(doc.text) + 64
+
+
+@contextmanager
+def _locked(path: Path, timeout: float) -> Iterator[int]:
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConflictError(
+                        f"{path}: another writer holds {path / LOCK_FILE} (an add, a delete or "
+                        "a merge in progress); try again when it has finished"
+                    ) from None
+                time.sleep(0.05)
+        yield fd
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def create_collection(path: Path, params: BuildParams, shards: int) -> None:
+    """An empty collection at ``path`` (which must not exist) with ``shards`` shards."""
+    if shards < 1:
+        raise InvalidInputError(f"a collection needs at least one shard, got {shards}")
+    if RsjPolicy(params.rsj) is RsjPolicy.DROP:
+        raise ConfigurationError(
+            "a collection cannot use the rsj policy 'drop' (which postings are dropped "
+            "depends on the whole collection); use floor or keep"
+        )
+    path.mkdir(parents=True, exist_ok=False)
+    (path / SEGMENTS_DIR).mkdir()
+    (path / DELETES_DIR).mkdir()
+    (path / TERMS_FILE).touch()
+    commit = CommitManifest(
+        generation=0, shards=shards, build=asdict(params), next_seq=0, next_segment=0,
+        n_terms=0, terms_bytes=0, n_docs=0, total_len=0, stats_dir=None, segments=(),
+    )  # fmt: skip
+    write_commit(path, commit)
+
+
+class CollectionWriter:
+    """The one writer of a collection (use as a context manager: commit explicitly; leaving
+    the block by an exception rolls back)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        buffer_mb: float = DEFAULT_BUFFER_MB,
+        tokenize: TokenizeFn | None = None,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        if buffer_mb <= 0:
+            raise InvalidInputError(f"the segment buffer must be positive, got {buffer_mb} MB")
+        self.buffer_bytes = int(buffer_mb * 1e6)
+        self._segments: dict[str, Segment] = {}
+        self._live_df: dict[tuple[str, int], npt.NDArray[np.int64]] = {}
+        self._dead_cache: dict[str, set[int]] = {}
+        self._lock_cm = _locked(self.path, lock_timeout)
+        self._lock_cm.__enter__()
+        try:
+            self.commit_manifest = read_commit(self.path)
+            self.params = BuildParams(**self.commit_manifest.build)
+            self.terms = TermDictionary(
+                self.path, self.commit_manifest.n_terms, self.commit_manifest.terms_bytes
+            )
+            self._remove_unreferenced()
+        except BaseException:
+            self._lock_cm.__exit__(None, None, None)
+            raise
+        self._tokenize = tokenize or get_index_tokenizer(self.params.tokenizer)
+        self._closed = False
+        self._reset()
+
+    # --- state ------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        c = self.commit_manifest
+        self._entries: dict[str, SegmentEntry] = {e.name: e for e in c.segments}
+        self._deleted: dict[str, set[int]] = {}  # new tombstones by segment
+        self._new: list[str] = []  # segments written since the commit
+        self._buffers: list[list[tuple[int, Doc]]] = [[] for _ in range(c.shards)]
+        self._buffered: dict[str, int] = {}  # id -> shard, documents in a buffer
+        self._buffer_size = 0
+        self._next_seq = c.next_seq
+        self._next_segment = c.next_segment
+        self._added = self._replaced = self._deleted_count = 0
+
+    def segment(self, name: str) -> Segment:
+        seg = self._segments.get(name)
+        if seg is None:
+            seg = self._segments[name] = Segment(self.path / SEGMENTS_DIR / name)
+        return seg
+
+    def _committed_tombstones(self, entry: SegmentEntry) -> set[int]:
+        key = entry.deleted or ""
+        dead = self._dead_cache.get(key)
+        if dead is None:
+            old = read_deleted(self.path, entry.deleted)
+            dead = self._dead_cache[key] = set() if old is None else set(old.tolist())
+        return dead
+
+    def _tombstones(self, entry: SegmentEntry) -> set[int]:
+        return self._committed_tombstones(entry) | self._deleted.get(entry.name, set())
+
+    def _is_deleted(self, entry: SegmentEntry, docno: int) -> bool:
+        return docno in self._deleted.get(entry.name, ()) or docno in (
+            self._committed_tombstones(entry)
+        )
+
+    def _find(self, doc_id: str) -> tuple[str, int] | None:
+        """The segment and document number of the live, written document ``doc_id``."""
+        shard = shard_of(doc_id, self.commit_manifest.shards)
+        for entry in self._entries.values():
+            if entry.shard != shard:
+                continue
+            docno = self.segment(entry.name).docno_of.get(doc_id)
+            if docno is not None and not self._is_deleted(entry, docno):
+                return entry.name, docno
+        return None
+
+    # --- changes ------------------------------------------------------------------------------
+
+    def add(self, docs: Iterable[Doc]) -> int:
+        """Add (or replace) ``docs``; the number read. Nothing is visible before commit."""
+        n = 0
+        for doc in docs:
+            if not doc.id or not doc.id.strip():
+                raise InvalidInputError("a document needs a non-empty id")
+            if doc.id in self._buffered:
+                raise InvalidInputError(f"document id {doc.id!r} occurs more than once")
+            if self._delete_written(doc.id):
+                self._replaced += 1
+            shard = shard_of(doc.id, self.commit_manifest.shards)
+            # numbered as they arrive: the order one index built from them would give
+            self._buffers[shard].append((self._next_seq, doc))
+            self._next_seq += 1
+            self._buffered[doc.id] = shard
+            self._buffer_size += _doc_bytes(doc)
+            n += 1
+            self._added += 1
+            if self._buffer_size >= self.buffer_bytes:
+                self.flush()
+        return n
+
+    def _delete_written(self, doc_id: str) -> bool:
+        found = self._find(doc_id)
+        if found is None:
+            return False
+        name, docno = found
+        self._deleted.setdefault(name, set()).add(docno)
+        return True
+
+    def delete(self, doc_ids: Iterable[str]) -> list[str]:
+        """Delete documents by id; the ids that were not in the collection."""
+        missing: list[str] = []
+        for doc_id in doc_ids:
+            shard = self._buffered.pop(doc_id, None)
+            if shard is not None:
+                buf = self._buffers[shard]
+                self._buffers[shard] = [(q, d) for q, d in buf if d.id != doc_id]
+                self._added -= 1
+                continue
+            if self._delete_written(doc_id):
+                self._deleted_count += 1
+            else:
+                missing.append(doc_id)
+        return missing
+
+    def flush(self) -> None:
+        """Write every non-empty buffer as a new segment (not yet committed)."""
+        for shard, buf in enumerate(self._buffers):
+            if not buf:
+                continue
+            name = f"s{self._next_segment:07d}"
+            self._next_segment += 1
+            target = self.path / SEGMENTS_DIR / name
+            self._new.append(name)
+            n = write_segment(
+                target, [d for _, d in buf], self._tokenize, self.params, self.terms,
+                [q for q, _ in buf], name=name, shard=shard,
+            )  # fmt: skip
+            self._entries[name] = SegmentEntry(name, shard, n)
+            self._buffers[shard] = []
+        self._buffered.clear()
+        self._buffer_size = 0
+
+    # --- commit --------------------------------------------------------------------------------
+
+    def _live_df_of(self, entry: SegmentEntry, deleted: npt.NDArray[np.int32] | None) -> Any:
+        key = (entry.name, 0 if deleted is None else len(deleted))
+        df = self._live_df.get(key)
+        if df is None:
+            df = self._live_df[key] = self.segment(entry.name).live_df(deleted)
+        return df
+
+    def commit(self) -> WriteSummary:
+        """Make every change since the last commit visible at once."""
+        t0 = time.perf_counter()
+        self.flush()
+        old = self.commit_manifest
+        gen = old.generation + 1
+        entries: list[SegmentEntry] = []
+        deleted_of: dict[str, npt.NDArray[np.int32] | None] = {}
+        for entry in self._entries.values():
+            if entry.name in self._deleted:
+                dead = np.asarray(sorted(self._tombstones(entry)), dtype=np.int32)
+                if len(dead) == entry.n_docs:  # nothing left: the segment leaves the commit
+                    continue
+                rel = f"{DELETES_DIR}/{entry.name}.{gen}.npy"
+                save_array(self.path / rel, dead)
+                entry = replace(entry, deleted=rel, n_deleted=len(dead))
+            entries.append(entry)
+            deleted_of[entry.name] = read_deleted(self.path, entry.deleted)
+        n_terms = len(self.terms)
+        df = np.zeros(n_terms, dtype=np.int64)
+        n_docs = total_len = 0
+        for entry in entries:
+            seg, tomb = self.segment(entry.name), deleted_of[entry.name]
+            df[seg.gid] += self._live_df_of(entry, tomb)  # a segment's global ids are distinct
+            n_docs += entry.n_docs - entry.n_deleted
+            total_len += seg.live_length(tomb)
+        fsync_dir(self.path / DELETES_DIR)
+        stats_dir = f"stats-{gen}"
+        write_stats(self.path / stats_dir, df)
+        entries.sort(key=lambda e: e.name)
+        commit = CommitManifest(
+            generation=gen, shards=old.shards, build=old.build, next_seq=self._next_seq,
+            next_segment=self._next_segment, n_terms=n_terms, terms_bytes=self.terms.n_bytes,
+            n_docs=n_docs, total_len=total_len, stats_dir=stats_dir, segments=tuple(entries),
+        )  # fmt: skip
+        write_commit(self.path, commit)
+        summary = WriteSummary(
+            gen, self._added, self._replaced, self._deleted_count, n_docs, len(entries),
+            time.perf_counter() - t0,
+        )  # fmt: skip
+        self.commit_manifest = commit
+        self._reset()
+        self._remove_unreferenced()
+        return summary
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit (and the segments it wrote)."""
+        self._reset()
+        self._remove_unreferenced()
+
+    def _remove_unreferenced(self) -> None:
+        """Remove what no commit refers to: segments, tombstones and statistics of writes
+        that did not commit or were replaced (readers keep files they opened: POSIX)."""
+        c = self.commit_manifest
+        keep = {e.name for e in c.segments}
+        seg_dir = self.path / SEGMENTS_DIR
+        for p in seg_dir.iterdir() if seg_dir.is_dir() else ():
+            if p.name not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+                self._segments.pop(p.name, None)
+        dels = {e.deleted for e in c.segments if e.deleted}
+        for p in (self.path / DELETES_DIR).iterdir():
+            if f"{DELETES_DIR}/{p.name}" not in dels:
+                p.unlink(missing_ok=True)
+        for p in self.path.iterdir():
+            stale_stats = p.name.startswith("stats-") and p.name != c.stats_dir
+            if stale_stats or p.name.startswith(".stats-"):
+                shutil.rmtree(p, ignore_errors=True)
+
+    # --- merging -------------------------------------------------------------------------------
+
+    def merge(self, *, max_segments: int = 8, factor: int = 4) -> list[str]:
+        """Merge segments of every shard holding more than ``max_segments``: the ``factor``
+        smallest into one (deleted documents dropped), until at most ``max_segments`` are
+        left; commits. The names of the segments written."""
+        if self._new or self._deleted or any(self._buffers):
+            raise ConflictError("commit or roll back the pending changes before merging")
+        if max_segments < 1 or factor < 2:
+            raise InvalidInputError("merge needs max_segments >= 1 and factor >= 2")
+        written: list[str] = []
+        for shard in range(self.commit_manifest.shards):
+            while True:
+                entries = [e for e in self._entries.values() if e.shard == shard]
+                if len(entries) <= max_segments:
+                    break
+                entries.sort(key=lambda e: (e.n_docs - e.n_deleted, e.name))
+                group = entries[: min(factor, len(entries) - max_segments + 1)]
+                written.append(self._merge_group(shard, group))
+        if written:
+            self.commit()
+        return written
+
+    def merge_all(self) -> list[str]:
+        """Merge each shard into one segment (after a bulk build); commits."""
+        return self.merge(max_segments=1, factor=1 << 30)
+
+    def _merge_group(self, shard: int, group: list[SegmentEntry]) -> str:
+        name = f"s{self._next_segment:07d}"
+        self._next_segment += 1
+        segs = [self.segment(e.name) for e in group]
+        dead = [read_deleted(self.path, e.deleted) for e in group]
+        n = merge_segments(self.path / SEGMENTS_DIR / name, segs, dead, name=name, shard=shard)
+        self._new.append(name)
+        for e in group:
+            del self._entries[e.name]
+        self._entries[name] = SegmentEntry(name, shard, n)
+        return name
+
+    # --- context manager ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._lock_cm.__exit__(None, None, None)
+
+    def __enter__(self) -> CollectionWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is not None:
+                self.rollback()
+        finally:
+            self.close()
+
+
+def build_collection(
+    docs: Iterable[Doc],
+    out: str | Path,
+    params: BuildParams,
+    *,
+    shards: int,
+    buffer_mb: float = DEFAULT_BUFFER_MB,
+    tokenize: TokenizeFn | None = None,
+    merge: bool = True,
+) -> WriteSummary:
+    """Build a collection of ``docs`` at ``out`` (replacing it atomically: a failed build
+    leaves ``out`` as it was), each shard merged into one segment when ``merge``."""
+    with atomic_directory(out) as tmp:
+        coll = tmp / "c"
+        create_collection(coll, params, shards)
+        with CollectionWriter(coll, buffer_mb=buffer_mb, tokenize=tokenize) as w:
+            w.add(docs)
+            summary = w.commit()
+            if merge:
+                w.merge_all()
+        for p in coll.iterdir():
+            p.rename(tmp / p.name)
+        coll.rmdir()
+    return summary

@@ -1,0 +1,111 @@
+"""A sharded collection ranks exactly as one index over the same documents (DT, PSQ, BOW-FD):
+the committed demo index's documents as a collection of 1, 2 and 4 shards (several segments
+per shard, or each shard merged into one), every German dev query decoded by the demo bundle,
+the same documents in the same order and scores equal to the last bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.collection.reader import Collection
+from service.collection.search import SnapshotSearcher
+from service.collection.writer import build_collection
+from service.data import read_queries
+from service.index.build import BuildParams
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle, load_bundle
+from service.retrieval.base import DecodedQuery, get_scorer
+from service.retrieval.query import decode_query
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV = ROOT.parent / "shared" / "data" / "clir" / "lohelp-de" / "queries.dev.tsv"
+
+pytestmark = [pytest.mark.slow, pytest.mark.data]
+
+
+@pytest.fixture(scope="module")
+def demo() -> tuple[InvertedIndex, ModelBundle]:
+    return InvertedIndex.load(ROOT / "indexes" / "demo"), load_bundle(ROOT / "models" / "demo-de-en")
+
+
+@pytest.fixture(scope="module")
+def dev_queries(demo: tuple[InvertedIndex, ModelBundle]) -> list[DecodedQuery]:
+    if not DEV.is_file():
+        pytest.skip(f"{DEV} is absent (../shared/data beside the checkout)")
+    decoder = demo[1].decoder()
+    return [decode_query(decoder, q.text, "de", qid=q.qid) for q in read_queries(DEV)]
+
+
+def collection_of(index: InvertedIndex, out: Path, shards: int, *, merge: bool) -> Collection:
+    docs = [index.doc(i) for i in range(index.n_docs)]
+    params = BuildParams(**index.manifest["build"])
+    # a small buffer: several segments per shard unless merged
+    build_collection(docs, out, params, shards=shards, buffer_mb=1.5, merge=merge)
+    return Collection(out)
+
+
+# PSQ's n-best size does not change how segments merge; a smaller one keeps the test quick
+PARAMS = {"dt": {}, "psq": {"nbest": 100}, "bowfd": {}}
+
+
+@pytest.mark.parametrize(("shards", "merge"), [(1, False), (2, False), (4, True)])
+def test_sharded_collection_ranks_like_one_index(
+    demo: tuple[InvertedIndex, ModelBundle],
+    dev_queries: list[DecodedQuery],
+    tmp_path: Path,
+    shards: int,
+    merge: bool,
+) -> None:
+    index, bundle = demo
+    coll = collection_of(index, tmp_path / "c", shards, merge=merge)
+    snap = coll.snapshot
+    assert snap.n_docs == index.n_docs
+    if not merge:
+        assert all(len(s) > 1 for s in snap.shards)  # the merge of segments is exercised
+    searcher = SnapshotSearcher(bundle)
+    for method in ("dt", "psq", "bowfd"):
+        extra = {} if method == "dt" else {"bundle": bundle}
+        scorer = get_scorer(method, index, **extra, **PARAMS[method])
+        for q in dev_queries:
+            one = scorer.rank(q, 20)
+            many, (total, relation) = searcher.rank(snap, method, q, 20, params=PARAMS[method])
+            assert [h.doc_id for h in many.hits] == [h.doc_id for h in one.hits], (method, q.qid)
+            assert [h.score for h in many.hits] == [h.score for h in one.hits], (method, q.qid)
+            assert [coll.doc(h.docno).id for h in many.hits] == [h.doc_id for h in one.hits]
+            assert (total, relation) == scorer.retrieved(one, 20, q), (method, q.qid)
+            assert many.signature == one.signature
+
+
+def test_explanations_are_the_single_index_ones(
+    demo: tuple[InvertedIndex, ModelBundle], dev_queries: list[DecodedQuery], tmp_path: Path
+) -> None:
+    index, bundle = demo
+    snap = collection_of(index, tmp_path / "c", 2, merge=False).snapshot
+    searcher = SnapshotSearcher(bundle)
+    for method in ("dt", "psq", "bowfd"):
+        extra = {} if method == "dt" else {"bundle": bundle}
+        scorer = get_scorer(method, index, **extra, **PARAMS[method])
+        for q in dev_queries[:12]:
+            one = scorer.rank(q, 5, explain=True)
+            many, _ = searcher.rank(snap, method, q, 5, explain=True, params=PARAMS[method])
+            got = [h.explanation.to_json() for h in many.hits if h.explanation is not None]
+            want = [h.explanation.to_json() for h in one.hits if h.explanation is not None]
+            assert got == want and len(got) == len(one.hits), (method, q.qid)
+
+
+def test_segment_weights_equal_the_precomputed_ones(
+    demo: tuple[InvertedIndex, ModelBundle], tmp_path: Path
+) -> None:
+    """One segment holding every document, scored with its own statistics, reads exactly the
+    weights the builder precomputed (float64 expression rounded to float32)."""
+    index, _ = demo
+    view = collection_of(index, tmp_path / "c", 1, merge=True).snapshot.views()[0].index
+    assert view.n_terms == index.n_terms
+    for t in range(0, index.n_terms, 7):
+        a, b = index.postings(t), view.postings(t)
+        np.testing.assert_array_equal(a.docs, b.docs)
+        np.testing.assert_array_equal(a.weights, b.weights)
+    np.testing.assert_array_equal(index.rsj, view.rsj)

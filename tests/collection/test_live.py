@@ -1,0 +1,251 @@
+"""A live collection: adds, replacements, deletes and merges rank exactly as one index rebuilt
+from the documents that remain (in the order they were added); a failed or killed add
+changes nothing; a killed merge loses nothing."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from service.collection.manifest import read_commit
+from service.collection.reader import Collection
+from service.collection.search import SnapshotSearcher
+from service.collection.writer import CollectionWriter, build_collection, create_collection
+from service.errors import ConfigurationError, ConflictError, InvalidInputError
+from service.index.build import build_params, write_index
+from service.index.inverted import InvertedIndex
+from service.index.tokenize import get_index_tokenizer
+from service.mt.bundle import ModelBundle
+from service.records import Doc
+from service.retrieval.base import DecodedQuery, get_scorer
+from service.retrieval.query import decode_query
+
+WORDS = (
+    "house home car automobile book dog tree big large small old new red the a is and at "
+    "of garden street city road window door table chair"
+).split()
+QUERIES = ["das Haus ist groß", "ein rotes Auto", "der Hund ist alt . das Buch ist neu", "Baum"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def corpus(n: int, seed: int, prefix: str = "d") -> list[Doc]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        title = " ".join(rng.choices(WORDS, k=rng.randint(0, 3)))
+        text = " ".join(rng.choices(WORDS, k=rng.randint(3, 40)))
+        out.append(Doc(f"{prefix}{i}", title, text, rng.choice(["a", "b", "c"])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def queries(toy_bundle: ModelBundle) -> list[DecodedQuery]:
+    decoder = toy_bundle.decoder()
+    return [decode_query(decoder, q, "de", qid=f"q{i}") for i, q in enumerate(QUERIES)]
+
+
+def reference(docs: list[Doc], out: Path) -> InvertedIndex:
+    """One index built from ``docs`` in this order."""
+    write_index(out, docs, get_index_tokenizer("en"), build_params("docs"))
+    return InvertedIndex.load(out)
+
+
+def assert_same_rankings(
+    coll: Collection, index: InvertedIndex, bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    searcher = SnapshotSearcher(bundle)
+    snap = coll.snapshot
+    assert snap.n_docs == index.n_docs
+    for method in ("dt", "psq", "bowfd"):
+        scorer = get_scorer(method, index, **({} if method == "dt" else {"bundle": bundle}))
+        for q in queries:
+            for k in (3, 50):
+                one = scorer.rank(q, k)
+                many, _ = searcher.rank(snap, method, q, k)
+                assert [(h.doc_id, h.score) for h in many.hits] == [
+                    (h.doc_id, h.score) for h in one.hits
+                ], (method, q.text, k)
+
+
+def new_collection(path: Path, shards: int = 2) -> Path:
+    create_collection(path, build_params("docs"), shards)
+    return path
+
+
+def test_added_equals_rebuilt(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    first, second = corpus(120, 1), corpus(80, 2, prefix="e")
+    path = new_collection(tmp_path / "c", shards=3)
+    with CollectionWriter(path, buffer_mb=0.002) as w:
+        w.add(first)
+        w.commit()
+    coll = Collection(path)
+    assert coll.snapshot.n_docs == 120
+    with CollectionWriter(path) as w:
+        w.add(second)
+        w.commit()
+    assert coll.refresh()  # the next search sees the commit
+    assert_same_rankings(coll, reference(first + second, tmp_path / "r"), toy_bundle, queries)
+
+
+def test_deleted_equals_never_added_and_replaced_equals_readded(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    docs = corpus(150, 3)
+    path = new_collection(tmp_path / "c")
+    with CollectionWriter(path, buffer_mb=0.003) as w:
+        w.add(docs)
+        w.commit()
+    gone = {f"d{i}" for i in range(0, 150, 7)}
+    changed = Doc("d5", "red car", "a red car and a big red automobile", "a")
+    with CollectionWriter(path) as w:
+        assert w.delete(sorted(gone) + ["no-such-id"]) == ["no-such-id"]
+        w.add([changed])
+        summary = w.commit()
+    assert (summary.deleted, summary.replaced, summary.added) == (len(gone), 1, 1)
+    # a replaced document is numbered as if appended: the rebuild lists it last
+    left = [d for d in docs if d.id not in gone and d.id != "d5"] + [changed]
+    coll = Collection(path)
+    assert coll.doc("d5").text == changed.text
+    assert_same_rankings(coll, reference(left, tmp_path / "r"), toy_bundle, queries)
+    # merging drops the tombstones and changes no ranking
+    with CollectionWriter(path) as w:
+        assert w.merge_all()
+    coll = Collection(path)
+    assert all(len(shard) == 1 for shard in coll.snapshot.shards)
+    assert all(v.deleted is None for v in coll.snapshot.views())
+    assert_same_rankings(coll, reference(left, tmp_path / "r2"), toy_bundle, queries)
+
+
+def test_tiered_merge_keeps_rankings(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    docs = corpus(200, 4)
+    path = new_collection(tmp_path / "c", shards=1)
+    for i in range(0, 200, 20):  # ten commits, ten segments
+        with CollectionWriter(path) as w:
+            w.add(docs[i : i + 20])
+            w.commit()
+    assert len(read_commit(path).segments) == 10
+    with CollectionWriter(path) as w:
+        w.delete(["d3", "d150"])
+        w.commit()
+        w.merge(max_segments=3, factor=4)
+    assert len(read_commit(path).segments) <= 3
+    left = [d for d in docs if d.id not in ("d3", "d150")]
+    assert_same_rankings(Collection(path), reference(left, tmp_path / "r"), toy_bundle, queries)
+
+
+def test_failed_add_changes_nothing(tmp_path: Path) -> None:
+    path = new_collection(tmp_path / "c")
+    with CollectionWriter(path) as w:
+        w.add(corpus(30, 5))
+        w.commit()
+    before = (path / "collection.json").read_bytes()
+    segments = sorted(p.name for p in (path / "segments").iterdir())
+    with pytest.raises(InvalidInputError, match="non-empty id"):
+        with CollectionWriter(path, buffer_mb=0.001) as w:
+            w.add(corpus(40, 6, prefix="n"))  # flushes segments on the way
+            w.add([Doc("x", "", "a", ""), Doc(" ", "", "b", "")])
+    assert (path / "collection.json").read_bytes() == before
+    assert sorted(p.name for p in (path / "segments").iterdir()) == segments
+    assert Collection(path).snapshot.n_docs == 30
+
+
+def test_one_writer_at_a_time_and_bad_settings(tmp_path: Path) -> None:
+    path = new_collection(tmp_path / "c")
+    with CollectionWriter(path), pytest.raises(ConflictError, match="LOCK"):
+        CollectionWriter(path, lock_timeout=0.1)
+    with pytest.raises(ConfigurationError, match="drop"):
+        create_collection(tmp_path / "d", build_params("docs", rsj_policy="drop"), 2)
+    with pytest.raises(InvalidInputError, match="shard"):
+        create_collection(tmp_path / "e", build_params("docs"), 0)
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+import service.collection.writer as writer
+from tests.collection.test_live import corpus
+
+path, what = Path(sys.argv[1]), sys.argv[2]
+real = writer.write_commit
+
+def stall(p, commit):  # every file of the commit is written: stop right before the rename
+    print("ready", flush=True)
+    time.sleep(60)
+    real(p, commit)
+
+writer.write_commit = stall
+w = writer.CollectionWriter(path, buffer_mb=0.002)
+if what == "add":
+    w.add(corpus(60, 8, prefix="k"))
+    w.delete(["d1", "d2"])
+    w.commit()
+else:
+    w.merge_all()
+"""
+
+
+def kill_at_commit(path: Path, what: str) -> None:
+    """Run an add (or a merge) in a real process and ``kill -9`` it when everything but the
+    commit's rename is written."""
+    with subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(CHILD), str(path), what],
+        stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_kill_9_during_add_or_merge_loses_nothing_committed(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    docs = corpus(90, 7)
+    path = new_collection(tmp_path / "c")
+    with CollectionWriter(path, buffer_mb=0.002) as w:
+        w.add(docs)
+        w.commit()
+    before = (path / "collection.json").read_bytes()
+    ref = reference(docs, tmp_path / "r")
+    for what in ("add", "merge"):
+        kill_at_commit(path, what)
+        assert (path / "collection.json").read_bytes() == before
+        assert_same_rankings(Collection(path), ref, toy_bundle, queries)
+    # the next writer removes what the killed ones left and works
+    with CollectionWriter(path) as w:
+        committed = {e.name for e in w.commit_manifest.segments}
+        assert {p.name for p in (path / "segments").iterdir()} == committed
+        w.add([Doc("z", "", "red car", "a")])
+        w.commit()
+    assert_same_rankings(
+        Collection(path), reference([*docs, Doc("z", "", "red car", "a")], tmp_path / "r2"),
+        toy_bundle, queries,
+    )  # fmt: skip
+
+
+def test_build_collection_replaces_atomically(tmp_path: Path) -> None:
+    docs = corpus(20, 9)
+    out = tmp_path / "c"
+    build_collection(docs, out, build_params("docs"), shards=2)
+    before = (out / "collection.json").read_bytes()
+
+    def broken() -> list[Doc]:
+        return [*docs, Doc("d0", "", "again", "")]  # a repeated id
+
+    with pytest.raises(InvalidInputError):
+        build_collection(broken(), out, build_params("docs"), shards=2)
+    assert (out / "collection.json").read_bytes() == before
+    assert Collection(out).snapshot.n_docs == 20
