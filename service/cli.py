@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,85 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build_collection(args: argparse.Namespace) -> int:
+    from service.collection import build_collection
+    from service.data import read_docs
+    from service.index.build import build_params
+
+    if args.docs is None:
+        raise InvalidInputError("--shards builds a document collection: give --docs")
+    t0 = time.perf_counter()
+    params = build_params(
+        "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj, analysis=args.analysis,
+        title_weight=args.title_weight, limit=args.limit, source_name=args.docs.name,
+    )  # fmt: skip
+    docs = read_docs(args.docs)
+    if args.limit is not None:
+        docs = islice(docs, args.limit)
+    summary = build_collection(
+        _docs_progress(docs, not args.quiet), args.out, params, shards=args.shards,
+        buffer_mb=_buffer_mb(args),
+    )  # fmt: skip
+    payload = {
+        "collection": str(args.out), "shards": args.shards, "n_docs": summary.n_docs,
+        "seconds": round(time.perf_counter() - t0, 3), "analysis": params.analysis,
+        "rsj": params.rsj,
+    }  # fmt: skip
+    print(json.dumps(payload, sort_keys=True))
+    return 0
+
+
+def _buffer_mb(args: argparse.Namespace) -> float:
+    from service.settings import get_settings
+
+    return float(args.buffer_mb if args.buffer_mb is not None else get_settings().segment_buffer_mb)
+
+
+def _docs_progress(docs: Iterable[Any], enabled: bool) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    yield from tqdm(docs, desc="documents", unit=" docs", file=sys.stderr, disable=not enabled)
+
+
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from service.collection import CollectionWriter, is_collection
+    from service.data import read_docs
+
+    if not is_collection(args.index):
+        raise InvalidInputError(
+            f"{args.index} is not a collection (no collection.json); build one with "
+            "clir build-index --docs F --out DIR --shards S"
+        )
+    with CollectionWriter(args.index, buffer_mb=_buffer_mb(args)) as writer:
+        payload: dict[str, Any] = {"action": args.action}
+        if args.action == "add":
+            payload["read"] = writer.add(_docs_progress(read_docs(args.docs), not args.quiet))
+        elif args.action == "delete":
+            ids = list(args.ids)
+            if args.ids_file is not None:
+                ids += [x.strip() for x in args.ids_file.read_text("utf-8").splitlines()]
+            ids = [x for x in ids if x]
+            if not ids:
+                raise InvalidInputError("clir docs delete needs ids (arguments or --ids-file)")
+            payload["not_found"] = writer.delete(ids)
+        if args.action in ("add", "delete"):
+            summary = writer.commit()
+            payload.update(summary.__dict__)
+        if not args.no_merge:
+            payload["merged_into"] = writer.merge(max_segments=args.max_segments)
+        commit = writer.commit_manifest
+        payload.update(
+            generation=commit.generation, n_docs=commit.n_docs, segments=len(commit.segments)
+        )
+    print(json.dumps(payload, sort_keys=True, default=str))
+    return 0
+
+
 def _cmd_build_index(args: argparse.Namespace) -> int:
     from service.index import build_docs_index, build_pool_index
 
+    if args.shards is not None:
+        return _cmd_build_collection(args)
     if args.docs is None and args.title_weight is not None:
         raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
     extra = {"title_weight": args.title_weight} if args.docs is not None else {}
@@ -599,6 +676,49 @@ def _model_verbs(verb: VerbAdder) -> None:
     )
     p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--shards",
+        type=int,
+        help="build a collection of S shards (documents added and deleted later with clir "
+        "docs; searched like an index) instead of one index",
+    )
+    _add_buffer_flag(p)
+
+
+def _add_buffer_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--buffer-mb",
+        type=float,
+        help="text buffered before a segment is written (bounds memory; default: the "
+        "setting segment_buffer_mb)",
+    )
+
+
+def _collection_verbs(verb: VerbAdder) -> None:
+    """Verbs that change a collection: docs add|delete|merge."""
+    p = verb(
+        "docs",
+        "Add (or replace), delete or merge documents of a collection; each commits at once.",
+        _cmd_docs,
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add documents; an id already there is replaced")
+    add.add_argument("--docs", type=Path, required=True, help="documents, JSONL(.gz)")
+    delete = actions.add_parser("delete", help="delete documents by id")
+    delete.add_argument("ids", nargs="*", help="document ids")
+    delete.add_argument("--ids-file", type=Path, help="ids to delete, one per line")
+    merge = actions.add_parser("merge", help="merge each shard's smallest segments")
+    for q in (add, delete, merge):
+        q.add_argument("--index", type=Path, required=True, help="the collection directory")
+        q.add_argument(
+            "--max-segments",
+            type=int,
+            default=8,
+            help="merge a shard's smallest segments while it has more (default 8)",
+        )
+        q.add_argument("--no-merge", action="store_true", help="do not merge afterwards")
+        q.add_argument("--quiet", action="store_true", help="no progress bar")
+        _add_buffer_flag(q)
 
 
 def _query_verbs(verb: VerbAdder) -> None:
@@ -790,7 +910,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    for add in (_model_verbs, _query_verbs, _run_verbs, _service_verbs):
+    for add in (_model_verbs, _collection_verbs, _query_verbs, _run_verbs, _service_verbs):
         add(verb)
     return parser
 

@@ -88,6 +88,14 @@ class Settings(BaseSettings):
         description="How many times a document's title counts in new document indexes (BM25F, "
         "Robertson, Zaragoza & Taylor 2004). An index keeps the weight it was built with.",
     )
+    segment_buffer_mb: float = Field(
+        32.0,
+        gt=0,
+        le=100_000,
+        description="Document text a collection writer buffers before it writes a segment "
+        "(clir build-index --shards, clir docs add): bounds the memory of building or adding "
+        "any number of documents.",
+    )
     ranking_depth: int = Field(1000, ge=1)
 
     # --- requests ----------------------------------------------------------------------

@@ -251,8 +251,7 @@ class SnapshotSearcher:
         per_view = self._scorers.setdefault(view.index, {})
         scorer = per_view.get(key)
         if scorer is None:
-            extra = {"bundle": self.bundle} if method in ("psq", "bowfd") else {}
-            scorer = per_view[key] = get_scorer(method, view.index, **extra, **params)
+            scorer = per_view[key] = get_scorer(method, view.index, bundle=self.bundle, **params)
         return scorer
 
     def shard_partial(

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.data import load_qrels, load_queries, rank_entries, write_run
 from service.errors import ConfigurationError, InvalidInputError
@@ -32,6 +32,9 @@ from service.mt.decoder import Decoder, DecoderConfig
 from service.records import QrelsDict, RunDict, ScoredDoc
 from service.retrieval.base import Ranking, Scorer, get_scorer
 from service.retrieval.query import decode_query
+
+if TYPE_CHECKING:
+    from service.collection import Collection
 
 DEPTH = 1000
 
@@ -321,15 +324,25 @@ def search(
     use_lm: bool = True,
     explain: bool = False,
     params: Mapping[str, Any] | None = None,
-) -> tuple[Ranking, InvertedIndex]:
-    """``clir search``: one query, ranked by ``method``."""
+) -> tuple[Ranking, InvertedIndex | Collection]:
+    """``clir search``: one query, ranked by ``method`` over an index or a collection
+    (a hit's ``docno`` is what the returned store's ``doc`` resolves)."""
+    from service.collection import Collection, SnapshotSearcher, is_collection
+
     bundle = load_bundle(model)
-    index = load_index(index_path)
-    scorer = make_scorer(method, index, bundle, **dict(params or {}))
     decoded = decode_query(
         decoder_for(bundle, use_lm),
         text,
         bundle.src,
         weights_version=bundle.active_weights().version,
     )
+    if is_collection(index_path):
+        coll = Collection(index_path)
+        searcher = SnapshotSearcher(bundle)
+        ranking, _ = searcher.rank(
+            coll.snapshot, method, decoded, k, explain=explain, params=params
+        )
+        return ranking, coll
+    index = load_index(index_path)
+    scorer = make_scorer(method, index, bundle, **dict(params or {}))
     return scorer.rank(decoded, k, explain=explain), index
