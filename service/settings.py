@@ -96,12 +96,24 @@ class Settings(BaseSettings):
         "(clir build-index --shards, clir docs add): bounds the memory of building or adding "
         "any number of documents.",
     )
+    collection_lock_timeout_s: float = Field(
+        30.0, gt=0, description="How long an add or delete waits for the collection's writer."
+    )
+    collection_max_segments: int = Field(
+        8, ge=1, description="Segments per shard beyond which an add merges the smallest."
+    )
     ranking_depth: int = Field(1000, ge=1)
 
     # --- requests ----------------------------------------------------------------------
     max_query_chars: int = Field(2000, ge=1)
     max_k: int = Field(1000, ge=1)
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    max_documents_body_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="Largest body of POST /v1/admin/documents (documents to add); larger "
+        "batches go through clir docs add.",
+    )
     request_time_budget_s: float = Field(5.0, gt=0)
     max_concurrency: int = Field(8, ge=1)
     queue_timeout_s: float = Field(

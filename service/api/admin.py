@@ -33,7 +33,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ResourcesDep, SettingsDep
+from service.collection import Collection
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
+from service.index.inverted import InvertedIndex
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
@@ -385,6 +387,15 @@ def list_models(resources: ResourcesDep) -> ModelsPublic:
     return ModelsPublic(data=data, count=len(data))
 
 
+def probe_index(index: InvertedIndex | Collection | None) -> InvertedIndex | None:
+    """The index a weights version is probed on: the index, or a collection's first segment
+    (every segment scores with the same statistics)."""
+    if isinstance(index, Collection):
+        views = index.snapshot.views()
+        return views[0].index if views else None
+    return index
+
+
 def _pick_bundle(
     models: dict[str, ModelBundle], lang: str | None, model: str | None
 ) -> ModelBundle:
@@ -423,7 +434,7 @@ def activate(
     malformed file, 409 for one the service cannot score with or, without ``force``, for a
     learned version that was not offered for activation)."""
     bundle = _pick_bundle(resources.models, lang, model)
-    done = activate_version(bundle, version, resources.doc_index, force=force)
+    done = activate_version(bundle, version, probe_index(resources.doc_index), force=force)
     log.info("activated weights %s of %s (was %s)", version, bundle.name, done.previous)
     return ActivatedPublic(
         model=bundle.name,

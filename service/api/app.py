@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from service import __version__
-from service.api import admin, documents, ops, search, suggest, translate
+from service.api import admin, collection, documents, ops, search, suggest, translate
 from service.api import page as web_page
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
@@ -73,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (search, translate, suggest, documents):
         app.include_router(module.router)
     app.include_router(admin.router)
+    app.include_router(collection.router)  # /v1/admin/documents, /v1/admin/collection
     app.include_router(web_page.router)  # the web page at / and /static/*
     app.include_router(ops.router)  # /healthz, /readyz, /metrics
     return app

@@ -9,9 +9,12 @@ from fastapi import Depends, Request
 
 from service.api.resources import Resources
 from service.api.serving import QueryService
+from service.collection import Collection
 from service.errors import NotReadyError
 from service.index.inverted import InvertedIndex
 from service.settings import Settings
+
+DocumentIndex = InvertedIndex | Collection  # the documents: one index, or a live collection
 
 
 def get_app_settings(request: Request) -> Settings:
@@ -31,7 +34,7 @@ def get_service(request: Request) -> QueryService:
     return service
 
 
-def get_doc_index(resources: Annotated[Resources, Depends(get_resources)]) -> InvertedIndex:
+def get_doc_index(resources: Annotated[Resources, Depends(get_resources)]) -> DocumentIndex:
     if resources.doc_index is None:
         raise NotReadyError("no document index is loaded (see /readyz for what is missing)")
     return resources.doc_index
@@ -49,5 +52,5 @@ def get_pool_index(resources: Annotated[Resources, Depends(get_resources)]) -> I
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 ServiceDep = Annotated[QueryService, Depends(get_service)]
-DocIndexDep = Annotated[InvertedIndex, Depends(get_doc_index)]
+DocIndexDep = Annotated[DocumentIndex, Depends(get_doc_index)]
 PoolIndexDep = Annotated[InvertedIndex, Depends(get_pool_index)]

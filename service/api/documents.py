@@ -25,6 +25,7 @@ from service.api.deps import ResourcesDep, get_doc_index
 from service.api.resources import Resources
 from service.api.schemas import MAX_HIGHLIGHT_TERMS, DocumentPublic
 from service.api.snippets import fold, highlight_spans
+from service.collection import Collection
 from service.errors import InvalidInputError, NotFoundError
 from service.index.inverted import InvertedIndex
 from service.records import Doc
@@ -61,7 +62,7 @@ def page_ids(sentence_id: str) -> list[str]:
     return out
 
 
-def _find(index: InvertedIndex | None, doc_id: str) -> Doc | None:
+def _find(index: InvertedIndex | Collection | None, doc_id: str) -> Doc | None:
     if index is None:
         return None
     try:

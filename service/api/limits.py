@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -66,15 +66,19 @@ async def _reply(send: Send, status: int, detail: str) -> None:
 class BodyGuardMiddleware:
     """Size limit (413), JSON content type (415) and UTF-8 (422) of request bodies."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, larger: Mapping[str, tuple[int, str]] = {}
+    ) -> None:
+        """``larger``: path → (limit, setting name) of routes that take larger bodies."""
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.larger = dict(larger)
 
-    def too_large(self, size: int | None) -> str:
-        got = f"has {size} bytes" if size is not None else f"exceeds {self.max_body_bytes} bytes"
+    def too_large(self, size: int | None, limit: int, setting: str) -> str:
+        got = f"has {size} bytes" if size is not None else f"exceeds {limit} bytes"
         return (
-            f"the request body {got}; at most {self.max_body_bytes} bytes are accepted "
-            "(send a shorter request; the limit is the setting CLIR_MAX_BODY_BYTES)"
+            f"the request body {got}; at most {limit} bytes are accepted "
+            f"(send a shorter request; the limit is the setting {setting})"
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -82,13 +86,16 @@ class BodyGuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        limit, setting = self.larger.get(
+            str(scope.get("path", "")), (self.max_body_bytes, "CLIR_MAX_BODY_BYTES")
+        )
         declared = headers.get("content-length")
         if declared is not None:
             if not declared.strip().isdigit():
                 await _reply(send, 400, f"the Content-Length header {declared!r} is not a number")
                 return
-            if int(declared) > self.max_body_bytes:
-                await _reply(send, 413, self.too_large(int(declared)))
+            if int(declared) > limit:
+                await _reply(send, 413, self.too_large(int(declared), limit, setting))
                 return
         chunks: list[bytes] = []
         size = 0
@@ -98,8 +105,8 @@ class BodyGuardMiddleware:
                 return
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
-            if size > self.max_body_bytes:
-                await _reply(send, 413, self.too_large(None))
+            if size > limit:
+                await _reply(send, 413, self.too_large(None, limit, setting))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -302,7 +309,10 @@ def install_limits(app: FastAPI, settings: Settings) -> None:
 
     Call before other middleware is added so that those (metrics) wrap these and count their
     answers; CORS wraps the body guard so that its 413/415 carry the CORS headers."""
-    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
+    larger = {
+        "/v1/admin/documents": (settings.max_documents_body_bytes, "CLIR_MAX_DOCUMENTS_BODY_BYTES")
+    }
+    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes, larger=larger)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

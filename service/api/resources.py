@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.collection import Collection, is_collection
 from service.errors import ClirError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
@@ -25,7 +26,7 @@ class Resources:
     """What the service has loaded, and what it looked for and did not find."""
 
     models: dict[str, ModelBundle] = field(default_factory=dict)  # source language -> bundle
-    doc_index: InvertedIndex | None = None
+    doc_index: InvertedIndex | Collection | None = None  # one index, or a live collection
     pool_index: InvertedIndex | None = None
     missing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -52,11 +53,16 @@ class Resources:
         }
 
 
-def _load_index(kind: str, candidates: list[Path], res: Resources) -> InvertedIndex | None:
+def _load_index(
+    kind: str, candidates: list[Path], res: Resources, collections: bool = False
+) -> Any:
+    """The first of ``candidates`` that loads (a collection too, with ``collections``)."""
     for path in candidates:
         if not path.exists():
             continue
         try:
+            if collections and is_collection(path):
+                return Collection(path)
             return InvertedIndex.load(path)
         except ClirError as exc:
             res.errors.append(f"{kind} {path}: {exc}")
@@ -81,6 +87,6 @@ def load_resources(settings: Settings) -> Resources:
     if not res.models and not res.errors:
         names = ", ".join(str(p) for p in settings.model_bundles)
         res.missing.append(f"model bundle: none of {names} exists")
-    res.doc_index = _load_index("document index", settings.doc_indexes, res)
+    res.doc_index = _load_index("document index", settings.doc_indexes, res, collections=True)
     res.pool_index = _load_index("sentence-pool index", settings.pool_indexes, res)
     return res

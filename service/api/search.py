@@ -27,7 +27,8 @@ result's ``explanation``), whatever the method.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
@@ -36,6 +37,7 @@ from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
 from service.api.schemas import SearchHit, SearchRequest, SearchResponse
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
+from service.collection import Collection
 from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
@@ -60,26 +62,41 @@ def run_search(
     req: SearchRequest,
     service: QueryService,
     bundle: ModelBundle,
-    index: InvertedIndex,
+    index: InvertedIndex | Collection,
     settings: Settings,
 ) -> SearchResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query)
     params: dict[str, Any] = {"nbest": settings.nbest_psq} if req.method == "psq" else {}
-    scorer = service.scorer(req.method, index, bundle, **params)
     depth = req.offset + req.k
     t1 = time.perf_counter()
+    weighted: Callable[[Iterable[str]], set[str]]
     with decoded.lock:
-        ranking = scorer.rank(decoded.query, depth, explain=req.explain)
+        if isinstance(index, Collection):
+            index.refresh()  # a commit is visible to the next search
+            snap = index.snapshot
+            searcher = service.collection_searcher(bundle)
+            ranking, (total, relation) = searcher.rank(
+                snap, req.method, decoded.query, depth, explain=req.explain, params=params
+            )
+            scorer = searcher.any_scorer(snap, req.method, params)
+
+            def weighted(terms: Iterable[str]) -> set[str]:
+                return {t for t in terms if snap.weighted(t)}
+
+        else:
+            scorer = service.scorer(req.method, index, bundle, **params)
+            ranking = scorer.rank(decoded.query, depth, explain=req.explain)
+            total, relation = scorer.retrieved(ranking, depth, decoded.query)
+            weighted = partial(weighted_terms, index)
         translation = one_best(decoded.query)
-        total, relation = scorer.retrieved(ranking, depth, decoded.query)
-        default_terms = weighted_terms(index, scorer.query_terms(decoded.query, ranking))
+        default_terms = weighted(scorer.query_terms(decoded.query, ranking)) if scorer else set()
     results: list[SearchHit] = []
     for hit in ranking.hits[req.offset : depth]:
         doc = index.doc(hit.docno)
         terms = default_terms
         if hit.explanation is not None:
-            terms = weighted_terms(index, hit.explanation.matched_terms())
+            terms = weighted(hit.explanation.matched_terms())
         results.append(
             SearchHit(
                 id=hit.doc_id,

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
+from service.collection.search import SnapshotSearcher
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
@@ -267,6 +268,7 @@ class QueryService:
         self.cache = QueryCache(settings.forest_cache_size, settings.forest_cache_mb * 1024 * 1024)
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._scorers: dict[Hashable, Scorer] = {}
+        self._searchers: dict[int, SnapshotSearcher] = {}
         self._scorers_lock = threading.Lock()
         threads = settings.decode_threads or os.cpu_count() or 1
         self.pool: Executor | None = (
@@ -368,6 +370,14 @@ class QueryService:
             self.metrics.inc(DEGRADED)
             return Decoded(query, False, seconds, threading.Lock())
         return Decoded(query, False, seconds, self.cache.put(key, query))
+
+    def collection_searcher(self, bundle: ModelBundle) -> SnapshotSearcher:
+        """The searcher of collections for ``bundle`` (its scorers kept per segment)."""
+        with self._scorers_lock:
+            searcher = self._searchers.get(id(bundle))
+            if searcher is None:
+                searcher = self._searchers[id(bundle)] = SnapshotSearcher(bundle)
+            return searcher
 
     def scorer(
         self, method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any

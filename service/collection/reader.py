@@ -23,6 +23,7 @@ from service.arraydir import load_array, read_manifest, write_array_dir
 from service.collection.manifest import MANIFEST, CommitManifest, read_commit, shard_of
 from service.collection.segment import Segment
 from service.errors import ClirError, DataFormatError, NotFoundError
+from service.index.bm25 import rsj_raw
 from service.index.inverted import InvertedIndex
 from service.records import Doc
 
@@ -66,6 +67,12 @@ class Snapshot:
             if tid is not None:
                 return int(self.global_df[view.segment.gid[tid]])
         return 0
+
+    def weighted(self, token: str) -> bool:
+        """Whether the index term of ``token`` is in the collection with a positive RSJ
+        weight (what a single index's ``rsj[term_id] > 0`` says)."""
+        df = self.collection_df(token)
+        return df > 0 and float(rsj_raw(df, self.n_docs)) > 0
 
     def views(self) -> list[SegmentView]:
         return [v for shard in self.shards for v in shard]

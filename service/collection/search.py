@@ -254,6 +254,14 @@ class SnapshotSearcher:
             scorer = per_view[key] = get_scorer(method, view.index, bundle=self.bundle, **params)
         return scorer
 
+    def any_scorer(
+        self, snapshot: Snapshot, method: str, params: Mapping[str, Any] | None = None
+    ) -> Scorer | None:
+        """A scorer of ``method`` over some segment (what a method says of a query — its
+        terms — does not depend on the segment), or None for an empty collection."""
+        views = snapshot.views()
+        return self.scorer(method, views[0], dict(params or {})) if views else None
+
     def shard_partial(
         self,
         method: str,

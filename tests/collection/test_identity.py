@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.data]
 
 @pytest.fixture(scope="module")
 def demo() -> tuple[InvertedIndex, ModelBundle]:
-    return InvertedIndex.load(ROOT / "indexes" / "demo"), load_bundle(ROOT / "models" / "demo-de-en")
+    return InvertedIndex.load(ROOT / "indexes" / "demo"), load_bundle(
+        ROOT / "models" / "demo-de-en"
+    )
 
 
 @pytest.fixture(scope="module")

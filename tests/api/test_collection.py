@@ -1,0 +1,126 @@
+"""A live collection behind the API: ``POST/DELETE /v1/admin/documents`` commit at once and the
+next search sees the change; searches rank as over one index of the same documents; the
+admin token guards the routes (401/403), bad bodies are 422, an index built whole is 409."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.collection import build_collection
+from service.index.build import build_params
+from tests.api.conftest import MakeClient
+from tests.conftest import TOY_DOCS
+
+TOKEN = "collection-admin-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+QUERY = "das Haus ist groß"
+
+
+@pytest.fixture
+def coll_path(tmp_path: Path) -> Path:
+    out = tmp_path / "coll"
+    build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
+    return out
+
+
+@pytest.fixture
+def live(make_client: MakeClient, coll_path: Path) -> TestClient:
+    return make_client(doc_indexes=[coll_path], admin_token=TOKEN)
+
+
+def search(client: TestClient, method: str = "bowfd", k: int = 10) -> list[tuple[str, float]]:
+    r = client.post("/v1/search", json={"query": QUERY, "lang": "de", "method": method, "k": k})
+    assert r.status_code == 200, r.text
+    return [(x["id"], x["score"]) for x in r.json()["results"]]
+
+
+def test_collection_searches_like_the_index(make_client: MakeClient, live: TestClient) -> None:
+    single = make_client()  # the toy index: the same documents built whole
+    for method in ("dt", "psq", "bowfd"):
+        assert search(live, method) == search(single, method)
+    r = live.post(
+        "/v1/search", json={"query": QUERY, "lang": "de", "method": "bowfd", "explain": True}
+    )
+    one = single.post(
+        "/v1/search", json={"query": QUERY, "lang": "de", "method": "bowfd", "explain": True}
+    )
+    strip = ("timings", "decode_ms", "rank_ms", "total_ms", "cached", "request_id")
+    assert {k: v for k, v in r.json().items() if k not in strip} == {
+        k: v for k, v in one.json().items() if k not in strip
+    }
+
+
+def test_add_replace_delete_are_seen_by_the_next_search(live: TestClient) -> None:
+    before = search(live)
+    doc = {
+        "id": "new",
+        "title": "Big House",
+        "text": "a big house , the biggest house",
+        "source": "t",
+    }
+    r = live.post("/v1/admin/documents", json={"documents": [doc]}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["added"] == 1 and r.json()["n_docs"] == len(TOY_DOCS) + 1
+    assert "new" in [i for i, _ in search(live)]
+    assert live.get("/v1/documents/new").json()["title"] == "Big House"
+    # replace: same id, other text
+    doc2 = {**doc, "title": "Red Car", "text": "a red car"}
+    r = live.post("/v1/admin/documents", json={"documents": [doc2]}, headers=AUTH)
+    assert r.json()["replaced"] == 1
+    assert live.get("/v1/documents/new").json()["text"] == "a red car"
+    r = live.delete("/v1/admin/documents", params={"id": ["new", "nope"]}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["deleted"] == 1 and r.json()["not_found"] == ["nope"]
+    assert search(live) == before
+    assert live.get("/v1/documents/new").status_code == 404
+    status = live.get("/v1/admin/collection", headers=AUTH).json()
+    assert status["n_docs"] == len(TOY_DOCS) and status["shards"] == 2
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    [
+        ("POST", "/v1/admin/documents", {"json": {"documents": [{"id": "a", "text": "x"}]}}),
+        ("DELETE", "/v1/admin/documents", {"params": {"id": "d1"}}),
+        ("GET", "/v1/admin/collection", {}),
+    ],
+)
+def test_admin_token_is_required(live: TestClient, method: str, path: str, kwargs: dict) -> None:
+    assert live.request(method, path, **kwargs).status_code == 401
+    bad = {"Authorization": "Bearer wrong"}
+    assert live.request(method, path, headers=bad, **kwargs).status_code == 403
+    assert live.get("/v1/documents/d1").status_code == 200  # nothing changed
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"documents": []},
+        {"documents": [{"id": "", "text": "x"}]},
+        {"documents": [{"id": "   ", "text": "x"}]},
+        {"documents": [{"id": "a"}]},
+        {"documents": [{"id": "a", "text": 3}]},
+        {"docs": [{"id": "a", "text": "x"}]},
+    ],
+)
+def test_bad_documents_are_422_and_change_nothing(live: TestClient, body: dict) -> None:
+    before = live.get("/v1/admin/collection", headers=AUTH).json()
+    r = live.post("/v1/admin/documents", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert live.get("/v1/admin/collection", headers=AUTH).json() == before
+
+
+def test_delete_needs_ids(live: TestClient) -> None:
+    assert live.delete("/v1/admin/documents", headers=AUTH).status_code == 422
+
+
+def test_an_index_built_whole_cannot_take_documents(make_client: MakeClient) -> None:
+    client = make_client(admin_token=TOKEN)
+    r = client.post(
+        "/v1/admin/documents", json={"documents": [{"id": "a", "text": "x"}]}, headers=AUTH
+    )
+    assert r.status_code == 409
+    assert "--shards" in r.json()["detail"]
