@@ -27,10 +27,10 @@ from service.records import Doc
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.query import decode_query
 
-WORDS = (
-    "house home car automobile book dog tree big large small old new red the a is and at "
-    "of garden street city road window door table chair"
-).split()
+WORDS = [
+    *"house home car automobile book dog tree big large small old new red the a".split(),
+    *"is and at of garden street city road window door table chair".split(),
+]
 QUERIES = ["das Haus ist groß", "ein rotes Auto", "der Hund ist alt . das Buch ist neu", "Baum"]
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +107,7 @@ def test_deleted_equals_never_added_and_replaced_equals_readded(
     gone = {f"d{i}" for i in range(0, 150, 7)}
     changed = Doc("d5", "red car", "a red car and a big red automobile", "a")
     with CollectionWriter(path) as w:
-        assert w.delete(sorted(gone) + ["no-such-id"]) == ["no-such-id"]
+        assert w.delete([*sorted(gone), "no-such-id"]) == ["no-such-id"]
         w.add([changed])
         summary = w.commit()
     assert (summary.deleted, summary.replaced, summary.added) == (len(gone), 1, 1)
@@ -151,10 +151,10 @@ def test_failed_add_changes_nothing(tmp_path: Path) -> None:
         w.commit()
     before = (path / "collection.json").read_bytes()
     segments = sorted(p.name for p in (path / "segments").iterdir())
-    with pytest.raises(InvalidInputError, match="non-empty id"):
-        with CollectionWriter(path, buffer_mb=0.001) as w:
-            w.add(corpus(40, 6, prefix="n"))  # flushes segments on the way
-            w.add([Doc("x", "", "a", ""), Doc(" ", "", "b", "")])
+    writer = CollectionWriter(path, buffer_mb=0.001)
+    with pytest.raises(InvalidInputError, match="non-empty id"), writer as w:
+        w.add(corpus(40, 6, prefix="n"))  # flushes segments on the way
+        w.add([Doc("x", "", "a", ""), Doc(" ", "", "b", "")])
     assert (path / "collection.json").read_bytes() == before
     assert sorted(p.name for p in (path / "segments").iterdir()) == segments
     assert Collection(path).snapshot.n_docs == 30
