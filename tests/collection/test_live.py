@@ -28,8 +28,37 @@ from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.query import decode_query
 
 WORDS = [
-    *"house home car automobile book dog tree big large small old new red the a".split(),
-    *"is and at of garden street city road window door table chair".split(),
+    *[
+        "house",
+        "home",
+        "car",
+        "automobile",
+        "book",
+        "dog",
+        "tree",
+        "big",
+        "large",
+        "small",
+        "old",
+        "new",
+        "red",
+        "the",
+        "a",
+    ],
+    *[
+        "is",
+        "and",
+        "at",
+        "of",
+        "garden",
+        "street",
+        "city",
+        "road",
+        "window",
+        "door",
+        "table",
+        "chair",
+    ],
 ]
 QUERIES = ["das Haus ist groß", "ein rotes Auto", "der Hund ist alt . das Buch ist neu", "Baum"]
 ROOT = Path(__file__).resolve().parents[2]
