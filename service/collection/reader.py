@@ -13,6 +13,7 @@ starts after a refresh; the service refreshes before each search when the manife
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,13 +107,19 @@ def read_deleted(path: Path, entry_deleted: str | None) -> npt.NDArray[np.int32]
 
 
 def load_snapshot(
-    path: Path, commit: CommitManifest, cache: dict[str, Segment] | None = None
+    path: Path,
+    commit: CommitManifest,
+    cache: dict[str, Segment] | None = None,
+    only: frozenset[int] | None = None,
 ) -> Snapshot:
-    """The snapshot of ``commit``, opening segments not in ``cache`` (which is updated)."""
+    """The snapshot of ``commit``, opening segments not in ``cache`` (which is updated);
+    ``only``: the shards to open (a shard worker's), the others are left empty."""
     cache = {} if cache is None else cache
     global_df = read_stats(path, commit)
     shards: list[list[SegmentView]] = [[] for _ in range(commit.shards)]
     for entry in commit.segments:
+        if only is not None and entry.shard not in only:
+            continue
         seg = cache.get(entry.name)
         if seg is None:
             seg = cache[entry.name] = Segment(path / SEGMENTS_DIR / entry.name)
@@ -154,8 +161,11 @@ def read_stats(path: Path, commit: CommitManifest) -> npt.NDArray[np.int64]:
 class Collection:
     """A collection directory, read: the current snapshot, refreshed after commits."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, shards: Iterable[int] | None = None) -> None:
+        """Open the collection at ``path`` (``shards``: open only these, as a shard worker
+        does; documents of the others are then not found here)."""
         self.path = Path(path)
+        self.only = None if shards is None else frozenset(shards)
         self._segments: dict[str, Segment] = {}
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
@@ -169,7 +179,7 @@ class Collection:
         for attempt in range(3):
             stamp = self._manifest_stamp()
             try:
-                snap = load_snapshot(self.path, read_commit(self.path), self._segments)
+                snap = load_snapshot(self.path, read_commit(self.path), self._segments, self.only)
             except ClirError:
                 # a writer may have committed (and removed what the commit read refers to)
                 # between reading the manifest and opening its files: read it again

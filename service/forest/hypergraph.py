@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -360,6 +360,22 @@ class Hypergraph:
         hg._weights_cache = OrderedDict()
         return hg
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling (a decoded query sent to shard workers): an array-backed forest goes as
+        its arrays with every node and hyperedge made (the functions that make them on demand
+        belong to the decoder, which stays here); others as their nodes and edges."""
+        if self.array_backed:
+            nodes = tuple(self.nodes[i] for i in range(self.num_nodes))
+            edges = [self.edges[i] for i in range(self.num_edges)]
+            maker = _EdgeFromArrays(
+                self.arrays(),
+                tuple(e.target for e in edges),
+                np.asarray([e.span for e in edges], dtype=np.int64).reshape(-1, 2),
+                np.asarray([e.rule_id for e in edges], dtype=np.int64),
+            )
+            return (_rebuild_array_backed, (self.arrays(), nodes, maker))
+        return (Hypergraph, (tuple(self.nodes), tuple(self.edges), self.goal))
+
     @property
     def array_backed(self) -> bool:
         """True for a forest made by :meth:`from_arrays` (objects made on demand)."""
@@ -695,3 +711,34 @@ class HypergraphBuilder:
         nodes = [_renumbered_node(self._nodes[o], new) for o in order]
         edges = [_renumbered_edge(e.id, e, new) for e in self._edges]
         return Hypergraph(nodes, edges, new[goal], self._parts, new)
+
+
+class _EdgeFromArrays:
+    """Makes hyperedge ``e`` of an unpickled array-backed forest: its features from the
+    arrays, its target yield, span and rule as pickled (a few bytes an edge)."""
+
+    def __init__(
+        self, arrays: HypergraphArrays, targets: tuple[Yield, ...], spans: IntArray, rules: IntArray
+    ) -> None:
+        self.arrays, self.targets, self.spans, self.rules = arrays, targets, spans, rules
+
+    def __call__(self, e: int) -> Hyperedge:
+        a = self.arrays
+        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
+        names = a.feature_names
+        features = {
+            names[i]: v
+            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
+        }
+        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
+        span = (int(self.spans[e, 0]), int(self.spans[e, 1]))
+        return Hyperedge(
+            e, int(a.edge_head[e]), tails, self.targets[e], features, span, int(self.rules[e])
+        )
+
+
+def _rebuild_array_backed(
+    arrays: HypergraphArrays, nodes: tuple[Node, ...], edge: _EdgeFromArrays
+) -> Hypergraph:
+    """The forest :meth:`Hypergraph.__reduce__` pickled."""
+    return Hypergraph.from_arrays(arrays, nodes.__getitem__, edge)

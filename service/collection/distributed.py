@@ -1,0 +1,226 @@
+"""Search fanned out over shard workers on Ray (one actor per shard), merged exactly.
+
+The query is decoded once, by the caller; what does not depend on the documents (PSQ's
+structured query) is planned once; the decoded query (its forests as arrays) goes to every
+shard worker, which runs the method over its own segments — BOW-FD's candidates, bounds and
+Viterbi passes stay next to the data — and returns its :class:`~service.collection.search.Partial`
+(a top list, or BOW-FD's per-sentence lists), merged here exactly as the in-process search
+merges them (:class:`~service.collection.search.SnapshotSearcher`).
+
+Each worker memory-maps its shard's segments from the collection directory (a volume every
+node mounts): processes on one node share those pages through the OS page cache, as they
+would share arrays put in Ray's object store, without a copy into the store and without
+reloading after a restart beyond the maps. Workers are restarted by Ray when they die
+(``max_restarts=-1``); a shard that fails or does not answer within the timeout leaves the
+answer ``degraded`` with the shard named, never an error.
+
+A worker refreshes its snapshot to the collection's current commit before each query and says
+which generation it searched; if two shards disagree (a commit landed between them) the query
+is asked again once, so every shard of an answer scores with the same statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.collection.reader import Collection, Snapshot
+from service.collection.search import Partial, SnapshotSearcher, get_method
+from service.extras import import_extra
+from service.mt.bundle import ModelBundle, load_bundle
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation
+from service.retrieval.explain import Explanation
+
+log = logging.getLogger(__name__)
+
+
+class ShardWorker:
+    """One shard of a collection, searched in its own process (the Ray actor's class)."""
+
+    def __init__(
+        self, path: str, shard: int, bundle_path: str | None, state_root: str | None
+    ) -> None:
+        self.shard = shard
+        self.collection = Collection(path, shards=[shard])
+        bundle = None
+        if bundle_path is not None:
+            bundle = load_bundle(bundle_path, state_root=state_root)
+        self.searcher = SnapshotSearcher(bundle)
+
+    def status(self) -> dict[str, Any]:
+        self.collection.refresh()
+        snap = self.collection.snapshot
+        views = snap.shards[self.shard]
+        return {
+            "shard": self.shard,
+            "generation": snap.generation,
+            "segments": len(views),
+            "n_docs": int(sum(v.index.n_docs - (0 if v.deleted is None else len(v.deleted))
+                              for v in views)),
+        }  # fmt: skip
+
+    def partial(
+        self,
+        method: str,
+        query: DecodedQuery,
+        depth: int,
+        params: Mapping[str, Any],
+        plan: Any,
+        explain_final: Partial | None = None,
+    ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
+        """(generation searched, this shard's partial, explanations of the documents of
+        ``explain_final`` this shard holds)."""
+        self.collection.refresh()
+        snap = self.collection.snapshot
+        kept: dict[str, Any] = {}
+        views = snap.shards[self.shard]
+        part = self.searcher.shard_partial(method, views, query, depth, params, plan, kept)
+        explained: dict[int, Explanation | None] = {}
+        if explain_final is not None:
+            m = get_method(method)
+            for view in views:
+                for seq in explain_final.seqs.tolist():
+                    pos = int(view.seq.searchsorted(seq))
+                    if pos < len(view.seq) and int(view.seq[pos]) == seq:
+                        scorer = self.searcher.scorer(method, view, params)
+                        keep = kept[view.segment.name]
+                        explained[seq] = m.explain(scorer, keep, pos, explain_final, view)
+        return snap.generation, part, explained
+
+
+@dataclass(frozen=True)
+class ShardAnswer:
+    shard: int
+    generation: int
+    partial: Partial | None
+    explained: dict[int, Explanation | None]
+
+
+class RaySearcher:
+    """Fans a search out to one Ray actor per shard of a collection."""
+
+    def __init__(
+        self,
+        collection: Collection,
+        bundle: ModelBundle | None,
+        *,
+        address: str | None = None,
+        timeout_s: float = 10.0,
+        state_root: str | Path | None = None,
+    ) -> None:
+        self.ray = import_extra("ray", "ray", "searching a collection on Ray")
+        self.collection = collection
+        self.bundle = bundle
+        self.timeout_s = timeout_s
+        self.local = SnapshotSearcher(bundle)  # plans and signatures, in this process
+        if not self.ray.is_initialized():
+            if address:
+                self.ray.init(address=address, log_to_driver=False)
+            else:
+                self.ray.init(include_dashboard=False, log_to_driver=False)
+        remote = self.ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(ShardWorker)
+        n = collection.snapshot.commit.shards
+        bundle_path = str(bundle.path) if bundle is not None else None
+        state = None if state_root is None else str(state_root)
+        self.actors = [remote.remote(str(collection.path), s, bundle_path, state) for s in range(n)]
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each shard's generation, segments and documents, or why it did not answer."""
+        refs = [a.status.remote() for a in self.actors]
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        out = []
+        for shard, ref in enumerate(refs):
+            if ref not in ready:
+                out.append({"shard": shard, "up": False, "error": "timed out"})
+                continue
+            try:
+                out.append({"up": True, **self.ray.get(ref)})
+            except self.ray.exceptions.RayError as exc:
+                out.append({"shard": shard, "up": False, "error": type(exc).__name__})
+        return out
+
+    def _ask(
+        self,
+        method: str,
+        query: DecodedQuery,
+        depth: int,
+        params: Mapping[str, Any],
+        plan: Any,
+        final: Partial | None = None,
+    ) -> tuple[list[ShardAnswer], list[str]]:
+        # put once: every shard reads the same copy (the forests' arrays, ~2 MB a paragraph)
+        q, pl = self.ray.put(query), self.ray.put(plan)
+        refs = [a.partial.remote(method, q, depth, params, pl, final) for a in self.actors]
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        answers: list[ShardAnswer] = []
+        failed: list[str] = []
+        for shard, ref in enumerate(refs):
+            if ref not in ready:
+                self.ray.cancel(ref, force=False)
+                failed.append(f"shard {shard} timed out after {self.timeout_s:g} s")
+                continue
+            try:
+                gen, part, explained = self.ray.get(ref)
+            except self.ray.exceptions.RayError as exc:
+                failed.append(f"shard {shard} failed ({type(exc).__name__})")
+                continue
+            answers.append(ShardAnswer(shard, gen, part, explained))
+        return answers, failed
+
+    def rank(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        query: DecodedQuery,
+        k: int,
+        *,
+        explain: bool = False,
+        params: Mapping[str, Any] | None = None,
+    ) -> tuple[Ranking, tuple[int, Relation], list[str]]:
+        """The top ``k`` over every shard that answered, how many documents were retrieved,
+        and the shards that did not answer (the answer is then degraded)."""
+        params = dict(params or {})
+        m = get_method(method)
+        scorer = self.local.any_scorer(snapshot, method, params)
+        plan = m.plan(scorer, query) if scorer is not None else None
+        for _attempt in range(2):
+            answers, failed = self._ask(method, query, k, params, plan)
+            if len({a.generation for a in answers}) <= 1:
+                break
+        parts = [a.partial for a in answers if a.partial is not None]
+        signature = scorer.signature(query) if scorer is not None else f"method:{method}"
+        if not parts:
+            return Ranking(query.qid, [], signature, {}), (0, "eq"), failed
+        final = m.finish(m.merge(parts), k)
+        explained: dict[int, Explanation | None] = {}
+        if explain and len(final.seqs):
+            again, more = self._ask(method, query, k, params, plan, final)
+            failed += [f for f in more if f not in failed]
+            for a in again:
+                explained.update(a.explained)
+        ids = final.ids or tuple(self._ids(snapshot, final.seqs.tolist()))
+        hits = [
+            Hit(int(seq), doc_id, float(score), explained.get(int(seq)))
+            for seq, doc_id, score in zip(final.seqs.tolist(), ids, final.scores.tolist(),
+                                          strict=True)
+        ]  # fmt: skip
+        info = {**final.info, "shards": len(answers)}
+        return Ranking(query.qid, hits, signature, info), (final.retrieved, final.relation), failed
+
+    def _ids(self, snapshot: Snapshot, seqs: Sequence[int]) -> list[str]:
+        out = []
+        for seq in seqs:
+            view, docno = snapshot.locate_seq(seq)
+            out.append(view.index.doc_id(docno))
+        return out
+
+    def close(self) -> None:
+        for a in self.actors:
+            try:
+                self.ray.kill(a)
+            except Exception:  # an actor already gone
+                log.debug("shard worker already gone")
+        self.actors = []

@@ -1,0 +1,75 @@
+"""Search fanned out to shard workers on Ray ranks exactly as in one process; a shard worker
+that dies costs a degraded answer naming it (never an error), and Ray brings it back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.collection import Collection, SnapshotSearcher, build_collection
+from service.collection.distributed import RaySearcher
+from service.index.build import build_params
+from service.mt.bundle import ModelBundle
+from service.retrieval.base import DecodedQuery
+from service.retrieval.query import decode_query
+from tests.collection.test_live import QUERIES, corpus
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def queries(toy_bundle: ModelBundle) -> list[DecodedQuery]:
+    decoder = toy_bundle.decoder()
+    return [decode_query(decoder, q, "de", qid=f"q{i}") for i, q in enumerate(QUERIES)]
+
+
+def test_ray_fan_out_equals_one_process_and_survives_a_killed_shard(
+    local_ray: None, tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    import ray
+
+    out = tmp_path / "c"
+    build_collection(corpus(300, 11), out, build_params("docs"), shards=3, buffer_mb=0.01)
+    coll = Collection(out)
+    local = SnapshotSearcher(toy_bundle)
+    searcher = RaySearcher(coll, toy_bundle, timeout_s=60)
+    try:
+        assert [s["up"] for s in searcher.status()] == [True] * 3
+        assert sum(s["n_docs"] for s in searcher.status()) == 300
+        for method in ("dt", "psq", "bowfd"):
+            for q in queries:
+                want, want_total = local.rank(coll.snapshot, method, q, 10, explain=True)
+                got, got_total, failed = searcher.rank(coll.snapshot, method, q, 10, explain=True)
+                assert failed == []
+                assert [(h.doc_id, h.score) for h in got.hits] == [
+                    (h.doc_id, h.score) for h in want.hits
+                ]
+                assert [h.explanation for h in got.hits] == [h.explanation for h in want.hits]
+                assert got_total == want_total
+        ray.kill(searcher.actors[1], no_restart=False)  # a crash: Ray restarts the worker
+        _, _, failed = searcher.rank(coll.snapshot, "dt", queries[0], 10)
+        assert failed and "shard 1" in failed[0]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got, _, failed = searcher.rank(coll.snapshot, "dt", queries[0], 10)
+            if not failed:
+                break
+            time.sleep(0.5)
+        want, _ = local.rank(coll.snapshot, "dt", queries[0], 10)
+        assert failed == [] and [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
+    finally:
+        searcher.close()
