@@ -96,6 +96,14 @@ class Settings(BaseSettings):
         "(clir build-index --shards, clir docs add): bounds the memory of building or adding "
         "any number of documents.",
     )
+    search_backend: Literal["local", "ray"] = Field(
+        "local",
+        description="Where a collection's shards are searched: in the API process (local) or by "
+        "one Ray actor per shard (ray; CLIR_RAY_ADDRESS joins a running cluster).",
+    )
+    search_shard_timeout_s: float = Field(
+        10.0, gt=0, description="A Ray shard that answers later leaves the answer degraded."
+    )
     collection_lock_timeout_s: float = Field(
         30.0, gt=0, description="How long an add or delete waits for the collection's writer."
     )

@@ -70,7 +70,7 @@ DEGRADED = "clir_degraded_responses_total"
 COUNTERS = {
     CACHE_HITS: "Queries whose forests came from the cache.",
     CACHE_MISSES: "Queries decoded because the cache did not hold them.",
-    DEGRADED: "Responses whose decoding the time budget cut short.",
+    DEGRADED: "Responses whose decoding the time budget cut short, or missing a shard.",
 }
 API_PROCESSES = "clir_api_processes"
 

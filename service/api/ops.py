@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from service.api import admin
 from service.api.metrics import CONTENT_TYPE, Metrics
 from service.api.resources import Resources
+from service.api.serving import QueryService
+from service.collection import Collection
 from service.settings import Settings
 
 router = APIRouter(tags=["ops"])
@@ -41,7 +43,25 @@ def readyz(request: Request) -> JSONResponse:
         body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
         return JSONResponse(body | page, status_code=503)
     body = resources.status() | page
+    if isinstance(resources.doc_index, Collection):
+        body["collection"] = collection_status(resources.doc_index, request.app.state.service)
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
+
+
+def collection_status(coll: Collection, service: QueryService) -> dict[str, Any]:
+    """The collection's commit and shards; with the Ray backend, whether each shard worker
+    is up (a shard that is down degrades answers, it does not make the service unready)."""
+    coll.refresh()
+    snap = coll.snapshot
+    shards: list[dict[str, Any]] = [
+        {"shard": i, "segments": len(views),
+         "n_docs": sum(v.segment.n_docs - (0 if v.deleted is None else len(v.deleted))
+                       for v in views)}
+        for i, views in enumerate(snap.shards)
+    ]  # fmt: skip
+    for worker in service.shard_status():
+        shards[int(worker["shard"])].update(up=worker["up"], error=worker.get("error"))
+    return {"generation": snap.generation, "n_docs": snap.n_docs, "shards": shards}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

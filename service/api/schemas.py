@@ -107,7 +107,10 @@ class Served(BaseModel):
     weights_version: str
     timings: Timings
     cached: bool = Field(description="The query's forests came from the cache.")
-    degraded: bool = Field(description="Decoding was cut short by the time budget.")
+    degraded: bool = Field(
+        description="Decoding was cut short by the time budget, or a shard of the collection "
+        "did not answer (its documents are missing)."
+    )
     degraded_reason: str | None = Field(None, description="What was cut short, when degraded.")
 
 

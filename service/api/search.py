@@ -34,6 +34,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
+from service.api.metrics import DEGRADED
 from service.api.schemas import SearchHit, SearchRequest, SearchResponse
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
@@ -72,13 +73,19 @@ def run_search(
     t1 = time.perf_counter()
     weighted: Callable[[Iterable[str]], set[str]]
     with decoded.lock:
+        failed: list[str] = []
         if isinstance(index, Collection):
             index.refresh()  # a commit is visible to the next search
             snap = index.snapshot
             searcher = service.collection_searcher(bundle)
-            ranking, (total, relation) = searcher.rank(
-                snap, req.method, decoded.query, depth, explain=req.explain, params=params
-            )
+            if settings.search_backend == "ray":
+                ranking, (total, relation), failed = service.ray_searcher(index, bundle).rank(
+                    snap, req.method, decoded.query, depth, explain=req.explain, params=params
+                )
+            else:
+                ranking, (total, relation) = searcher.rank(
+                    snap, req.method, decoded.query, depth, explain=req.explain, params=params
+                )
             scorer = searcher.any_scorer(snap, req.method, params)
 
             def weighted(terms: Iterable[str]) -> set[str]:
@@ -107,13 +114,18 @@ def run_search(
             )
         )
     t2 = time.perf_counter()
+    fields = decoded.response_fields(t0, t1, t2)
+    if failed:  # shards that did not answer: the results come from the others
+        reasons = [r for r in (fields.get("degraded_reason"), "; ".join(failed)) if r]
+        fields.update(degraded=True, degraded_reason="; ".join(reasons))
+        service.metrics.inc(DEGRADED)
     return SearchResponse(
         results=results,
         total=total,
         total_relation=relation,
         translation=" ".join(" ".join(s) for s in translation),
         signature=ranking.signature,
-        **decoded.response_fields(t0, t1, t2),
+        **fields,
     )
 
 

@@ -30,11 +30,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
+from service.collection import Collection
 from service.collection.search import SnapshotSearcher
+
+if TYPE_CHECKING:
+    from service.collection.distributed import RaySearcher
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
@@ -269,6 +273,7 @@ class QueryService:
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
         self._scorers: dict[Hashable, Scorer] = {}
         self._searchers: dict[int, SnapshotSearcher] = {}
+        self._ray: dict[tuple[str, int], RaySearcher] = {}
         self._scorers_lock = threading.Lock()
         threads = settings.decode_threads or os.cpu_count() or 1
         self.pool: Executor | None = (
@@ -370,6 +375,27 @@ class QueryService:
             self.metrics.inc(DEGRADED)
             return Decoded(query, False, seconds, threading.Lock())
         return Decoded(query, False, seconds, self.cache.put(key, query))
+
+    def ray_searcher(self, collection: Collection, bundle: ModelBundle) -> RaySearcher:
+        """The Ray fan-out over ``collection``'s shards for ``bundle`` (started on first use)."""
+        from service.collection.distributed import RaySearcher
+
+        with self._scorers_lock:
+            key = (str(collection.path), id(bundle))
+            searcher = self._ray.get(key)
+            if searcher is None:
+                searcher = self._ray[key] = RaySearcher(
+                    collection, bundle, address=self.settings.ray_address,
+                    timeout_s=self.settings.search_shard_timeout_s,
+                    state_root=self.settings.weights_state_dir,
+                )  # fmt: skip
+            return searcher
+
+    def shard_status(self) -> list[dict[str, Any]]:
+        """Every Ray shard worker's status (none without the ray search backend)."""
+        with self._scorers_lock:
+            searchers = list(self._ray.values())
+        return searchers[0].status() if searchers else []
 
     def collection_searcher(self, bundle: ModelBundle) -> SnapshotSearcher:
         """The searcher of collections for ``bundle`` (its scorers kept per segment)."""

@@ -4,6 +4,7 @@ admin token guards the routes (401/403), bad bodies are 422, an index built whol
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,38 @@ def test_an_index_built_whole_cannot_take_documents(make_client: MakeClient) -> 
     )
     assert r.status_code == 409
     assert "--shards" in r.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
+    local_ray: None, make_client: MakeClient, coll_path: Path
+) -> None:
+    import ray
+
+    local = make_client(doc_indexes=[coll_path])
+    fanned = make_client(doc_indexes=[coll_path], search_backend="ray", search_shard_timeout_s=60)
+    for method in ("dt", "psq", "bowfd"):
+        assert search(fanned, method) == search(local, method)
+    ready = fanned.get("/readyz").json()
+    assert [s["up"] for s in ready["collection"]["shards"]] == [True, True]
+    service = fanned.app.state.service  # type: ignore[attr-defined]
+    (searcher,) = service._ray.values()
+    ray.kill(searcher.actors[0], no_restart=False)
+    r = fanned.post("/v1/search", json={"query": QUERY, "lang": "de", "method": "dt"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["degraded"] is True and "shard 0" in body["degraded_reason"]
+    metrics = fanned.get("/metrics").text
+    assert "clir_degraded_responses_total" in metrics
