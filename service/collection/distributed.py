@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from service.collection.reader import Collection, Snapshot
-from service.collection.search import Partial, SnapshotSearcher, get_method
+from service.collection.search import Partial, SnapshotSearcher, cascade_plan, get_method
 from service.extras import import_extra
 from service.mt.bundle import ModelBundle, load_bundle
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation
@@ -186,10 +186,20 @@ class RaySearcher:
         m = get_method(method)
         scorer = self.local.any_scorer(snapshot, method, params)
         plan = m.plan(scorer, query) if scorer is not None else None
+        first_failed: list[str] = []
+
+        def first_stage(name: str, depth: int) -> Ranking:
+            ranking, _, failed = self.rank(snapshot, name, query, depth)
+            first_failed.extend(failed)
+            return ranking
+
+        if (cascade := cascade_plan(scorer, first_stage)) is not None:
+            plan = cascade
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan)
             if len({a.generation for a in answers}) <= 1:
                 break
+        failed = first_failed + [f for f in failed if f not in first_failed]
         parts = [a.partial for a in answers if a.partial is not None]
         signature = scorer.signature(query) if scorer is not None else f"method:{method}"
         if not parts:

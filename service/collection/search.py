@@ -26,7 +26,7 @@ to know whether the document made the collection's list of each sentence).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -159,7 +159,10 @@ class BowFdMethod(Method):
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, BowFdScorer)
         v = scorer.v_for(query.weights)
-        preps = scorer.prepare(query)
+        restrict = None  # a cascade: the collection's first-stage documents held here
+        if plan is not None:
+            restrict = np.flatnonzero(np.isin(view.seq, plan)).astype(np.int32)
+        preps = scorer.prepare(query, restrict)
         sdepth = scorer.sentence_depth(len(preps), depth)
         lists = scorer.rank_sentences(preps, sdepth, v)
         by_seq = tuple(
@@ -221,6 +224,17 @@ class BowFdMethod(Method):
             for r in final.sentences
         ]
         return scorer.explain(preps, docno, local, v)
+
+
+def cascade_plan(
+    scorer: Scorer | None, first_stage: Callable[[str, int], Ranking]
+) -> npt.NDArray[np.int64] | None:
+    """For BOW-FD with a cascade, the sequence numbers of the collection's first-stage top
+    documents (``first_stage(method, depth)`` ranks the whole collection), else None."""
+    if not isinstance(scorer, BowFdScorer) or scorer.cascade is None:
+        return None
+    ranking = first_stage(scorer.first_stage, scorer.cascade)
+    return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int64))
 
 
 METHODS: dict[str, Method] = {"dt": Method(), "psq": PsqMethod(), "bowfd": BowFdMethod()}
@@ -298,7 +312,14 @@ class SnapshotSearcher:
         m = get_method(method)
         kept: dict[str, Any] = {}
         views = snapshot.views()
-        plan = m.plan(self.scorer(method, views[0], params), query) if views else None
+        lead = self.scorer(method, views[0], params) if views else None
+        plan = m.plan(lead, query) if lead is not None else None
+
+        def first_stage(name: str, depth: int) -> Ranking:
+            return self.rank(snapshot, name, query, depth)[0]
+
+        if (cascade := cascade_plan(lead, first_stage)) is not None:
+            plan = cascade
         parts = [
             p
             for shard in snapshot.shards
@@ -319,8 +340,8 @@ class SnapshotSearcher:
                 scorer = self.scorer(method, view, params)
                 expl = m.explain(scorer, kept[view.segment.name], docno, final, view)
             hits.append(Hit(int(seq), doc_id, float(score), expl))
-        first = next(v for v in views)
-        signature = self.scorer(method, first, params).signature(query)
+        assert lead is not None  # views exist: parts came from them
+        signature = lead.signature(query)
         return Ranking(query.qid, hits, signature, final.info), (final.retrieved, final.relation)
 
 

@@ -278,3 +278,32 @@ def test_build_collection_replaces_atomically(tmp_path: Path) -> None:
         build_collection(broken(), out, build_params("docs"), shards=2)
     assert (out / "collection.json").read_bytes() == before
     assert Collection(out).snapshot.n_docs == 20
+
+
+@pytest.mark.parametrize("depth", [5, 40])
+def test_cascade_is_bowfd_over_the_first_stage_top_documents(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery], depth: int
+) -> None:
+    """BOW-FD with a cascade ranks the first stage's top ``depth`` documents by their
+    exhaustive BOW-FD scores (reference: the exhaustive ranking filtered to them), and a
+    collection's cascade takes the collection's first-stage top documents."""
+    docs = corpus(160, 12)
+    index = reference(docs, tmp_path / "r")
+    full = get_scorer("bowfd", index, bundle=toy_bundle)
+    dt = get_scorer("dt", index, bundle=toy_bundle)
+    cascade = get_scorer("bowfd", index, bundle=toy_bundle, cascade=depth)
+    for q in queries:
+        first = {h.docno for h in dt.rank(q, depth).hits}
+        want = [(h.doc_id, h.score) for h in full.rank(q, 1000).hits if h.docno in first][:10]
+        assert [(h.doc_id, h.score) for h in cascade.rank(q, 10).hits] == want, q.text
+    path = new_collection(tmp_path / "c", shards=3)
+    with CollectionWriter(path, buffer_mb=0.004) as w:
+        w.add(docs)
+        w.commit()
+    snap = Collection(path).snapshot
+    searcher = SnapshotSearcher(toy_bundle)
+    for q in queries:
+        got, _ = searcher.rank(snap, "bowfd", q, 10, params={"cascade": depth})
+        one = cascade.rank(q, 10)
+        assert [(h.doc_id, h.score) for h in got.hits] == [(h.doc_id, h.score) for h in one.hits]
+        assert got.signature == one.signature and "cascade:dt@" in got.signature

@@ -50,10 +50,15 @@ def test_ray_fan_out_equals_one_process_and_survives_a_killed_shard(
     try:
         assert [s["up"] for s in searcher.status()] == [True] * 3
         assert sum(s["n_docs"] for s in searcher.status()) == 300
-        for method in ("dt", "psq", "bowfd"):
+        runs = [("dt", {}), ("psq", {}), ("bowfd", {}), ("bowfd", {"cascade": 20})]
+        for method, params in runs:
             for q in queries:
-                want, want_total = local.rank(coll.snapshot, method, q, 10, explain=True)
-                got, got_total, failed = searcher.rank(coll.snapshot, method, q, 10, explain=True)
+                want, want_total = local.rank(
+                    coll.snapshot, method, q, 10, explain=True, params=params
+                )
+                got, got_total, failed = searcher.rank(
+                    coll.snapshot, method, q, 10, explain=True, params=params
+                )
                 assert failed == []
                 assert [(h.doc_id, h.score) for h in got.hits] == [
                     (h.doc_id, h.score) for h in want.hits

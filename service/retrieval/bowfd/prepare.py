@@ -279,15 +279,24 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
 
 
 def _candidates(
-    index: InvertedIndex, term_ids: IntArray
+    index: InvertedIndex, term_ids: IntArray, restrict: Int32Array | None = None
 ) -> tuple[Int32Array, IntArray, IntArray, FloatArray]:
-    """The documents containing any of the terms, each with its (local term, bm25) pairs in
-    ascending local term order: the union of the postings, grouped by a counting sort."""
+    """The documents containing any of the terms (only those of ``restrict``, when given),
+    each with its (local term, bm25) pairs in ascending local term order: the union of the
+    postings, grouped by a counting sort."""
     n = len(term_ids)
     if n == 0:
         return (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))  # fmt: skip
     postings = [index.postings(int(t)) for t in term_ids]
+    if restrict is not None:
+        allowed = np.zeros(index.n_docs, dtype=np.bool_)
+        allowed[restrict] = True
+        masks = [allowed[p.docs] for p in postings]
+        postings = [
+            p._replace(docs=p.docs[m], tfs=p.tfs[m], weights=p.weights[m])
+            for p, m in zip(postings, masks, strict=True)
+        ]
     all_docs = np.concatenate([p.docs for p in postings])
     all_w = np.concatenate([p.weights for p in postings]).astype(np.float64)
     lengths = np.array([len(p.docs) for p in postings], dtype=np.int64)
@@ -304,9 +313,14 @@ def _candidates(
 
 
 def prepare_sentence(
-    hg: Hypergraph, smt: FloatArray, index: InvertedIndex, beam: int | None = None
+    hg: Hypergraph,
+    smt: FloatArray,
+    index: InvertedIndex,
+    beam: int | None = None,
+    restrict: Int32Array | None = None,
 ) -> PreparedSentence:
-    """Join a forest with the index: local terms, live forest, bounds and candidates."""
+    """Join a forest with the index: local terms, live forest, bounds and candidates (only
+    the documents of ``restrict``, when given: a cascade's first stage)."""
     kept: IntArray | None = None
     if beam is not None:
         hg, kept = beam_prune(hg, smt, beam)
@@ -348,7 +362,7 @@ def prepare_sentence(
             live.in_ptr, live.in_edges, live.tail_ptr, live.tail_nodes, live.occ_ptr,
             live.occ_term, live.goal, max_count,
         )  # fmt: skip
-    docs, doc_ptr, doc_terms, doc_weights = _candidates(index, term_ids)
+    docs, doc_ptr, doc_terms, doc_weights = _candidates(index, term_ids, restrict)
     return PreparedSentence(
         hypergraph=hg,
         smt=smt,

@@ -20,7 +20,15 @@ from service.errors import ConfigurationError
 from service.forest.hypergraph import FloatArray
 from service.index.inverted import Int32Array, InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
+from service.retrieval.base import (
+    DecodedQuery,
+    Hit,
+    Ranking,
+    Relation,
+    Scorer,
+    get_scorer,
+    register,
+)
 from service.retrieval.bowfd.combine import combine_sentences
 from service.retrieval.bowfd.derivation import best_derivation
 from service.retrieval.bowfd.features import (
@@ -59,6 +67,8 @@ class BowFdScorer(Scorer):
         per_sentence_k: int | None = None,
         lex_weights: Mapping[str, float] | None = None,
         engine: str = "fast",
+        cascade: int | None = None,
+        first_stage: str = "dt",
         bundle: ModelBundle | None = None,
     ) -> None:
         if not math.isfinite(v):
@@ -69,6 +79,10 @@ class BowFdScorer(Scorer):
             raise ConfigurationError(f"per_sentence_k must be at least 1, got {per_sentence_k}")
         if engine not in ("fast", "reference"):
             raise ConfigurationError(f"BOW-FD engine must be 'fast' or 'reference', not {engine!r}")
+        if cascade is not None and cascade < 1:
+            raise ConfigurationError(f"the cascade depth must be at least 1, got {cascade}")
+        if first_stage not in ("dt", "psq"):
+            raise ConfigurationError(f"the first stage must be dt or psq, not {first_stage!r}")
         lex_w = dict(lex_weights or {})
         bad = [n for n in lex_w if not is_lex_feature(n)]
         if bad:
@@ -82,6 +96,9 @@ class BowFdScorer(Scorer):
         self.lex_weights = lex_w
         self.lex = LexFeatures(bundle.grammar) if bundle is not None else None
         self.engine = engine
+        self.cascade = cascade
+        self.first_stage = first_stage
+        self._first: Scorer | None = None
 
     def signature_parts(self) -> dict[str, Any]:
         parts: dict[str, Any] = {
@@ -92,7 +109,17 @@ class BowFdScorer(Scorer):
         if self.lex_weights:
             blob = repr(sorted(self.lex_weights.items())).encode()
             parts["lex"] = hashlib.sha256(blob).hexdigest()[:10]
+        if self.cascade is not None:
+            parts["cascade"] = f"{self.first_stage}@{self.cascade}"
         return parts
+
+    def first_stage_docs(self, query: DecodedQuery) -> Int32Array:
+        """The cascade's candidates: the first stage's top ``cascade`` documents (sorted)."""
+        assert self.cascade is not None
+        if self._first is None:
+            self._first = get_scorer(self.first_stage, self.index, bundle=self.bundle)
+        ranking = self._first.rank(query, self.cascade)
+        return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int32))
 
     def v_for(self, weights: Mapping[str, float]) -> float:
         """The IR weight for a weight vector: its ``IR_BM25`` entry (learning to rank writes
@@ -111,15 +138,21 @@ class BowFdScorer(Scorer):
         out.update(self.lex_weights)
         return out
 
-    def prepare(self, query: DecodedQuery) -> list[PreparedSentence]:
-        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``)."""
+    def prepare(
+        self, query: DecodedQuery, restrict: Int32Array | None = None
+    ) -> list[PreparedSentence]:
+        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``);
+        the candidates are the documents of ``restrict`` when given, else with a cascade the
+        first stage's top documents, else every document sharing a weighted term."""
         lex_w = self._lex_weights(query)
         term_w = self._term_weights(query)  # read once per query, not per sentence
+        if restrict is None and self.cascade is not None:
+            restrict = self.first_stage_docs(query)
         out = []
         for forest in query.forests:
             hg = forest.hypergraph
             smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
-            prep = prepare_sentence(hg, smt, self.index, self.beam)
+            prep = prepare_sentence(hg, smt, self.index, self.beam, restrict)
             out.append(with_term_weights(prep, self.index, term_w))
         return out
 
