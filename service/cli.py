@@ -107,7 +107,7 @@ def _cmd_build_collection(args: argparse.Namespace) -> int:
         docs = islice(docs, args.limit)
     summary = build_collection(
         _docs_progress(docs, not args.quiet), args.out, params, shards=args.shards,
-        buffer_mb=_buffer_mb(args),
+        buffer_mb=_buffer_mb(args), workers=args.workers,
     )  # fmt: skip
     payload = {
         "collection": str(args.out), "shards": args.shards, "n_docs": summary.n_docs,
@@ -139,7 +139,7 @@ def _cmd_docs(args: argparse.Namespace) -> int:
             f"{args.index} is not a collection (no collection.json); build one with "
             "clir build-index --docs F --out DIR --shards S"
         )
-    with CollectionWriter(args.index, buffer_mb=_buffer_mb(args)) as writer:
+    with CollectionWriter(args.index, buffer_mb=_buffer_mb(args), workers=args.workers) as writer:
         payload: dict[str, Any] = {"action": args.action}
         if args.action == "add":
             payload["read"] = writer.add(_docs_progress(read_docs(args.docs), not args.quiet))
@@ -686,6 +686,12 @@ def _model_verbs(verb: VerbAdder) -> None:
 
 
 def _add_buffer_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes that tokenise and index documents (a collection; default 1)",
+    )
     p.add_argument(
         "--buffer-mb",
         type=float,

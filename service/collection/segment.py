@@ -21,7 +21,7 @@ tokenised again).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +36,7 @@ from service.forest.csr import ptr_from_counts
 from service.index.build import BuildParams, build_arrays
 from service.index.inverted import InvertedIndex, ScoringStats
 from service.index.storage import load_arrays, read_manifest, write_index_dir
-from service.index.tokenize import TokenizeFn
+from service.index.tokenize import TokenizeFn, get_index_tokenizer
 from service.index.vocab import Vocabulary, encode_terms
 from service.records import Doc
 
@@ -44,10 +44,25 @@ Int64Array = npt.NDArray[np.int64]
 _NOT_STORED = ("rsj", "post_weight")  # statistics of the segment alone: never used
 
 
-def write_segment(
+def index_documents(
+    docs: Sequence[Doc], params: BuildParams, tokenize: TokenizeFn | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays of a segment of ``docs`` before global term ids and sequence numbers (the
+    expensive part, tokenising: run in a worker process by a parallel writer)."""
+    fn = tokenize if tokenize is not None else get_index_tokenizer(params.tokenizer)
+    arrays, counts = build_arrays(
+        docs, fn, k1=params.k1, b=params.b, rsj_policy=params.rsj,
+        keep_tokens=params.keep_tokens, analysis=params.analysis,
+        where=params.source_name or "<documents>", title_weight=params.title_weight,
+    )  # fmt: skip
+    for key in _NOT_STORED:
+        arrays.pop(key)
+    return arrays, counts
+
+
+def store_segment(
     target: Path,
-    docs: Iterable[Doc],
-    tokenize: TokenizeFn,
+    indexed: tuple[dict[str, np.ndarray], dict[str, Any]],
     params: BuildParams,
     terms: TermDictionary,
     seqs: Sequence[int],
@@ -55,15 +70,10 @@ def write_segment(
     name: str,
     shard: int,
 ) -> int:
-    """Index ``docs`` into the segment directory ``target`` (written atomically) with the
-    sequence numbers ``seqs`` (ascending); the number of documents."""
-    arrays, counts = build_arrays(
-        docs, tokenize, k1=params.k1, b=params.b, rsj_policy=params.rsj,
-        keep_tokens=params.keep_tokens, analysis=params.analysis,
-        where=params.source_name or "<documents>", title_weight=params.title_weight,
-    )  # fmt: skip
-    for key in _NOT_STORED:
-        arrays.pop(key)
+    """Write an :func:`index_documents` result as the segment ``target`` (atomically), its
+    terms given global ids and its documents the sequence numbers ``seqs`` (ascending); the
+    number of documents."""
+    arrays, counts = indexed
     vocab = Vocabulary(arrays["vocab_blob"], arrays["vocab_offsets"], str(target))
     arrays["gid"] = terms.ids(vocab.terms())
     n = int(counts["n_docs"])

@@ -25,6 +25,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -43,12 +44,12 @@ from service.collection.manifest import (
     write_commit,
 )
 from service.collection.reader import SEGMENTS_DIR, read_deleted, write_stats
-from service.collection.segment import Segment, merge_segments, write_segment
+from service.collection.segment import Segment, index_documents, merge_segments, store_segment
 from service.collection.terms import TERMS_FILE, TermDictionary
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
 from service.index.build import BuildParams
-from service.index.tokenize import TokenizeFn, get_index_tokenizer
+from service.index.tokenize import TokenizeFn
 from service.records import Doc
 
 LOCK_FILE = "LOCK"
@@ -125,8 +126,17 @@ class CollectionWriter:
         buffer_mb: float = DEFAULT_BUFFER_MB,
         tokenize: TokenizeFn | None = None,
         lock_timeout: float = 30.0,
+        workers: int = 1,
     ) -> None:
+        """``workers`` > 1 indexes buffers in that many processes (the named tokenizer only)."""
         self.path = Path(path)
+        if workers < 1:
+            raise InvalidInputError(f"workers must be at least 1, got {workers}")
+        if workers > 1 and tokenize is not None:
+            raise InvalidInputError("worker processes use the collection's named tokenizer")
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._inflight: list[tuple[Future[Any], list[int], str, int]] = []
         if buffer_mb <= 0:
             raise InvalidInputError(f"the segment buffer must be positive, got {buffer_mb} MB")
         self.buffer_bytes = int(buffer_mb * 1e6)
@@ -145,7 +155,9 @@ class CollectionWriter:
         except BaseException:
             self._lock_cm.__exit__(None, None, None)
             raise
-        self._tokenize = tokenize or get_index_tokenizer(self.params.tokenizer)
+        self._custom_tokenize = tokenize
+        if workers > 1:
+            self._pool = ProcessPoolExecutor(max_workers=workers)
         self._closed = False
         self._reset()
 
@@ -245,22 +257,43 @@ class CollectionWriter:
         return missing
 
     def flush(self) -> None:
-        """Write every non-empty buffer as a new segment (not yet committed)."""
+        """Write every non-empty buffer as a new segment (not yet committed). With worker
+        processes, the buffers are indexed there and written when they come back (at most
+        ``workers`` in flight, so memory stays bounded)."""
         for shard, buf in enumerate(self._buffers):
             if not buf:
                 continue
             name = f"s{self._next_segment:07d}"
             self._next_segment += 1
-            target = self.path / SEGMENTS_DIR / name
             self._new.append(name)
-            n = write_segment(
-                target, [d for _, d in buf], self._tokenize, self.params, self.terms,
-                [q for q, _ in buf], name=name, shard=shard,
-            )  # fmt: skip
-            self._entries[name] = SegmentEntry(name, shard, n)
+            docs, seqs = [d for _, d in buf], [q for q, _ in buf]
             self._buffers[shard] = []
+            if self._pool is None:
+                indexed = index_documents(docs, self.params, self._custom_tokenize)
+                self._store(indexed, seqs, name, shard)
+                continue
+            while len(self._inflight) >= self.workers:
+                self._drain_one()
+            future = self._pool.submit(index_documents, docs, self.params)
+            self._inflight.append((future, seqs, name, shard))
         self._buffered.clear()
         self._buffer_size = 0
+
+    def _store(
+        self, indexed: tuple[dict[str, Any], dict[str, Any]], seqs: list[int], name: str, shard: int
+    ) -> None:
+        target = self.path / SEGMENTS_DIR / name
+        n = store_segment(target, indexed, self.params, self.terms, seqs, name=name, shard=shard)
+        self._entries[name] = SegmentEntry(name, shard, n)
+
+    def _drain_one(self) -> None:
+        future, seqs, name, shard = self._inflight.pop(0)
+        self._store(future.result(), seqs, name, shard)
+
+    def _drain(self) -> None:
+        """Write the segments indexed in worker processes (their errors raise here)."""
+        while self._inflight:
+            self._drain_one()
 
     # --- commit --------------------------------------------------------------------------------
 
@@ -275,6 +308,7 @@ class CollectionWriter:
         """Make every change since the last commit visible at once."""
         t0 = time.perf_counter()
         self.flush()
+        self._drain()
         old = self.commit_manifest
         gen = old.generation + 1
         entries: list[SegmentEntry] = []
@@ -318,6 +352,9 @@ class CollectionWriter:
 
     def rollback(self) -> None:
         """Drop every change since the last commit (and the segments it wrote)."""
+        for future, *_ in self._inflight:
+            future.cancel()
+        self._inflight = []
         self._reset()
         self._remove_unreferenced()
 
@@ -346,7 +383,7 @@ class CollectionWriter:
         """Merge segments of every shard holding more than ``max_segments``: the ``factor``
         smallest into one (deleted documents dropped), until at most ``max_segments`` are
         left; commits. The names of the segments written."""
-        if self._new or self._deleted or any(self._buffers):
+        if self._new or self._deleted or any(self._buffers) or self._inflight:
             raise ConflictError("commit or roll back the pending changes before merging")
         if max_segments < 1 or factor < 2:
             raise InvalidInputError("merge needs max_segments >= 1 and factor >= 2")
@@ -384,6 +421,8 @@ class CollectionWriter:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._pool is not None:
+                self._pool.shutdown(cancel_futures=True)
             self._lock_cm.__exit__(None, None, None)
 
     def __enter__(self) -> CollectionWriter:
@@ -411,13 +450,14 @@ def build_collection(
     buffer_mb: float = DEFAULT_BUFFER_MB,
     tokenize: TokenizeFn | None = None,
     merge: bool = True,
+    workers: int = 1,
 ) -> WriteSummary:
     """Build a collection of ``docs`` at ``out`` (replacing it atomically: a failed build
     leaves ``out`` as it was), each shard merged into one segment when ``merge``."""
     with atomic_directory(out) as tmp:
         coll = tmp / "c"
         create_collection(coll, params, shards)
-        with CollectionWriter(coll, buffer_mb=buffer_mb, tokenize=tokenize) as w:
+        with CollectionWriter(coll, buffer_mb=buffer_mb, tokenize=tokenize, workers=workers) as w:
             w.add(docs)
             summary = w.commit()
             if merge:

@@ -307,3 +307,13 @@ def test_cascade_is_bowfd_over_the_first_stage_top_documents(
         one = cascade.rank(q, 10)
         assert [(h.doc_id, h.score) for h in got.hits] == [(h.doc_id, h.score) for h in one.hits]
         assert got.signature == one.signature and "cascade:dt@" in got.signature
+
+
+def test_parallel_indexing_equals_serial(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """Buffers indexed in two worker processes make the same collection (same rankings)."""
+    docs = corpus(150, 13)
+    out = tmp_path / "c"
+    build_collection(docs, out, build_params("docs"), shards=2, buffer_mb=0.003, workers=2)
+    assert_same_rankings(Collection(out), reference(docs, tmp_path / "r"), toy_bundle, queries)
