@@ -451,9 +451,12 @@ def build_collection(
     tokenize: TokenizeFn | None = None,
     merge: bool = True,
     workers: int = 1,
+    max_segments: int = 8,
 ) -> WriteSummary:
     """Build a collection of ``docs`` at ``out`` (replacing it atomically: a failed build
-    leaves ``out`` as it was), each shard merged into one segment when ``merge``."""
+    leaves ``out`` as it was); with ``merge``, each shard's smallest segments are merged until
+    at most ``max_segments`` are left (1: one segment a shard; a merge holds the segments it
+    merges in memory, so a bound keeps the build's memory bounded too)."""
     with atomic_directory(out) as tmp:
         coll = tmp / "c"
         create_collection(coll, params, shards)
@@ -461,7 +464,7 @@ def build_collection(
             w.add(docs)
             summary = w.commit()
             if merge:
-                w.merge_all()
+                w.merge(max_segments=max_segments, factor=max(2, max_segments))
         for p in coll.iterdir():
             p.rename(tmp / p.name)
         coll.rmdir()
