@@ -8,6 +8,8 @@ One :class:`Metrics` per app holds the service's series in its own ``CollectorRe
   series, not one per id; unmatched paths count as ``other``);
 * ``clir_decode_seconds`` (cache misses), ``clir_query_cache_hits_total``,
   ``clir_query_cache_misses_total``, ``clir_degraded_responses_total`` — from the query service;
+* ``clir_shard_search_seconds{shard}`` and the gauge ``clir_shard_documents{shard}`` when the
+  document index is a collection (:mod:`service.collection`);
 * gauges ``clir_query_cache_entries``, ``clir_query_cache_capacity``, ``clir_query_cache_bytes``
   and ``clir_api_processes``;
 * the standard ``process_*`` figures (resident and virtual memory, CPU seconds, open file
@@ -122,6 +124,20 @@ class Metrics:
             "clir_query_cache_bytes", "Approximate memory held by the query cache."
         )
         self.processes = gauge(API_PROCESSES, "API processes summed here.")
+        self.shard_latency = Histogram(
+            "clir_shard_search_seconds",
+            "Time one shard of the collection took to rank a query (its segments, merged).",
+            ("shard",),
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.shard_docs = Gauge(
+            "clir_shard_documents",
+            "Live documents in each shard of the served collection.",
+            ("shard",),
+            registry=r,
+            multiprocess_mode="livemax",  # every process sees the same collection
+        )
         self.processes.set(1)
         if self.directory is None:
             ProcessCollector(registry=r)
@@ -135,6 +151,15 @@ class Metrics:
 
     def inc(self, name: str, by: int = 1) -> None:
         self.counters[name].inc(by)
+
+    def observe_shards(self, seconds: dict[int, float]) -> None:
+        """How long each shard took for one query."""
+        for shard, secs in seconds.items():
+            self.shard_latency.labels(str(shard)).observe(secs)
+
+    def set_shard_docs(self, docs: list[int]) -> None:
+        for shard, n in enumerate(docs):
+            self.shard_docs.labels(str(shard)).set(n)
 
     def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:
         """This process's query cache: entries, capacity and approximate bytes."""
@@ -169,6 +194,12 @@ class UncountedMetrics(Metrics):
         pass
 
     def inc(self, name: str, by: int = 1) -> None:
+        pass
+
+    def observe_shards(self, seconds: dict[int, float]) -> None:
+        pass
+
+    def set_shard_docs(self, docs: list[int]) -> None:
         pass
 
     def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:

@@ -48,7 +48,9 @@ def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
-def collection_status(coll: Collection, service: QueryService) -> dict[str, Any]:
+def collection_status(
+    coll: Collection, service: QueryService, workers: bool = True
+) -> dict[str, Any]:
     """The collection's commit and shards; with the Ray backend, whether each shard worker
     is up (a shard that is down degrades answers, it does not make the service unready)."""
     coll.refresh()
@@ -59,7 +61,7 @@ def collection_status(coll: Collection, service: QueryService) -> dict[str, Any]
                        for v in views)}
         for i, views in enumerate(snap.shards)
     ]  # fmt: skip
-    for worker in service.shard_status():
+    for worker in service.shard_status() if workers else ():
         shards[int(worker["shard"])].update(up=worker["up"], error=worker.get("error"))
     return {"generation": snap.generation, "n_docs": snap.n_docs, "shards": shards}
 
@@ -71,4 +73,9 @@ def prometheus_metrics(request: Request) -> PlainTextResponse:
     app: FastAPI = request.app
     cache_gauges(app)
     metrics: Metrics = app.state.metrics
+    resources: Resources | None = getattr(app.state, "resources", None)
+    if resources is not None and isinstance(resources.doc_index, Collection):
+        status = collection_status(resources.doc_index, app.state.service, workers=False)
+        shards = status["shards"]
+        metrics.set_shard_docs([int(s["n_docs"]) for s in shards])
     return PlainTextResponse(metrics.render() + admin.job_gauges(app), media_type=CONTENT_TYPE)

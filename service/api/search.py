@@ -87,6 +87,7 @@ def run_search(
                     snap, req.method, decoded.query, depth, explain=req.explain, params=params
                 )
             scorer = searcher.any_scorer(snap, req.method, params)
+            service.metrics.observe_shards(ranking.info.get("shard_seconds", {}))
 
             def weighted(terms: Iterable[str]) -> set[str]:
                 return {t for t in terms if snap.weighted(t)}

@@ -22,8 +22,9 @@ is asked again once, so every shard of an answer scores with the same statistics
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,14 @@ class ShardWorker:
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
         ``explain_final`` this shard holds)."""
+        t0 = time.perf_counter()
         self.collection.refresh()
         snap = self.collection.snapshot
         kept: dict[str, Any] = {}
         views = snap.shards[self.shard]
         part = self.searcher.shard_partial(method, views, query, depth, params, plan, kept)
+        if part is not None:
+            part = replace(part, info={**part.info, "seconds": time.perf_counter() - t0})
         explained: dict[int, Explanation | None] = {}
         if explain_final is not None:
             m = get_method(method)
@@ -217,7 +221,12 @@ class RaySearcher:
             for seq, doc_id, score in zip(final.seqs.tolist(), ids, final.scores.tolist(),
                                           strict=True)
         ]  # fmt: skip
-        info = {**final.info, "shards": len(answers)}
+        seconds = {
+            a.shard: float(a.partial.info.get("seconds", 0.0))
+            for a in answers
+            if a.partial is not None
+        }
+        info = {**final.info, "shards": len(answers), "shard_seconds": seconds}
         return Ranking(query.qid, hits, signature, info), (final.retrieved, final.relation), failed
 
     def _ids(self, snapshot: Snapshot, seqs: Sequence[int]) -> list[str]:

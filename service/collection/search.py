@@ -25,6 +25,7 @@ to know whether the document made the collection's list of each sentence).
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -320,11 +321,14 @@ class SnapshotSearcher:
 
         if (cascade := cascade_plan(lead, first_stage)) is not None:
             plan = cascade
-        parts = [
-            p
-            for shard in snapshot.shards
-            if (p := self.shard_partial(method, shard, query, k, params, plan, kept)) is not None
-        ]
+        parts = []
+        seconds: dict[int, float] = {}
+        for i, shard in enumerate(snapshot.shards):
+            t0 = time.perf_counter()
+            part = self.shard_partial(method, shard, query, k, params, plan, kept)
+            seconds[i] = time.perf_counter() - t0
+            if part is not None:
+                parts.append(part)
         if not parts:
             sig = f"method:{method}"
             return Ranking(query.qid, [], sig, {}), (0, "eq")
@@ -342,7 +346,8 @@ class SnapshotSearcher:
             hits.append(Hit(int(seq), doc_id, float(score), expl))
         assert lead is not None  # views exist: parts came from them
         signature = lead.signature(query)
-        return Ranking(query.qid, hits, signature, final.info), (final.retrieved, final.relation)
+        info = {**final.info, "shard_seconds": seconds}
+        return Ranking(query.qid, hits, signature, info), (final.retrieved, final.relation)
 
 
 def _id_of(snapshot: Snapshot, seq: int) -> str:

@@ -79,6 +79,14 @@ def test_add_replace_delete_are_seen_by_the_next_search(live: TestClient) -> Non
     assert live.get("/v1/documents/new").status_code == 404
     status = live.get("/v1/admin/collection", headers=AUTH).json()
     assert status["n_docs"] == len(TOY_DOCS) and status["shards"] == 2
+    metrics = live.get("/metrics").text
+    assert 'clir_shard_search_seconds_count{shard="0"}' in metrics
+    counts = [
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("clir_shard_documents{")
+    ]
+    assert sum(counts) == len(TOY_DOCS)
 
 
 @pytest.mark.parametrize(
