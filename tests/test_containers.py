@@ -159,3 +159,22 @@ def test_the_build_context_leaves_the_big_models_out() -> None:
     assert copied == {"models/demo-de-en", "indexes/demo", "indexes/demo-pool"}
     for path in copied:
         assert (ROOT / path).is_dir(), path
+
+
+def test_ray_nodes_join_the_head_with_the_token(tmp_path: Path) -> None:
+    """Every Ray process of the ``ray`` profile gets the same token (Ray 2.60 refuses a node or
+    driver without it), the nodes join the head, and the api can fan searches out to them."""
+    result = compose_config(
+        tmp_path, {"CLIR_ADMIN_TOKEN": TOKEN, "CLIR_RAY_TOKEN": "tok", "COMPOSE_PROFILES": "ray"}
+    )
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    node = services["ray-node"]
+    assert node["profiles"] == ["ray"]
+    assert node["command"][:3] == ["ray", "start", "--address=ray-head:6379"]
+    for name in ("api", "worker", "ray-head", "ray-node"):
+        env = services[name]["environment"]
+        assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"] == "tok", name
+    assert services["api"]["environment"]["CLIR_RAY_ADDRESS"] == "ray-head:6379"
+    mounts = {str(v).split(":")[0] if isinstance(v, str) else v["source"] for v in node["volumes"]}
+    assert {"models", "indexes"} <= mounts

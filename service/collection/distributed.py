@@ -55,8 +55,11 @@ class ShardWorker:
         self.collection.refresh()
         snap = self.collection.snapshot
         views = snap.shards[self.shard]
+        import ray  # a shard worker runs inside Ray
+
         return {
             "shard": self.shard,
+            "node": ray.get_runtime_context().get_node_id(),
             "generation": snap.generation,
             "segments": len(views),
             "n_docs": int(sum(v.index.n_docs - (0 if v.deleted is None else len(v.deleted))
@@ -129,7 +132,16 @@ class RaySearcher:
         n = collection.snapshot.commit.shards
         bundle_path = str(bundle.path) if bundle is not None else None
         state = None if state_root is None else str(state_root)
-        self.actors = [remote.remote(str(collection.path), s, bundle_path, state) for s in range(n)]
+        # shard i on node i mod nodes (each node mounts the collection); soft: a shard whose
+        # node is gone is placed elsewhere when Ray restarts it
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(x["NodeID"] for x in self.ray.nodes() if x.get("Alive"))
+        self.actors = []
+        for s in range(n):
+            where = NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=True)
+            options = remote.options(scheduling_strategy=where)
+            self.actors.append(options.remote(str(collection.path), s, bundle_path, state))
 
     def status(self) -> list[dict[str, Any]]:
         """Each shard's generation, segments and documents, or why it did not answer."""

@@ -1,0 +1,102 @@
+"""A real two-node Ray cluster on this machine (``ray start --head`` and a second ``ray start
+--address``, both with the same auth token, as Ray 2.60 requires): the shard workers spread
+over both nodes and the fanned-out search ranks as in one process. The driver runs in its own
+process, as the API does, with the token in its environment from the start (Ray reads it once
+per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    exe = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert exe is not None, "the ray command is installed with the ray extra"
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+           "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    port = free_port()
+    common = ["--num-cpus=1", "--disable-usage-stats"]
+    run: dict = {"env": env, "capture_output": True, "text": True, "timeout": 180}
+    head = subprocess.run(
+        [exe, "start", "--head", f"--port={port}", "--include-dashboard=false", *common],
+        check=False, **run,
+    )  # fmt: skip
+    try:
+        assert head.returncode == 0, head.stderr[-2000:]
+        node = subprocess.run(
+            [exe, "start", f"--address=127.0.0.1:{port}", *common], check=False, **run
+        )
+        assert node.returncode == 0, node.stderr[-2000:]
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([exe, "stop", "--force"], check=False, **run)
+
+
+DRIVER = """
+import json, sys
+from pathlib import Path
+import ray
+from service.collection import Collection, SnapshotSearcher, build_collection
+from service.collection.distributed import RaySearcher
+from service.index.build import build_params
+from service.mt.bundle import load_bundle
+from service.retrieval.query import decode_query
+from tests.collection.test_live import QUERIES, corpus
+
+address, out, bundle_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+build_collection(corpus(200, 21), out, build_params("docs"), shards=2)
+coll = Collection(out)
+bundle = load_bundle(bundle_path)
+decoder = bundle.decoder()
+searcher = RaySearcher(coll, bundle, address=address, timeout_s=120)
+status = searcher.status()
+local = SnapshotSearcher(bundle)
+same = []
+for method in ("dt", "bowfd"):
+    for i, text in enumerate(QUERIES):
+        q = decode_query(decoder, text, "de", qid=f"q{i}")
+        want, _ = local.rank(coll.snapshot, method, q, 10)
+        got, _, failed = searcher.rank(coll.snapshot, method, q, 10)
+        same.append(not failed and [(h.doc_id, h.score) for h in got.hits]
+                    == [(h.doc_id, h.score) for h in want.hits])
+print(json.dumps({"nodes": len(ray.nodes()), "status": status, "same": same}))
+searcher.close()
+"""
+
+
+def test_two_node_cluster_spreads_shards_and_ranks_as_one_process(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path, toy_bundle: object
+) -> None:
+    address, env = cluster
+    bundle_path = str(toy_bundle.path)  # type: ignore[attr-defined]
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(DRIVER), address, str(tmp_path / "c"),
+         bundle_path], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["nodes"] == 2
+    assert [s["up"] for s in report["status"]] == [True, True]
+    assert len({s["node"] for s in report["status"]}) == 2  # one shard worker on each node
+    assert report["same"] and all(report["same"])
