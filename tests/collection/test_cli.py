@@ -1,0 +1,67 @@
+"""``clir build-index --shards``, ``clir docs add|delete|merge`` and ``clir search`` over a
+collection, through the real command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from service.data import write_docs
+from service.mt.bundle import ModelBundle
+from service.records import Doc
+from tests.collection.test_live import corpus
+from tests.conftest import TOY_DOCS
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_build_add_delete_merge_and_search(
+    tmp_path: Path, toy_bundle: ModelBundle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_docs(tmp_path / "docs.jsonl", TOY_DOCS)
+    coll = tmp_path / "coll"
+    code, out, _ = run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+                       str(coll), "--shards", "2", "--quiet")  # fmt: skip
+    assert code == 0 and json.loads(out)["n_docs"] == len(TOY_DOCS)
+    write_docs(tmp_path / "new.jsonl", [Doc("fresh", "Red Car", "a red car , a red red car", "x")])
+    code, out, _ = run(capsys, "docs", "add", "--index", str(coll), "--docs",
+                       str(tmp_path / "new.jsonl"), "--quiet")  # fmt: skip
+    assert code == 0 and json.loads(out)["n_docs"] == len(TOY_DOCS) + 1 and json.loads(out)["added"] == 1
+    code, out, _ = run(capsys, "search", "--model", str(toy_bundle.path), "--index", str(coll),
+                       "--method", "dt", "das Auto ist rot", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "fresh"
+    code, out, _ = run(capsys, "docs", "delete", "--index", str(coll), "fresh", "nope")
+    assert code == 0
+    assert json.loads(out)["not_found"] == ["nope"] and json.loads(out)["n_docs"] == len(TOY_DOCS)
+    code, out, _ = run(capsys, "search", "--model", str(toy_bundle.path), "--index", str(coll),
+                       "--method", "dt", "das Auto ist rot", "--json")  # fmt: skip
+    assert "fresh" not in [r["id"] for r in json.loads(out)["results"]]
+    code, out, _ = run(capsys, "docs", "merge", "--index", str(coll), "--max-segments", "1")
+    assert code == 0 and json.loads(out)["segments"] == 2
+
+
+def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_docs(tmp_path / "docs.jsonl", corpus(5, 32))
+    index = tmp_path / "idx"
+    assert run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+               str(index), "--quiet")[0] == 0  # fmt: skip
+    code, _, err = run(capsys, "docs", "delete", "--index", str(index), "d1")
+    assert code != 0 and "not a collection" in err and "--shards" in err
+    (tmp_path / "bad.jsonl").write_text('{"id": "x", "text": "a"}\n{"id": 3}\n')
+    coll = tmp_path / "coll"
+    assert run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+               str(coll), "--shards", "2", "--quiet")[0] == 0  # fmt: skip
+    before = (coll / "collection.json").read_bytes()
+    code, _, err = run(capsys, "docs", "add", "--index", str(coll), "--docs",
+                       str(tmp_path / "bad.jsonl"), "--quiet")  # fmt: skip
+    assert code != 0 and "bad.jsonl:2" in err and "id" in err
+    assert (coll / "collection.json").read_bytes() == before  # a failed add changes nothing
+    code, _, err = run(capsys, "docs", "delete", "--index", str(coll))
+    assert code != 0 and "needs ids" in err
