@@ -33,7 +33,8 @@ def test_build_add_delete_merge_and_search(
     write_docs(tmp_path / "new.jsonl", [Doc("fresh", "Red Car", "a red car , a red red car", "x")])
     code, out, _ = run(capsys, "docs", "add", "--index", str(coll), "--docs",
                        str(tmp_path / "new.jsonl"), "--quiet")  # fmt: skip
-    assert code == 0 and json.loads(out)["n_docs"] == len(TOY_DOCS) + 1 and json.loads(out)["added"] == 1
+    assert code == 0
+    assert json.loads(out)["n_docs"] == len(TOY_DOCS) + 1 and json.loads(out)["added"] == 1
     code, out, _ = run(capsys, "search", "--model", str(toy_bundle.path), "--index", str(coll),
                        "--method", "dt", "das Auto ist rot", "--json")  # fmt: skip
     assert code == 0 and json.loads(out)["results"][0]["id"] == "fresh"
