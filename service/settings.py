@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     nbest_psq: int = Field(
         1000, ge=1, description="n-best size for PSQ (Hieber & Riezler 2015, §5)."
     )
+    bowfd_cascade: int | None = Field(
+        None,
+        ge=1,
+        description="BOW-FD over only the top N documents of DT (a cascade for large "
+        "collections); unset: exhaustive BOW-FD over every candidate.",
+    )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(
         0.5,

@@ -68,7 +68,11 @@ def run_search(
 ) -> SearchResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query)
-    params: dict[str, Any] = {"nbest": settings.nbest_psq} if req.method == "psq" else {}
+    params: dict[str, Any] = {}
+    if req.method == "psq":
+        params["nbest"] = settings.nbest_psq
+    elif req.method == "bowfd" and settings.bowfd_cascade is not None:
+        params["cascade"] = settings.bowfd_cascade
     depth = req.offset + req.k
     t1 = time.perf_counter()
     weighted: Callable[[Iterable[str]], set[str]]

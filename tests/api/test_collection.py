@@ -168,3 +168,12 @@ def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
     assert body["degraded"] is True and "shard 0" in body["degraded_reason"]
     metrics = fanned.get("/metrics").text
     assert "clir_degraded_responses_total" in metrics
+
+
+def test_cascade_setting_reaches_bowfd(make_client: MakeClient, coll_path: Path) -> None:
+    for doc_indexes in ([coll_path], None):  # a collection, and the toy index built whole
+        fields = {"bowfd_cascade": 3} | ({"doc_indexes": doc_indexes} if doc_indexes else {})
+        client = make_client(**fields)
+        r = client.post("/v1/search", json={"query": QUERY, "lang": "de", "method": "bowfd"})
+        assert r.status_code == 200 and "cascade:dt@3" in r.json()["signature"]
+        assert len(r.json()["results"]) <= 3  # only DT's top 3 are ranked
