@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from service.collection.reader import SegmentView, Snapshot
+from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
@@ -353,3 +353,49 @@ class SnapshotSearcher:
 def _id_of(snapshot: Snapshot, seq: int) -> str:
     view, docno = snapshot.locate_seq(seq)
     return view.index.doc_id(docno)
+
+
+class CollectionScorer(Scorer):
+    """A retrieval method over a collection, shaped as a :class:`Scorer` (what evaluation,
+    runs and ``clir search`` call): each ``rank`` searches the collection's current commit.
+    A hit's ``docno`` is its sequence number (:meth:`Collection.doc` resolves it)."""
+
+    def __init__(
+        self,
+        collection: Collection,
+        method: str,
+        *,
+        bundle: ModelBundle | None = None,
+        **params: Any,
+    ) -> None:
+        get_method(method)  # an unknown method fails here, naming the valid ones
+        self.name = method  # type: ignore[misc]  # the name of the scorer it stands for
+        self.collection = collection
+        self.method = method
+        self.params = dict(params)
+        self.bundle = bundle
+        self.searcher = SnapshotSearcher(bundle)
+        self._retrieved: dict[int, tuple[int, Relation]] = {}
+
+    def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
+        self.collection.refresh()
+        ranking, retrieved = self.searcher.rank(
+            self.collection.snapshot, self.method, query, k, explain=explain, params=self.params
+        )
+        self._retrieved[id(ranking)] = retrieved
+        return ranking
+
+    def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        ranking = self.rank(query, k, explain=explain)
+        return ranking.hits, ranking.info
+
+    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        return self._retrieved.pop(id(ranking), (len(ranking.hits), "gte"))
+
+    def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+        lead = self.searcher.any_scorer(self.collection.snapshot, self.method, self.params)
+        return set() if lead is None else lead.query_terms(query, ranking)
+
+    def signature(self, query: DecodedQuery | None = None) -> str:
+        lead = self.searcher.any_scorer(self.collection.snapshot, self.method, self.params)
+        return f"method:{self.method}" if lead is None else lead.signature(query)

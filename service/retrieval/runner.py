@@ -62,6 +62,18 @@ def make_scorer(method: str, index: InvertedIndex, bundle: ModelBundle, **params
     return get_scorer(method, index, bundle=bundle, **params)
 
 
+def scorer_for(
+    index_path: str | Path, method: str, bundle: ModelBundle, params: Mapping[str, Any] | None
+) -> Scorer:
+    """The scorer ``method`` over the index or the collection at ``index_path``."""
+    from service.collection import Collection, is_collection
+    from service.collection.search import CollectionScorer
+
+    if is_collection(index_path):
+        return CollectionScorer(Collection(index_path), method, bundle=bundle, **dict(params or {}))
+    return make_scorer(method, load_index(index_path), bundle, **dict(params or {}))
+
+
 def decoder_for(bundle: ModelBundle, use_lm: bool = True) -> Decoder:
     """The bundle's decoder for its active weights, with or without the language model."""
     return bundle.decoder(DecoderConfig(use_lm=use_lm))
@@ -162,8 +174,7 @@ def _rank_all(
 ) -> tuple[QueryRun, Scorer]:
     """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``)."""
     bundle = load_bundle(model)
-    index = load_index(index_path)
-    scorer = make_scorer(method, index, bundle, **dict(params or {}))
+    scorer = scorer_for(index_path, method, bundle, params)
     qrun = run_queries(
         scorer,
         decoder_for(bundle, use_lm),
@@ -327,22 +338,15 @@ def search(
 ) -> tuple[Ranking, InvertedIndex | Collection]:
     """``clir search``: one query, ranked by ``method`` over an index or a collection
     (a hit's ``docno`` is what the returned store's ``doc`` resolves)."""
-    from service.collection import Collection, SnapshotSearcher, is_collection
+    from service.collection.search import CollectionScorer
 
     bundle = load_bundle(model)
+    scorer = scorer_for(index_path, method, bundle, params)
     decoded = decode_query(
         decoder_for(bundle, use_lm),
         text,
         bundle.src,
         weights_version=bundle.active_weights().version,
     )
-    if is_collection(index_path):
-        coll = Collection(index_path)
-        searcher = SnapshotSearcher(bundle)
-        ranking, _ = searcher.rank(
-            coll.snapshot, method, decoded, k, explain=explain, params=params
-        )
-        return ranking, coll
-    index = load_index(index_path)
-    scorer = make_scorer(method, index, bundle, **dict(params or {}))
-    return scorer.rank(decoded, k, explain=explain), index
+    store = scorer.collection if isinstance(scorer, CollectionScorer) else scorer.index
+    return scorer.rank(decoded, k, explain=explain), store

@@ -66,3 +66,30 @@ def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert (coll / "collection.json").read_bytes() == before  # a failed add changes nothing
     code, _, err = run(capsys, "docs", "delete", "--index", str(coll))
     assert code != 0 and "needs ids" in err
+
+
+def test_eval_and_run_over_a_collection_equal_the_index(
+    tmp_path: Path, toy_bundle: ModelBundle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_docs(tmp_path / "docs.jsonl", TOY_DOCS)
+    (tmp_path / "q.tsv").write_text("q1\tdas Haus ist groß\nq2\tdas Auto ist rot\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 2\nq2 0 d3 1\nq2 0 d4 1\n")
+    for out, extra in ((tmp_path / "idx", []), (tmp_path / "coll", ["--shards", "2"])):
+        assert run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+                   str(out), "--quiet", *extra)[0] == 0  # fmt: skip
+    results = []
+    for out in ("idx", "coll"):
+        for method in ("dt", "bowfd"):
+            code, text, _ = run(
+                capsys, "eval", "--model", str(toy_bundle.path), "--index", str(tmp_path / out),
+                "--method", method, "--queries", str(tmp_path / "q.tsv"), "--qrels",
+                str(tmp_path / "qrels.txt"), "--run-out", str(tmp_path / f"{out}-{method}.run"),
+                "--json", "--quiet",
+            )  # fmt: skip
+            assert code == 0
+            payload = json.loads(text)
+            results.append((payload["map"], payload["signature"]))
+    assert results[:2] == results[2:]
+    for method in ("dt", "bowfd"):
+        a = (tmp_path / f"idx-{method}.run").read_text()
+        assert a == (tmp_path / f"coll-{method}.run").read_text() and a
