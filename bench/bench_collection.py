@@ -180,6 +180,11 @@ def search(args: argparse.Namespace) -> None:
             f"S{c.snapshot.commit.shards}": [len(s) for s in c.snapshot.shards] for c in colls
         },
     }
+    # warm-up (compiled kernels, memory maps, Ray workers): one query through everything
+    warm = decode_query(decoder, "Tabelle einfügen", "de", qid="warm-up")
+    for method, params in runs:
+        for _label, coll, searcher in configs:
+            searcher.rank(coll.snapshot, method, warm, args.k, params=params)
     for set_name in args.sets.split(","):
         queries = list(read_queries(SETS[set_name]))[: args.limit]
         times: dict[str, list[float]] = {}
