@@ -55,6 +55,7 @@ from service.records import Doc
 LOCK_FILE = "LOCK"
 DELETES_DIR = "deletes"
 DEFAULT_BUFFER_MB = 32.0
+DEFAULT_MAX_MERGE_DOCS = 100_000  # a merged segment's size, bounding a merge's memory
 
 
 @dataclass(frozen=True)
@@ -379,10 +380,18 @@ class CollectionWriter:
 
     # --- merging -------------------------------------------------------------------------------
 
-    def merge(self, *, max_segments: int = 8, factor: int = 4) -> list[str]:
+    def merge(
+        self,
+        *,
+        max_segments: int = 8,
+        factor: int = 4,
+        max_merge_docs: int | None = DEFAULT_MAX_MERGE_DOCS,
+    ) -> list[str]:
         """Merge segments of every shard holding more than ``max_segments``: the ``factor``
         smallest into one (deleted documents dropped), until at most ``max_segments`` are
-        left; commits. The names of the segments written."""
+        left or no two of the smallest fit in ``max_merge_docs`` live documents (a merge holds
+        its segments in memory: the cap bounds it, as Lucene's maximum merged segment size
+        does; None: no cap); commits. The names of the segments written."""
         if self._new or self._deleted or any(self._buffers) or self._inflight:
             raise ConflictError("commit or roll back the pending changes before merging")
         if max_segments < 1 or factor < 2:
@@ -394,15 +403,24 @@ class CollectionWriter:
                 if len(entries) <= max_segments:
                     break
                 entries.sort(key=lambda e: (e.n_docs - e.n_deleted, e.name))
-                group = entries[: min(factor, len(entries) - max_segments + 1)]
+                group: list[SegmentEntry] = []
+                total = 0
+                for e in entries[: min(factor, len(entries) - max_segments + 1)]:
+                    live = e.n_docs - e.n_deleted
+                    if group and max_merge_docs is not None and total + live > max_merge_docs:
+                        break
+                    group.append(e)
+                    total += live
+                if len(group) < 2:
+                    break  # the smallest segments are too large to merge under the cap
                 written.append(self._merge_group(shard, group))
         if written:
             self.commit()
         return written
 
     def merge_all(self) -> list[str]:
-        """Merge each shard into one segment (after a bulk build); commits."""
-        return self.merge(max_segments=1, factor=1 << 30)
+        """Merge each shard into one segment, whatever its size; commits."""
+        return self.merge(max_segments=1, factor=1 << 30, max_merge_docs=None)
 
     def _merge_group(self, shard: int, group: list[SegmentEntry]) -> str:
         name = f"s{self._next_segment:07d}"

@@ -317,3 +317,15 @@ def test_parallel_indexing_equals_serial(
     out = tmp_path / "c"
     build_collection(docs, out, build_params("docs"), shards=2, buffer_mb=0.003, workers=2)
     assert_same_rankings(Collection(out), reference(docs, tmp_path / "r"), toy_bundle, queries)
+
+
+def test_merges_stay_under_the_size_cap(tmp_path: Path) -> None:
+    path = new_collection(tmp_path / "c", shards=1)
+    for i in range(6):
+        with CollectionWriter(path) as w:
+            w.add(corpus(10, 40 + i, prefix=f"m{i}-"))
+            w.commit()
+    with CollectionWriter(path) as w:
+        w.merge(max_segments=1, factor=8, max_merge_docs=25)
+    sizes = sorted(e.n_docs for e in read_commit(path).segments)
+    assert max(sizes) <= 25 and len(sizes) < 6 and sum(sizes) == 60
