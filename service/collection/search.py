@@ -41,8 +41,9 @@ from service.mt.bundle import ModelBundle
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
 from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
-from service.retrieval.explain import Explanation
+from service.retrieval.explain import Explanation, TrExplanation
 from service.retrieval.psq import ProbabilisticStructuredQuery
+from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -59,6 +60,10 @@ class Partial:
     info: dict[str, Any] = field(default_factory=dict)
     sentences: tuple[SentenceRanking, ...] = ()  # BOW-FD: each sentence's list, by seq
     depth: int = 0
+    # TR: the translations, each one's top-M candidates (by seq), the final explanations
+    translations: tuple[tuple[tuple[str, ...], float], ...] = ()
+    candidates: tuple[tuple[Candidate, ...], ...] = ()
+    explanations: tuple[Explanation | None, ...] = ()
 
 
 def _order(seqs: Int64Array, scores: npt.NDArray[np.float64], depth: int) -> Int64Array:
@@ -227,6 +232,61 @@ class BowFdMethod(Method):
         return scorer.explain(preps, docno, local, v)
 
 
+class TrMethod(Method):
+    """Translation retrieval (TR paper, Algorithm 1): each translation's top-M candidates by
+    cosine are merged to the collection's top M, then combined once."""
+
+    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+        assert isinstance(scorer, TranslationRetrieval)
+        return tuple((tuple(t), p) for t, p in scorer.translations(query))
+
+    def partial(
+        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+    ) -> tuple[Partial, Any]:
+        assert isinstance(scorer, TranslationRetrieval)
+        lists = scorer.candidate_lists(plan)
+        by_seq = tuple(
+            tuple(replace(c, docno=int(view.seq[c.docno])) for c in cands) for cands in lists
+        )
+        info = {"max_candidates": scorer.max_candidates}
+        empty = np.zeros(0, np.int64)
+        part = Partial(empty, np.zeros(0), (), 0, "eq", info, depth=depth, translations=plan,
+                       candidates=by_seq)  # fmt: skip
+        return part, None
+
+    def merge(self, parts: Sequence[Partial]) -> Partial:
+        m = int(parts[0].info["max_candidates"])
+        lists = []
+        for i in range(len(parts[0].candidates)):
+            cands = sorted((c for p in parts for c in p.candidates[i]),
+                           key=lambda c: (-c.cosine, c.docno))  # fmt: skip
+            lists.append(tuple(cands[:m]))
+        return replace(parts[0], candidates=tuple(lists), depth=max(p.depth for p in parts))
+
+    def finish(self, part: Partial, k: int) -> Partial:
+        result = combine_candidates(part.translations, part.candidates)
+        ranked = sorted(result.scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
+        info = {
+            "translations": [{"text": " ".join(t), "pr_t": p} for t, p in part.translations],
+            "candidates": len(result.scores),
+        }
+        return replace(
+            part,
+            seqs=np.asarray([d for d, _ in ranked], dtype=np.int64),
+            scores=np.asarray([s for _, s in ranked], dtype=np.float64),
+            retrieved=len(ranked),
+            relation="eq" if len(ranked) < k else "gte",
+            info=info,
+            explanations=tuple(TrExplanation(tuple(result.found_by[d])) for d, _ in ranked),
+        )
+
+    def explain(
+        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
+    ) -> Explanation | None:
+        seqs: list[int] = final.seqs.tolist()
+        return final.explanations[seqs.index(int(view.seq[docno]))]
+
+
 def cascade_plan(
     scorer: Scorer | None, first_stage: Callable[[str, int], Ranking]
 ) -> npt.NDArray[np.int64] | None:
@@ -238,7 +298,9 @@ def cascade_plan(
     return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int64))
 
 
-METHODS: dict[str, Method] = {"dt": Method(), "psq": PsqMethod(), "bowfd": BowFdMethod()}
+METHODS: dict[str, Method] = {
+    "dt": Method(), "psq": PsqMethod(), "bowfd": BowFdMethod(), "tr": TrMethod(),
+}  # fmt: skip
 
 
 def get_method(name: str) -> Method:

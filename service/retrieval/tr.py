@@ -164,6 +164,36 @@ class TRResult:
     found_by: dict[int, list[FoundByTranslation]] = field(default_factory=dict)
 
 
+def combine_candidates(
+    translations: Sequence[tuple[Sequence[str], float]], lists: Sequence[Sequence[Candidate]]
+) -> TRResult:
+    """Algorithm 1 (TR paper): ``Pr(d|s) = Σ_t Pr(t|s)·Pr(d|t)`` with ``Pr(d|t)`` normalised
+    over each translation's candidates ``lists[i]`` (best first); Algorithm 2 for one."""
+    result = TRResult()
+    single = len(translations) == 1
+    for rank, ((tokens, pr_t), cands) in enumerate(zip(translations, lists, strict=True)):
+        z = sum(c.prob for c in cands)
+        if z <= 0:
+            continue
+        text = " ".join(tokens)
+        for c in cands:
+            if c.prob <= 0:
+                continue
+            pr_d = c.prob if single else c.prob / z
+            result.scores[c.docno] = result.scores.get(c.docno, 0.0) + pr_t * pr_d
+            result.found_by.setdefault(c.docno, []).append(
+                FoundByTranslation(
+                    rank=rank + 1,
+                    translation=text,
+                    pr_t=round(pr_t, 6),
+                    cosine=round(c.cosine, 6),
+                    levenshtein=round(c.levenshtein, 6),
+                    pr_d_given_t=round(pr_d, 6),
+                )
+            )
+    return result
+
+
 @register("tr")
 class TranslationRetrieval(Scorer):
     """Ranks pool sentences by ``Σ_t Pr(t|s)·Pr(d|t)`` (TR paper, Algorithms 1 and 2)."""
@@ -244,33 +274,16 @@ class TranslationRetrieval(Scorer):
             out.append(Candidate(d, c, e, prob))
         return out
 
+    def candidate_lists(
+        self, translations: Sequence[tuple[Sequence[str], float]]
+    ) -> list[list[Candidate]]:
+        """Each translation's top-M candidates (pool sentences' tokens read once)."""
+        cache: dict[int, list[str]] = {}
+        return [self.candidates(tokens, cache) for tokens, _ in translations]
+
     def score_translations(self, translations: Sequence[tuple[Sequence[str], float]]) -> TRResult:
         """Algorithm 1 over ``(t, Pr(t|s))`` pairs; Algorithm 2 when there is one."""
-        result = TRResult()
-        single = len(translations) == 1
-        cache: dict[int, list[str]] = {}
-        for rank, (tokens, pr_t) in enumerate(translations):
-            cands = self.candidates(tokens, cache)
-            z = sum(c.prob for c in cands)
-            if z <= 0:
-                continue
-            text = " ".join(tokens)
-            for c in cands:
-                if c.prob <= 0:
-                    continue
-                pr_d = c.prob if single else c.prob / z
-                result.scores[c.docno] = result.scores.get(c.docno, 0.0) + pr_t * pr_d
-                result.found_by.setdefault(c.docno, []).append(
-                    FoundByTranslation(
-                        rank=rank + 1,
-                        translation=text,
-                        pr_t=round(pr_t, 6),
-                        cosine=round(c.cosine, 6),
-                        levenshtein=round(c.levenshtein, 6),
-                        pr_d_given_t=round(pr_d, 6),
-                    )
-                )
-        return result
+        return combine_candidates(translations, self.candidate_lists(translations))
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
         translations = self.translations(query)
