@@ -89,10 +89,17 @@ class Method:
         return scorer.rank(query, depth, explain=explain)
 
     def partial(
-        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+        self,
+        scorer: Scorer,
+        view: SegmentView,
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        bound: Partial | None = None,
     ) -> tuple[Partial, Any]:
         """The partial of one segment, and what :meth:`explain` needs later (kept by the
-        caller, never merged)."""
+        caller, never merged). ``bound``: the merged partial of the segments ranked before
+        (a method may skip what cannot enter it; BOW-FD does)."""
         ranking = self.ranking(scorer, query, plan, depth, False)
         n, relation = scorer.retrieved(ranking, depth, query)
         docs = np.asarray([h.docno for h in ranking.hits], dtype=np.int64)
@@ -161,7 +168,13 @@ class BowFdMethod(Method):
     """BOW-FD: each sentence's list merged, combined at the end."""
 
     def partial(
-        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+        self,
+        scorer: Scorer,
+        view: SegmentView,
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        bound: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, BowFdScorer)
         v = scorer.v_for(query.weights)
@@ -170,7 +183,11 @@ class BowFdMethod(Method):
             restrict = np.flatnonzero(np.isin(view.seq, plan)).astype(np.int32)
         preps = scorer.prepare(query, restrict)
         sdepth = scorer.sentence_depth(len(preps), depth)
-        lists = scorer.rank_sentences(preps, sdepth, v)
+        floors = None
+        if bound is not None and bound.sentences:  # the K'-th best so far, per sentence
+            floors = [float(r.scores[sdepth - 1]) if len(r.scores) >= sdepth else -np.inf
+                      for r in bound.sentences]  # fmt: skip
+        lists = scorer.rank_sentences(preps, sdepth, v, floors)
         by_seq = tuple(
             SentenceRanking(
                 view.seq[r.docs], r.scores, r.viterbi, r.complete, {"candidates": int(p.docs.size)}
@@ -241,7 +258,13 @@ class TrMethod(Method):
         return tuple((tuple(t), p) for t, p in scorer.translations(query))
 
     def partial(
-        self, scorer: Scorer, view: SegmentView, query: DecodedQuery, plan: Any, depth: int
+        self,
+        scorer: Scorer,
+        view: SegmentView,
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        bound: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, TranslationRetrieval)
         lists = scorer.candidate_lists(plan)
@@ -351,14 +374,15 @@ class SnapshotSearcher:
     ) -> Partial | None:
         """The partial of a shard (its segments), or None for an empty shard."""
         m = get_method(method)
-        parts = []
-        for view in views:
+        merged: Partial | None = None
+        # the largest segment first: its top lists bound the others' most
+        for view in sorted(views, key=lambda v: -v.index.n_docs):
             scorer = self.scorer(method, view, params)
-            part, keep = m.partial(scorer, view, query, plan, depth)
-            parts.append(part)
+            part, keep = m.partial(scorer, view, query, plan, depth, merged)
+            merged = part if merged is None else m.merge([merged, part])  # associative
             if kept is not None:
                 kept[view.segment.name] = keep
-        return m.merge(parts) if parts else None
+        return merged
 
     def rank(
         self,

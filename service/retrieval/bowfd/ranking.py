@@ -67,14 +67,23 @@ class SentenceRanking:
 
 
 def rank_sentence(
-    prep: PreparedSentence, v: float, k: int, *, bounds: bool = True, block: int = DEFAULT_BLOCK
+    prep: PreparedSentence,
+    v: float,
+    k: int,
+    *,
+    bounds: bool = True,
+    block: int = DEFAULT_BLOCK,
+    floor: float = -np.inf,
 ) -> SentenceRanking:
     """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
 
     With ``bounds`` (used when every term bonus is ≥ 0, so that W' ≥ W) the
     candidates are scored by descending upper bound (:func:`doc_bounds`) until the bound falls
     below θ, the larger of the k-th best lower bound and the k-th best score found so far:
-    no document left can enter the top k. Otherwise every candidate is scored.
+    no document left can enter the top k. Otherwise every candidate is scored. ``floor``: a
+    score that k documents elsewhere already reach (the segments of a collection ranked
+    before this one): a document whose upper bound is below it cannot enter the top k of the
+    union, so θ starts there (the list then holds only documents above it).
     """
     t0 = time.perf_counter()
     n = len(prep.docs)
@@ -82,7 +91,7 @@ def rank_sentence(
     use_bounds = bounds and factor >= 0 and n > k and bool(np.all(rows >= 0))
     if use_bounds:
         lower, upper = doc_bounds(prep, v)
-        theta0 = float(np.partition(lower, n - k)[n - k])
+        theta0 = max(float(np.partition(lower, n - k)[n - k]), floor)
         order = np.argsort(-upper, kind="stable")
         out, scored = _run(prep, v, order, upper=upper, theta0=theta0, k=k, block=block)
         cand, scores = order[:scored], out[:scored]

@@ -181,10 +181,18 @@ class BowFdScorer(Scorer):
         return max(k, self.per_sentence_k or DEFAULT_PER_SENTENCE_K)
 
     def rank_sentences(
-        self, preps: Sequence[PreparedSentence], depth: int, v: float
+        self,
+        preps: Sequence[PreparedSentence],
+        depth: int,
+        v: float,
+        floors: Sequence[float] | None = None,
     ) -> list[SentenceRanking]:
-        """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`)."""
-        return [self._rank_one(p, depth, v) for p in preps]
+        """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`); ``floors``:
+        per sentence, a score ``depth`` documents elsewhere already reach (documents below it
+        are left out: see :func:`rank_sentence`)."""
+        if floors is None or self.engine != "fast":
+            return [self._rank_one(p, depth, v) for p in preps]
+        return [rank_sentence(p, v, depth, floor=f) for p, f in zip(preps, floors, strict=True)]
 
     @staticmethod
     def combine(lists: Sequence[SentenceRanking], k: int) -> tuple[Any, FloatArray]:
