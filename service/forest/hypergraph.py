@@ -257,6 +257,11 @@ class LazySequence(Sequence[T]):
         self._items: list[T | None] = [None] * length
         self._make = make
 
+    @property
+    def maker(self) -> Callable[[int], T]:
+        """The function that makes item ``i``."""
+        return self._make
+
     def __len__(self) -> int:
         return len(self._items)
 
@@ -366,13 +371,20 @@ class Hypergraph:
         belong to the decoder, which stays here); others as their nodes and edges."""
         if self.array_backed:
             nodes = tuple(self.nodes[i] for i in range(self.num_nodes))
-            edges = [self.edges[i] for i in range(self.num_edges)]
-            maker = _EdgeFromArrays(
-                self.arrays(),
-                tuple(e.target for e in edges),
-                np.asarray([e.span for e in edges], dtype=np.int64).reshape(-1, 2),
-                np.asarray([e.rule_id for e in edges], dtype=np.int64),
-            )
+            assert isinstance(self.edges, LazySequence)
+            # the maker's own portable form (the compiled decoder's: its arrays, and the
+            # yields of the rules used), else every edge made once
+            portable = getattr(getattr(self.edges.maker, "__self__", None), "portable_edges", None)
+            if portable is not None:
+                maker: Callable[[int], Hyperedge] = portable()
+            else:
+                edges = [self.edges[i] for i in range(self.num_edges)]
+                maker = _EdgeFromArrays(
+                    self.arrays(),
+                    tuple(e.target for e in edges),
+                    np.asarray([e.span for e in edges], dtype=np.int64).reshape(-1, 2),
+                    np.asarray([e.rule_id for e in edges], dtype=np.int64),
+                )
             return (_rebuild_array_backed, (self.arrays(), nodes, maker))
         return (Hypergraph, (tuple(self.nodes), tuple(self.edges), self.goal))
 
@@ -737,8 +749,53 @@ class _EdgeFromArrays:
         )
 
 
+class PortableEdges:
+    """Makes hyperedge ``e`` of a forest sent to another process from its arrays: the rule
+    (``rules[e]``, or ``pass_code``: the source word ``tokens[ei[e]]``, ``glue_code``:
+    ``(0, 1)``, else ``(0,)``), the target yield of each rule used (``yields``), the span
+    ``(ei[e], ej[e])`` and the features of the arrays. A few bytes an edge, and no objects
+    made to send it."""
+
+    def __init__(
+        self,
+        arrays: HypergraphArrays,
+        rules: IntArray,
+        ei: IntArray,
+        ej: IntArray,
+        tokens: tuple[str, ...],
+        yields: dict[int, Yield],
+        pass_code: int,
+        glue_code: int,
+    ) -> None:
+        self.arrays, self.rules, self.ei, self.ej = arrays, rules, ei, ej
+        self.tokens, self.yields = tokens, yields
+        self.pass_code, self.glue_code = pass_code, glue_code
+
+    def __call__(self, e: int) -> Hyperedge:
+        a = self.arrays
+        r = int(self.rules[e])
+        target: Yield
+        if r >= 0:
+            target = self.yields[r]
+        elif r == self.pass_code:
+            target = (self.tokens[int(self.ei[e])],)
+        elif r == self.glue_code:
+            target = (0, 1)
+        else:
+            target = (0,)
+        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
+        names = a.feature_names
+        features = {
+            names[i]: v
+            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
+        }
+        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
+        span = (int(self.ei[e]), int(self.ej[e]))
+        return Hyperedge(e, int(a.edge_head[e]), tails, target, features, span, max(r, -1))
+
+
 def _rebuild_array_backed(
-    arrays: HypergraphArrays, nodes: tuple[Node, ...], edge: _EdgeFromArrays
+    arrays: HypergraphArrays, nodes: tuple[Node, ...], edge: Callable[[int], Hyperedge]
 ) -> Hypergraph:
     """The forest :meth:`Hypergraph.__reduce__` pickled."""
     return Hypergraph.from_arrays(arrays, nodes.__getitem__, edge)

@@ -28,7 +28,13 @@ from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.csr import ptr_from_counts
-from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
+from service.forest.hypergraph import (
+    Hyperedge,
+    Hypergraph,
+    HypergraphArrays,
+    Node,
+    PortableEdges,
+)
 from service.mt import cube_kernel as K
 from service.mt.decoder import (
     TOP,
@@ -363,6 +369,17 @@ class _ArrayForest:
         self.ei, self.ej = ei, ej
         self.arrays = arrays
         return Hypergraph.from_arrays(arrays, self.node, self.edge)
+
+    def portable_edges(self) -> PortableEdges:
+        """:meth:`edge` as a picklable object (a forest sent to a shard worker): the arrays,
+        and the yield of each rule the forest uses."""
+        rules = np.asarray(self.rule, dtype=np.int64)
+        used = np.unique(rules[rules >= 0]).tolist()
+        return PortableEdges(
+            self.arrays, rules, np.asarray(self.ei, dtype=np.int64),
+            np.asarray(self.ej, dtype=np.int64), tuple(self.tokens),
+            {r: self.dec.rule_yield(r) for r in used}, K.PASS, K.GLUE,
+        )  # fmt: skip
 
     def _context(self, packed: int) -> tuple[str, ...]:
         out: list[str] = []

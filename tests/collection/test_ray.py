@@ -78,3 +78,18 @@ def test_ray_fan_out_equals_one_process_and_survives_a_killed_shard(
         assert failed == [] and [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
     finally:
         searcher.close()
+
+
+def test_a_decoded_query_survives_pickling(toy_bundle: ModelBundle) -> None:
+    """A query sent to shard workers: the compiled decoder's forests travel as their arrays,
+    the rules' yields and the nodes, and every node and hyperedge comes out equal."""
+    import pickle
+
+    q = decode_query(toy_bundle.decoder(), "der Hund ist alt . das Buch ist neu", "de")
+    back = pickle.loads(pickle.dumps(q))
+    for f1, f2 in zip(q.forests, back.forests, strict=True):
+        h1, h2 = f1.hypergraph, f2.hypergraph
+        assert h1.array_backed and h2.array_backed
+        assert [h2.edges[i] for i in range(h2.num_edges)] == list(h1.edges)
+        assert [h2.edges[i].features for i in range(h2.num_edges)] == [e.features for e in h1.edges]
+        assert [h2.nodes[i] for i in range(h2.num_nodes)] == list(h1.nodes)
