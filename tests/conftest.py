@@ -95,3 +95,15 @@ def toy_index(tmp_path_factory: pytest.TempPathFactory) -> InvertedIndex:
 @pytest.fixture(scope="session")
 def toy_paths(toy_bundle: ModelBundle, toy_index: InvertedIndex) -> tuple[Path, Path]:
     return toy_bundle.path, toy_index.path
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance for the tests of one module (marker ``ray``)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

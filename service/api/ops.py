@@ -56,11 +56,9 @@ def collection_status(
     coll.refresh()
     snap = coll.snapshot
     shards: list[dict[str, Any]] = [
-        {"shard": i, "segments": len(views),
-         "n_docs": sum(v.segment.n_docs - (0 if v.deleted is None else len(v.deleted))
-                       for v in views)}
+        {"shard": i, "segments": len(views), "n_docs": sum(v.n_live for v in views)}
         for i, views in enumerate(snap.shards)
-    ]  # fmt: skip
+    ]
     for worker in service.shard_status() if workers else ():
         shards[int(worker["shard"])].update(up=worker["up"], error=worker.get("error"))
     return {"generation": snap.generation, "n_docs": snap.n_docs, "shards": shards}

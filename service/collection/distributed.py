@@ -62,9 +62,8 @@ class ShardWorker:
             "node": ray.get_runtime_context().get_node_id(),
             "generation": snap.generation,
             "segments": len(views),
-            "n_docs": int(sum(v.index.n_docs - (0 if v.deleted is None else len(v.deleted))
-                              for v in views)),
-        }  # fmt: skip
+            "n_docs": sum(v.n_live for v in views),
+        }
 
     def partial(
         self,
@@ -145,17 +144,26 @@ class RaySearcher:
 
     def status(self) -> list[dict[str, Any]]:
         """Each shard's generation, segments and documents, or why it did not answer."""
-        refs = [a.status.remote() for a in self.actors]
+        out: list[dict[str, Any]] = []
+        for shard, value, error in self._gather([a.status.remote() for a in self.actors]):
+            out.append({"shard": shard, "up": False, "error": error} if error else
+                       {"up": True, **value})  # fmt: skip
+        return out
+
+    def _gather(self, refs: list[Any]) -> list[tuple[int, Any, str | None]]:
+        """Each shard's answer, or why there is none (timed out: cancelled; failed: the
+        error's type), within the timeout for all."""
         ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
-        out = []
+        out: list[tuple[int, Any, str | None]] = []
         for shard, ref in enumerate(refs):
             if ref not in ready:
-                out.append({"shard": shard, "up": False, "error": "timed out"})
+                self.ray.cancel(ref, force=False)
+                out.append((shard, None, f"timed out after {self.timeout_s:g} s"))
                 continue
             try:
-                out.append({"up": True, **self.ray.get(ref)})
+                out.append((shard, self.ray.get(ref), None))
             except self.ray.exceptions.RayError as exc:
-                out.append({"shard": shard, "up": False, "error": type(exc).__name__})
+                out.append((shard, None, f"failed ({type(exc).__name__})"))
         return out
 
     def _ask(
@@ -170,20 +178,13 @@ class RaySearcher:
         # put once: every shard reads the same copy (the forests' arrays, ~2 MB a paragraph)
         q, pl = self.ray.put(query), self.ray.put(plan)
         refs = [a.partial.remote(method, q, depth, params, pl, final) for a in self.actors]
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
         answers: list[ShardAnswer] = []
         failed: list[str] = []
-        for shard, ref in enumerate(refs):
-            if ref not in ready:
-                self.ray.cancel(ref, force=False)
-                failed.append(f"shard {shard} timed out after {self.timeout_s:g} s")
-                continue
-            try:
-                gen, part, explained = self.ray.get(ref)
-            except self.ray.exceptions.RayError as exc:
-                failed.append(f"shard {shard} failed ({type(exc).__name__})")
-                continue
-            answers.append(ShardAnswer(shard, gen, part, explained))
+        for shard, value, error in self._gather(refs):
+            if error:
+                failed.append(f"shard {shard} {error}")
+            else:
+                answers.append(ShardAnswer(shard, *value))
         return answers, failed
 
     def rank(

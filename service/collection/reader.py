@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,11 @@ class SegmentView:
     def seq(self) -> npt.NDArray[np.int64]:
         return self.segment.seq
 
+    @property
+    def n_live(self) -> int:
+        """Documents of the segment not deleted."""
+        return self.segment.n_docs - (0 if self.deleted is None else len(self.deleted))
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -51,6 +56,7 @@ class Snapshot:
     commit: CommitManifest
     shards: tuple[tuple[SegmentView, ...], ...]
     global_df: npt.NDArray[np.int64]
+    _df_cache: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def generation(self) -> int:
@@ -63,11 +69,16 @@ class Snapshot:
     def collection_df(self, token: str) -> int:
         """The collection's df of the index term of ``token`` (from any segment that holds
         it: every segment maps its terms to the global ids the df is kept by)."""
-        for view in self.views():
-            tid = view.index.term_id(token)
-            if tid is not None:
-                return int(self.global_df[view.segment.gid[tid]])
-        return 0
+        df = self._df_cache.get(token)
+        if df is None:  # every segment asks for the query's terms: look each up once
+            df = 0
+            for view in self.views():
+                tid = view.index.term_id(token)
+                if tid is not None:
+                    df = int(self.global_df[view.segment.gid[tid]])
+                    break
+            self._df_cache[token] = df
+        return df
 
     def weighted(self, token: str) -> bool:
         """Whether the index term of ``token`` is in the collection with a positive RSJ

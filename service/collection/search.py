@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -75,8 +75,6 @@ class Method:
 
     :meth:`plan` does once per query what does not depend on the documents (PSQ's structured
     query from the n-best list); :meth:`partial` runs the method over one segment."""
-
-    name: ClassVar[str]
 
     def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
         """What every segment's :meth:`partial` reads of the query (default: nothing)."""
@@ -461,14 +459,13 @@ class CollectionScorer(Scorer):
         self.params = dict(params)
         self.bundle = bundle
         self.searcher = SnapshotSearcher(bundle)
-        self._retrieved: dict[int, tuple[int, Relation]] = {}
 
     def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
         self.collection.refresh()
         ranking, retrieved = self.searcher.rank(
             self.collection.snapshot, self.method, query, k, explain=explain, params=self.params
         )
-        self._retrieved[id(ranking)] = retrieved
+        ranking.info["retrieved"] = list(retrieved)  # what retrieved() answers
         return ranking
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
@@ -476,7 +473,8 @@ class CollectionScorer(Scorer):
         return ranking.hits, ranking.info
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
-        return self._retrieved.pop(id(ranking), (len(ranking.hits), "gte"))
+        n, relation = ranking.info["retrieved"]
+        return int(n), "eq" if relation == "eq" else "gte"
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         lead = self.searcher.any_scorer(self.collection.snapshot, self.method, self.params)

@@ -725,6 +725,22 @@ class HypergraphBuilder:
         return Hypergraph(nodes, edges, new[goal], self._parts, new)
 
 
+def edge_from_arrays(
+    a: HypergraphArrays, e: int, target: Yield, span: Span, rule_id: int
+) -> Hyperedge:
+    """Hyperedge ``e`` of the forest with arrays ``a``: its head, tails and features read from
+    the arrays, its target yield, span and rule as given (what an array-backed forest's edge
+    maker knows and the arrays do not)."""
+    lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
+    names = a.feature_names
+    features = {
+        names[i]: v
+        for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
+    }
+    tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
+    return Hyperedge(e, int(a.edge_head[e]), tails, target, features, span, rule_id)
+
+
 class _EdgeFromArrays:
     """Makes hyperedge ``e`` of an unpickled array-backed forest: its features from the
     arrays, its target yield, span and rule as pickled (a few bytes an edge)."""
@@ -735,18 +751,8 @@ class _EdgeFromArrays:
         self.arrays, self.targets, self.spans, self.rules = arrays, targets, spans, rules
 
     def __call__(self, e: int) -> Hyperedge:
-        a = self.arrays
-        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
-        names = a.feature_names
-        features = {
-            names[i]: v
-            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
-        }
-        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
         span = (int(self.spans[e, 0]), int(self.spans[e, 1]))
-        return Hyperedge(
-            e, int(a.edge_head[e]), tails, self.targets[e], features, span, int(self.rules[e])
-        )
+        return edge_from_arrays(self.arrays, e, self.targets[e], span, int(self.rules[e]))
 
 
 class PortableEdges:
@@ -772,7 +778,6 @@ class PortableEdges:
         self.pass_code, self.glue_code = pass_code, glue_code
 
     def __call__(self, e: int) -> Hyperedge:
-        a = self.arrays
         r = int(self.rules[e])
         target: Yield
         if r >= 0:
@@ -783,15 +788,8 @@ class PortableEdges:
             target = (0, 1)
         else:
             target = (0,)
-        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
-        names = a.feature_names
-        features = {
-            names[i]: v
-            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
-        }
-        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
         span = (int(self.ei[e]), int(self.ej[e]))
-        return Hyperedge(e, int(a.edge_head[e]), tails, target, features, span, max(r, -1))
+        return edge_from_arrays(self.arrays, e, target, span, max(r, -1))
 
 
 def _rebuild_array_backed(

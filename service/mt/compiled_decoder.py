@@ -34,6 +34,7 @@ from service.forest.hypergraph import (
     HypergraphArrays,
     Node,
     PortableEdges,
+    edge_from_arrays,
 )
 from service.mt import cube_kernel as K
 from service.mt.decoder import (
@@ -408,19 +409,4 @@ class _ArrayForest:
             target = (0, 1)
         else:
             target = (0,)
-        lo, hi = int(a.feat_ptr[e]), int(a.feat_ptr[e + 1])
-        names = a.feature_names
-        features = {
-            names[i]: v
-            for i, v in zip(a.feat_ids[lo:hi].tolist(), a.feat_vals[lo:hi].tolist(), strict=True)
-        }
-        tails = tuple(a.tail_nodes[a.tail_ptr[e] : a.tail_ptr[e + 1]].tolist())
-        return Hyperedge(
-            e,
-            int(a.edge_head[e]),
-            tails,
-            target,
-            features,
-            (int(self.ei[e]), int(self.ej[e])),
-            max(r, -1),
-        )
+        return edge_from_arrays(a, e, target, (int(self.ei[e]), int(self.ej[e])), max(r, -1))

@@ -4,7 +4,6 @@ admin token guards the routes (401/403), bad bodies are 422, an index built whol
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -133,17 +132,6 @@ def test_an_index_built_whole_cannot_take_documents(make_client: MakeClient) -> 
     )
     assert r.status_code == 409
     assert "--shards" in r.json()["detail"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.ray

@@ -4,7 +4,6 @@ that dies costs a degraded answer naming it (never an error), and Ray brings it 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,6 @@ from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES, corpus
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,17 +59,6 @@ def test_local_cancellation_stops_the_workers(specs) -> None:
         backend.launch(specs[0])
         backend.built(cancelled=lambda: True)
     assert backend.procs == []
-
-
-@pytest.fixture
-def local_ray() -> Iterator[None]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.ray
