@@ -127,20 +127,28 @@ class RaySearcher:
                 self.ray.init(address=address, log_to_driver=False)
             else:
                 self.ray.init(include_dashboard=False, log_to_driver=False)
-        remote = self.ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(ShardWorker)
-        n = collection.snapshot.commit.shards
-        bundle_path = str(bundle.path) if bundle is not None else None
-        state = None if state_root is None else str(state_root)
-        # shard i on node i mod nodes (each node mounts the collection); soft: a shard whose
-        # node is gone is placed elsewhere when Ray restarts it
+        self._remote = self.ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(ShardWorker)
+        self._args = (
+            str(collection.path),
+            str(bundle.path) if bundle is not None else None,
+            None if state_root is None else str(state_root),
+        )
+        self.actors = [self._spawn(s) for s in range(collection.snapshot.commit.shards)]
+
+    def _spawn(self, shard: int) -> Any:
+        """Shard ``shard``'s worker, pinned to node ``shard mod nodes`` of the nodes alive now
+        (each node mounts the collection). Pinned, not preferred: a preference is dropped
+        whenever the scheduler has not yet heard of a node's resources, and every shard then
+        lands on the head. Ray restarts a worker that dies on its node; one whose node is gone
+        is spawned again on the nodes alive then (:meth:`_gather`)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes = sorted(x["NodeID"] for x in self.ray.nodes() if x.get("Alive"))
-        self.actors = []
-        for s in range(n):
-            where = NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=True)
-            options = remote.options(scheduling_strategy=where)
-            self.actors.append(options.remote(str(collection.path), s, bundle_path, state))
+        where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=False)
+        path, bundle_path, state = self._args
+        return self._remote.options(scheduling_strategy=where).remote(
+            path, shard, bundle_path, state
+        )
 
     def status(self) -> list[dict[str, Any]]:
         """Each shard's generation, segments and documents, or why it did not answer."""
@@ -164,6 +172,8 @@ class RaySearcher:
                 out.append((shard, self.ray.get(ref), None))
             except self.ray.exceptions.RayError as exc:
                 out.append((shard, None, f"failed ({type(exc).__name__})"))
+                if isinstance(exc, self.ray.exceptions.ActorDiedError):
+                    self.actors[shard] = self._spawn(shard)  # its node is gone for good
         return out
 
     def _ask(

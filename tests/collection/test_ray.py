@@ -64,6 +64,12 @@ def test_ray_fan_out_equals_one_process_and_survives_a_killed_shard(
             time.sleep(0.5)
         want, _ = local.rank(coll.snapshot, "dt", queries[0], 10)
         assert failed == [] and [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
+        # a worker gone for good (as when its node is lost): degraded once, then spawned again
+        ray.kill(searcher.actors[2], no_restart=True)
+        _, _, failed = searcher.rank(coll.snapshot, "dt", queries[0], 10)
+        assert failed and "shard 2" in failed[0]
+        got, _, failed = searcher.rank(coll.snapshot, "dt", queries[0], 10)
+        assert failed == [] and [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
     finally:
         searcher.close()
 

@@ -54,7 +54,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 DRIVER = """
-import json, sys
+import json, sys, time
 from pathlib import Path
 import ray
 from service.collection import Collection, SnapshotSearcher, build_collection
@@ -69,6 +69,14 @@ build_collection(corpus(200, 21), out, build_params("docs"), shards=2)
 coll = Collection(out)
 bundle = load_bundle(bundle_path)
 decoder = bundle.decoder()
+ray.init(address=address, log_to_driver=False)
+# a node that `ray start` launched may register, and its resources reach the scheduler, late
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline and (
+    sum(1 for n in ray.nodes() if n.get("Alive")) < 2
+    or ray.cluster_resources().get("CPU", 0) < 2
+):
+    time.sleep(0.5)
 searcher = RaySearcher(coll, bundle, address=address, timeout_s=120)
 status = searcher.status()
 local = SnapshotSearcher(bundle)
