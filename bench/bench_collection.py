@@ -16,6 +16,8 @@ Verbs (each appends its figures to ``bench/results/collection.json`` under a key
 * ``build --copies C --shards S [--workers W] --out DIR``: stream the collection into a new
   collection (segments flushed as the buffer fills, each shard merged at the end), with wall
   and CPU time, peak RSS of the writer and of its workers, and the size on disk.
+* ``quality [--model M --index I]``: what the cascade costs in MAP and recall on the German
+  dev sets (paragraph, short, question) against exhaustive BOW-FD, with p-values.
 * ``add --collection DIR --n N``: add N new documents (copies with a new suffix), commit, and
   time until a search in another ``Collection`` finds them.
 * ``search --collection DIR --model M``: rank time p50/p95 of DT, PSQ, BOW-FD (exhaustive and
@@ -34,6 +36,7 @@ import random
 import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,16 +96,78 @@ def _peak_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024.0
 
 
+def _status_kb(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                out[key] = int(value.split()[0])
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        pass  # a child that just ended
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(x) for x in (task / "children").read_text().split()]
+        except (FileNotFoundError, ValueError):
+            continue
+    return kids
+
+
+class MemorySampler:
+    """Peak resident memory of this process and of its children (worker processes), split
+    into anonymous pages (what the writer holds) and file-backed pages (mapped segments the
+    kernel may drop at will; ru_maxrss counts both), sampled every ``every`` seconds."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        self.every = every
+        self.peak: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            mine = _status_kb(me)
+            kids = [_status_kb(k) for k in _children(me)]
+            now = {
+                "writer_anon_mb": mine.get("RssAnon", 0) / 1024,
+                "writer_file_mb": mine.get("RssFile", 0) / 1024,
+                "workers_anon_mb": sum(k.get("RssAnon", 0) for k in kids) / 1024,
+                "total_anon_mb": (mine.get("RssAnon", 0) + sum(k.get("RssAnon", 0)
+                                                              for k in kids)) / 1024,
+            }  # fmt: skip
+            for key, value in now.items():
+                self.peak[key] = max(self.peak.get(key, 0.0), value)
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict[str, int]:
+        return {f"peak_{k}": round(v) for k, v in sorted(self.peak.items())}
+
+
 def build(args: argparse.Namespace) -> None:
     from service.collection import build_collection
     from service.index.build import build_params
 
     t0, c0 = time.perf_counter(), time.process_time()
     params = build_params("docs", source_name=DOCS.name)
-    summary = build_collection(
-        documents(args.copies), args.out, params, shards=args.shards, buffer_mb=args.buffer_mb,
-        workers=args.workers,
-    )  # fmt: skip
+    with MemorySampler() as memory:
+        summary = build_collection(
+            documents(args.copies), args.out, params, shards=args.shards,
+            buffer_mb=args.buffer_mb, workers=args.workers,
+        )  # fmt: skip
     record(
         f"build/x{args.copies}/S{args.shards}/w{args.workers}",
         {
@@ -113,6 +178,7 @@ def build(args: argparse.Namespace) -> None:
             "peak_rss_worker_mb": round(_peak_mb(resource.RUSAGE_CHILDREN)),
             "buffer_mb": args.buffer_mb,
             "disk_mb": round(_du(Path(args.out)) / 1e6),
+            **memory.figures(),
         },
     )
 
@@ -128,7 +194,7 @@ def add(args: argparse.Namespace) -> None:
         if len(docs) == args.n:
             break
     t0 = time.perf_counter()
-    with CollectionWriter(args.collection, workers=args.workers) as w:
+    with MemorySampler() as memory, CollectionWriter(args.collection, workers=args.workers) as w:
         w.add(docs)
         s = w.commit()
     committed = time.perf_counter() - t0
@@ -144,7 +210,7 @@ def add(args: argparse.Namespace) -> None:
             "added": s.added, "commit_seconds": round(committed, 2),
             "visible_seconds": round(visible, 2), "found_by_next_reader": found,
             "merge_seconds": round(time.perf_counter() - t1, 1), "merged_segments": len(merged),
-            "peak_rss_mb": round(_peak_mb(resource.RUSAGE_SELF)),
+            "peak_rss_mb": round(_peak_mb(resource.RUSAGE_SELF)), **memory.figures(),
         },
     )  # fmt: skip
 
@@ -213,6 +279,59 @@ def search(args: argparse.Namespace) -> None:
     record(f"search/{colls[0].snapshot.n_docs}/{Path(args.model).name}", out)
 
 
+CASCADES: dict[str, dict[str, Any]] = {
+    "dt": {},
+    "bowfd": {},
+    "bowfd cascade 1000": {"cascade": 1000},
+    "bowfd cascade 100": {"cascade": 100},
+}
+QUALITY_METRICS = ("map", "recall@100", "recall@1000", "ndcg@10", "mrr")
+
+
+def quality(args: argparse.Namespace) -> None:
+    """What the cascade costs in MAP and recall on the dev sets: every query decoded once and
+    ranked at depth 1000 by DT, exhaustive BOW-FD and BOW-FD over DT's top 1000 and top 100
+    (the cascade returns at most N documents), on the dev index the judgments belong to."""
+    from bench.bench_querysets import load_set
+    from service.evaluation import evaluate, randomization_test
+    from service.mt.bundle import load_bundle
+    from service.retrieval.query import decode_query
+    from service.retrieval.runner import decoder_for, load_index, make_scorer
+
+    bundle = load_bundle(args.model)
+    version = bundle.active_weights().version
+    index = load_index(args.index)
+    decoder = decoder_for(bundle)
+    scorers = {name: make_scorer(name.split()[0], index, bundle, **params)
+               for name, params in CASCADES.items()}  # fmt: skip
+    for set_name in args.sets.split(","):
+        queries, qrels = load_set(set_name, bundle.src)
+        queries = {q: t for q, t in list(queries.items())[: args.limit] if q in qrels}
+        runs: dict[str, dict[str, dict[str, float]]] = {name: {} for name in scorers}
+        seconds = dict.fromkeys(scorers, 0.0)
+        for qid, text in queries.items():
+            q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
+            for name, scorer in scorers.items():
+                t0 = time.perf_counter()
+                ranking = scorer.rank(q, 1000)
+                seconds[name] += time.perf_counter() - t0
+                runs[name][qid] = {h.doc_id: h.score for h in ranking.hits}
+        n = max(1, len(queries))
+        figures: dict[str, Any] = {"queries": len(queries), "weights": version}
+        per_query = {}
+        for name, run in runs.items():
+            ev = evaluate(run, qrels, QUALITY_METRICS)
+            per_query[name] = ev.per_query["map"]
+            figures[name] = {**{m: round(v, 4) for m, v in ev.as_json().items()
+                                if m in QUALITY_METRICS},
+                             "rank_ms_p_query": round(1000 * seconds[name] / n, 1)}  # fmt: skip
+        for name in ("bowfd cascade 1000", "bowfd cascade 100"):
+            figures[name]["p_map_vs_exhaustive"] = round(
+                randomization_test(per_query[name], per_query["bowfd"], 10_000, 0), 4
+            )
+        record(f"quality/{bundle.src}/{set_name}/{Path(args.index).name}", figures)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -234,8 +353,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--ray", action="store_true")
     p.add_argument("--psq", action="store_true", help="time PSQ too")
+    p = sub.add_parser("quality")
+    p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
+    p.add_argument("--index", type=Path, default=ROOT / "indexes" / "docs")
+    p.add_argument("--sets", default="paragraph,short,question")
+    p.add_argument("--limit", type=int, default=None)
     args = parser.parse_args(argv)
-    {"build": build, "add": add, "search": search}[args.verb](args)
+    {"build": build, "add": add, "search": search, "quality": quality}[args.verb](args)
 
 
 if __name__ == "__main__":

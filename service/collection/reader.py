@@ -92,7 +92,7 @@ class Snapshot:
     def locate(self, doc_id: str) -> tuple[SegmentView, int]:
         """The segment view and document number of the live document ``doc_id``."""
         for view in self.shards[shard_of(doc_id, self.commit.shards)]:
-            docno = view.segment.docno_of.get(doc_id)
+            docno = view.segment.find(doc_id)
             if docno is not None and (view.index.live is None or view.index.live[docno]):
                 return view, docno
         raise NotFoundError(f"no document {doc_id!r} in the collection")

@@ -11,7 +11,11 @@ weight already on disk. Beside the index arrays a segment stores
 * ``gid``: the global term id (:mod:`service.collection.terms`) of each of its terms, and
 * ``seq``: each document's sequence number in the collection (ascending within a segment),
   the order a single index built from the same documents would number them in: ties between
-  equal scores go to the smaller one everywhere, so a collection ranks exactly like one index.
+  equal scores go to the smaller one everywhere, so a collection ranks exactly like one index;
+* ``id_hash``/``id_hash_docno``: a 64-bit hash of each document's id, sorted, and the document
+  it belongs to (:class:`IdTable`), so finding a document by id (a replace, a delete, a
+  document view) is a binary search in a memory-mapped array, not a dictionary of every id
+  of the collection in memory.
 
 Deleted documents are not removed from a segment; the commit lists them (tombstones) and
 :meth:`Segment.view` leaves them out of every posting. :func:`merge_segments` writes one
@@ -21,9 +25,10 @@ tokenised again).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from functools import cached_property
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,52 @@ from service.records import Doc
 
 Int64Array = npt.NDArray[np.int64]
 _NOT_STORED = ("rsj", "post_weight")  # statistics of the segment alone: never used
+
+
+def id_hash(doc_id: bytes) -> int:
+    """A document id's 64-bit hash (BLAKE2b: stable across processes and machines)."""
+    return int.from_bytes(blake2b(doc_id, digest_size=8).digest(), "little")
+
+
+def id_hashes(ids: Iterable[bytes]) -> npt.NDArray[np.uint64]:
+    return np.fromiter((id_hash(i) for i in ids), dtype=np.uint64)
+
+
+def _blob_items(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+    raw, off = bytes(blob), offsets.tolist()
+    return [raw[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+
+
+@dataclass(frozen=True)
+class IdTable:
+    """Documents by id: their ids' hashes sorted, the document of each, and the id of a
+    document (to tell two ids with one hash apart)."""
+
+    hashes: npt.NDArray[np.uint64]
+    docnos: npt.NDArray[np.int64]
+    id_of: Callable[[int], str]
+
+    @classmethod
+    def of(cls, ids: Sequence[bytes], id_of: Callable[[int], str]) -> IdTable:
+        hashes = id_hashes(ids)
+        order = np.argsort(hashes, kind="stable")
+        return cls(hashes[order], order.astype(np.int64), id_of)
+
+    def find(
+        self, ids: Sequence[str], hashes: npt.NDArray[np.uint64] | None = None
+    ) -> list[tuple[int, int]]:
+        """``(i, docno)`` for each of ``ids`` held here (``hashes``: their :func:`id_hash`)."""
+        if hashes is None:
+            hashes = id_hashes(i.encode("utf-8") for i in ids)
+        left = np.searchsorted(self.hashes, hashes, side="left")
+        right = np.searchsorted(self.hashes, hashes, side="right")
+        out: list[tuple[int, int]] = []
+        for i in np.flatnonzero(right > left).tolist():
+            for pos in range(int(left[i]), int(right[i])):
+                docno = int(self.docnos[pos])
+                if self.id_of(docno) == ids[i]:
+                    out.append((i, docno))
+        return out
 
 
 def index_documents(
@@ -92,6 +143,8 @@ def _write(
     name: str,
     shard: int,
 ) -> None:
+    table = IdTable.of(_blob_items(arrays["id_blob"], arrays["id_offsets"]), str)
+    arrays["id_hash"], arrays["id_hash_docno"] = table.hashes, table.docnos
     manifest = {
         "build": asdict(params),
         "counts": counts,
@@ -125,11 +178,11 @@ class Segment:
         if len(self.gid) != len(self.df):
             raise DataFormatError(path / "gid.npy", None, "one global id per term expected")
 
-    @cached_property
-    def posting_terms(self) -> Int64Array:
-        """The local term of every posting (term-major CSR expanded)."""
+    def posting_terms(self) -> npt.NDArray[np.int32]:
+        """The local term of every posting (term-major CSR expanded; 4 bytes a posting, so
+        computed when needed, never kept)."""
         off = self.arrays["post_offsets"]
-        return np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+        return np.repeat(np.arange(len(off) - 1, dtype=np.int32), np.diff(off))
 
     def live_df(self, deleted: npt.NDArray[np.integer[Any]] | None) -> npt.NDArray[np.int64]:
         """The df of each local term over the documents not ``deleted``."""
@@ -139,7 +192,7 @@ class Segment:
         dead = np.zeros(self.n_docs, dtype=np.bool_)
         dead[deleted] = True
         gone = dead[self.arrays["post_docs"]]
-        return df - np.bincount(self.posting_terms[gone], minlength=len(df))
+        return df - np.bincount(self.posting_terms()[gone], minlength=len(df))
 
     def live_length(self, deleted: npt.NDArray[np.integer[Any]] | None) -> int:
         """The total length of the documents not ``deleted``."""
@@ -164,12 +217,22 @@ class Segment:
         stats = ScoringStats(n_docs, avdl, global_df[self.gid], live)
         return InvertedIndex(self.path, self.manifest, self.arrays, stats=stats)
 
+    def doc_id(self, docno: int) -> str:
+        off = self.arrays["id_offsets"]
+        return bytes(self.arrays["id_blob"][off[docno] : off[docno + 1]]).decode("utf-8")
+
     @cached_property
-    def docno_of(self) -> dict[str, int]:
-        """External id → document number (deleted documents included)."""
-        off = self.arrays["id_offsets"].tolist()
-        blob = bytes(self.arrays["id_blob"])
-        return {blob[off[i] : off[i + 1]].decode("utf-8"): i for i in range(self.n_docs)}
+    def ids(self) -> IdTable:
+        """The segment's documents by id (deleted documents included)."""
+        if "id_hash" in self.arrays:  # memory-mapped
+            return IdTable(self.arrays["id_hash"], self.arrays["id_hash_docno"], self.doc_id)
+        items = _blob_items(self.arrays["id_blob"], self.arrays["id_offsets"])
+        return IdTable.of(items, self.doc_id)  # a segment written before the table was stored
+
+    def find(self, doc_id: str) -> int | None:
+        """The document number of ``doc_id`` here (deleted or not), or None."""
+        found = self.ids.find([doc_id])
+        return found[0][1] if found else None
 
     def terms(self) -> list[str]:
         return Vocabulary(self.arrays["vocab_blob"], self.arrays["vocab_offsets"]).terms()
@@ -218,12 +281,12 @@ def merge_segments(
     order = np.argsort(seqs, kind="stable")
     n = len(seqs)
     # each source row's new document number (−1: deleted)
-    new_docno: list[Int64Array] = []
+    new_docno: list[npt.NDArray[np.int32]] = []
     base = 0
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = np.arange(n, dtype=np.int64)
     for seg, rows in zip(segments, keep_rows, strict=True):
-        m = np.full(seg.n_docs, -1, dtype=np.int64)
+        m = np.full(seg.n_docs, -1, dtype=np.int32)
         m[rows] = inverse[base : base + len(rows)]
         new_docno.append(m)
         base += len(rows)
@@ -233,30 +296,33 @@ def merge_segments(
     for seg, terms in zip(segments, source_terms, strict=True):
         for t, g in zip(terms, seg.gid.tolist(), strict=True):
             term_gid.setdefault(t, g)
-    # postings of the live documents under merged term ids, sorted by (term, document)
+    # postings of the live documents under merged term ids, sorted by (term, document); in
+    # 32-bit arrays, freed as soon as they are used (a merge's memory is its postings)
     merged_terms = sorted(term_gid)
     local_of = {t: i for i, t in enumerate(merged_terms)}
     p_terms, p_docs, p_tfs, tok_parts = [], [], [], []
-    for seg, terms, m in zip(segments, source_terms, new_docno, strict=True):
-        remap = np.asarray([local_of[t] for t in terms], dtype=np.int64)
-        docs = m[seg.arrays["post_docs"]]
+    for seg, terms, m32 in zip(segments, source_terms, new_docno, strict=True):
+        remap = np.asarray([local_of[t] for t in terms], dtype=np.int32)
+        docs = m32[seg.arrays["post_docs"]]
         alive = docs >= 0
-        p_terms.append(remap[seg.posting_terms[alive]])
+        p_terms.append(remap[seg.posting_terms()[alive]])
         p_docs.append(docs[alive])
-        p_tfs.append(seg.arrays["post_tf"][alive].astype(np.int64))
+        p_tfs.append(seg.arrays["post_tf"][alive].astype(np.int32))
         if params.keep_tokens:
             tok_parts.append(remap)
     terms_all = np.concatenate(p_terms)
     docs_all = np.concatenate(p_docs)
     tfs_all = np.concatenate(p_tfs)
+    del p_terms, p_docs, p_tfs
     # drop terms no live document holds
     used = np.zeros(len(merged_terms), dtype=np.bool_)
     used[terms_all] = True
-    renum = np.cumsum(used) - 1
+    renum = (np.cumsum(used) - 1).astype(np.int32)
     final_terms = [t for t, u in zip(merged_terms, used.tolist(), strict=True) if u]
     terms_all = renum[terms_all]
     post_order = np.lexsort((docs_all, terms_all))
     terms_all, docs_all, tfs_all = terms_all[post_order], docs_all[post_order], tfs_all[post_order]
+    del post_order
     n_terms = len(final_terms)
     df = np.bincount(terms_all, minlength=n_terms).astype(np.int32)
     vocab_blob, vocab_offsets = encode_terms(final_terms)

@@ -6,8 +6,10 @@ buffer is written as a new immutable segment when the buffered text reaches
 ``buffer_mb`` (so building or adding a million documents needs memory for one buffer, not for
 the collection), and at :meth:`CollectionWriter.commit`. A document whose id is already in the
 collection replaces it (the old one is deleted, the new one gets a new sequence number, as a
-rebuild that appends it would number it). Deletes are tombstones: the segment keeps the
-document and the commit lists it as deleted.
+rebuild that appends it would number it); the old one is looked up when its buffer is
+written, for the whole buffer at once, in each segment's table of id hashes
+(:class:`~service.collection.segment.IdTable`), so the writer never holds the collection's ids.
+Deletes are tombstones: the segment keeps the document and the commit lists it as deleted.
 
 :meth:`CollectionWriter.commit` writes the tombstones and the global statistics (df summed
 over the segments' live documents, N and total length) and then the manifest
@@ -44,7 +46,14 @@ from service.collection.manifest import (
     write_commit,
 )
 from service.collection.reader import SEGMENTS_DIR, read_deleted, write_stats
-from service.collection.segment import Segment, index_documents, merge_segments, store_segment
+from service.collection.segment import (
+    IdTable,
+    Segment,
+    id_hashes,
+    index_documents,
+    merge_segments,
+    store_segment,
+)
 from service.collection.terms import TERMS_FILE, TermDictionary
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
@@ -138,6 +147,7 @@ class CollectionWriter:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
         self._inflight: list[tuple[Future[Any], list[int], str, int]] = []
+        self._pending: dict[str, tuple[int, IdTable]] = {}  # in flight: shard, ids
         if buffer_mb <= 0:
             raise InvalidInputError(f"the segment buffer must be positive, got {buffer_mb} MB")
         self.buffer_bytes = int(buffer_mb * 1e6)
@@ -170,7 +180,9 @@ class CollectionWriter:
         self._deleted: dict[str, set[int]] = {}  # new tombstones by segment
         self._new: list[str] = []  # segments written since the commit
         self._buffers: list[list[tuple[int, Doc]]] = [[] for _ in range(c.shards)]
-        self._buffered: dict[str, int] = {}  # id -> shard, documents in a buffer
+        self._buffered: dict[str, tuple[int, int]] = {}  # id -> shard, add call: buffered
+        self._call = 0  # the add call, numbered
+        self._call_written: set[str] = set()  # segments written by this add call
         self._buffer_size = 0
         self._next_seq = c.next_seq
         self._next_segment = c.next_segment
@@ -198,60 +210,89 @@ class CollectionWriter:
             self._committed_tombstones(entry)
         )
 
-    def _find(self, doc_id: str) -> tuple[str, int] | None:
-        """The segment and document number of the live, written document ``doc_id``."""
-        shard = shard_of(doc_id, self.commit_manifest.shards)
-        for entry in self._entries.values():
-            if entry.shard != shard:
-                continue
-            docno = self.segment(entry.name).docno_of.get(doc_id)
-            if docno is not None and not self._is_deleted(entry, docno):
-                return entry.name, docno
-        return None
+    def _written(
+        self, shard: int, ids: list[str], hashes: npt.NDArray[np.uint64]
+    ) -> list[tuple[str, int]]:
+        """The segment and document number of each of ``ids`` (of ``shard``) that is live in
+        a written segment, or in one being indexed by a worker process."""
+        found: list[tuple[str, int]] = []
+        tables: list[tuple[str, IdTable, SegmentEntry | None]] = [
+            (e.name, self.segment(e.name).ids, e)
+            for e in self._entries.values()
+            if e.shard == shard
+        ]
+        tables += [(name, t, None) for name, (sh, t) in self._pending.items() if sh == shard]
+        for name, table, entry in tables:
+            for _, docno in table.find(ids, hashes):
+                gone = docno in self._deleted.get(name, ()) or (
+                    entry is not None and docno in self._committed_tombstones(entry)
+                )
+                if not gone:
+                    found.append((name, docno))
+        return found
 
     # --- changes ------------------------------------------------------------------------------
 
     def add(self, docs: Iterable[Doc]) -> int:
-        """Add (or replace) ``docs``; the number read. Nothing is visible before commit."""
+        """Add (or replace) ``docs``; the number read. Nothing is visible before commit.
+        An id that occurs twice in ``docs`` is an error (as in one index's documents); one
+        added by an earlier call, or committed, is replaced."""
         n = 0
-        for doc in docs:
-            if not doc.id or not doc.id.strip():
-                raise InvalidInputError("a document needs a non-empty id")
-            if doc.id in self._buffered:
-                raise InvalidInputError(f"document id {doc.id!r} occurs more than once")
-            if self._delete_written(doc.id):
-                self._replaced += 1
-            shard = shard_of(doc.id, self.commit_manifest.shards)
-            # numbered as they arrive: the order one index built from them would give
-            self._buffers[shard].append((self._next_seq, doc))
-            self._next_seq += 1
-            self._buffered[doc.id] = shard
-            self._buffer_size += _doc_bytes(doc)
-            n += 1
-            self._added += 1
-            if self._buffer_size >= self.buffer_bytes:
+        self._call += 1
+        try:
+            for doc in docs:
+                if not doc.id or not doc.id.strip():
+                    raise InvalidInputError("a document needs a non-empty id")
+                if doc.id in self._buffered:
+                    if self._buffered[doc.id][1] == self._call:
+                        raise InvalidInputError(f"document id {doc.id!r} occurs more than once")
+                    self._unbuffer(doc.id)
+                    self._replaced += 1
+                shard = shard_of(doc.id, self.commit_manifest.shards)
+                # numbered as they arrive: the order one index built from them would give
+                self._buffers[shard].append((self._next_seq, doc))
+                self._next_seq += 1
+                self._buffered[doc.id] = (shard, self._call)
+                self._buffer_size += _doc_bytes(doc)
+                n += 1
+                self._added += 1
+                if self._buffer_size >= self.buffer_bytes:
+                    self.flush()
+            if self._call_written:  # the rest checked against this call's segments too
                 self.flush()
+        finally:
+            self._call_written.clear()
         return n
 
-    def _delete_written(self, doc_id: str) -> bool:
-        found = self._find(doc_id)
-        if found is None:
-            return False
-        name, docno = found
-        self._deleted.setdefault(name, set()).add(docno)
-        return True
+    def _unbuffer(self, doc_id: str) -> None:
+        shard, _ = self._buffered.pop(doc_id)
+        self._buffers[shard] = [(q, d) for q, d in self._buffers[shard] if d.id != doc_id]
+
+    def _delete_written(self, ids: list[str], shard: int) -> int:
+        """Tombstone the written documents among ``ids``; how many there were (an id
+        written earlier in the same :meth:`add` call occurs twice there: an error)."""
+        found = self._written(shard, ids, id_hashes(i.encode("utf-8") for i in ids))
+        for name, docno in found:
+            if name in self._call_written:
+                table = (
+                    self._pending[name][1] if name in self._pending else (self.segment(name).ids)
+                )
+                doc_id = table.id_of(docno)
+                raise InvalidInputError(f"document id {doc_id!r} occurs more than once")
+            self._deleted.setdefault(name, set()).add(docno)
+        return len(found)
 
     def delete(self, doc_ids: Iterable[str]) -> list[str]:
         """Delete documents by id; the ids that were not in the collection."""
         missing: list[str] = []
+        self._drain()  # a document being indexed by a worker is written first
         for doc_id in doc_ids:
-            shard = self._buffered.pop(doc_id, None)
-            if shard is not None:
-                buf = self._buffers[shard]
-                self._buffers[shard] = [(q, d) for q, d in buf if d.id != doc_id]
+            buffered = doc_id in self._buffered
+            if buffered:  # never written; an earlier copy may be (it is replaced at a flush)
+                self._unbuffer(doc_id)
                 self._added -= 1
-                continue
-            if self._delete_written(doc_id):
+            shard = shard_of(doc_id, self.commit_manifest.shards)
+            if self._delete_written([doc_id], shard) or buffered:
                 self._deleted_count += 1
             else:
                 missing.append(doc_id)
@@ -269,6 +310,9 @@ class CollectionWriter:
             self._new.append(name)
             docs, seqs = [d for _, d in buf], [q for q, _ in buf]
             self._buffers[shard] = []
+            # the documents these replace, before this buffer's own segment can be found
+            self._replaced += self._delete_written([d.id for d in docs], shard)
+            self._call_written.add(name)
             if self._pool is None:
                 indexed = index_documents(docs, self.params, self._custom_tokenize)
                 self._store(indexed, seqs, name, shard)
@@ -277,6 +321,8 @@ class CollectionWriter:
                 self._drain_one()
             future = self._pool.submit(index_documents, docs, self.params)
             self._inflight.append((future, seqs, name, shard))
+            ids = [d.id for d in docs]
+            self._pending[name] = (shard, IdTable.of([i.encode() for i in ids], ids.__getitem__))
         self._buffered.clear()
         self._buffer_size = 0
 
@@ -290,6 +336,7 @@ class CollectionWriter:
     def _drain_one(self) -> None:
         future, seqs, name, shard = self._inflight.pop(0)
         self._store(future.result(), seqs, name, shard)
+        del self._pending[name]
 
     def _drain(self) -> None:
         """Write the segments indexed in worker processes (their errors raise here)."""
@@ -356,6 +403,7 @@ class CollectionWriter:
         for future, *_ in self._inflight:
             future.cancel()
         self._inflight = []
+        self._pending = {}
         self._reset()
         self._remove_unreferenced()
 
@@ -368,7 +416,10 @@ class CollectionWriter:
         for p in seg_dir.iterdir() if seg_dir.is_dir() else ():
             if p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
-                self._segments.pop(p.name, None)
+        for name in set(self._segments) - keep:
+            del self._segments[name]
+        for key in [k for k in self._live_df if k[0] not in keep]:
+            del self._live_df[key]
         dels = {e.deleted for e in c.segments if e.deleted}
         for p in (self.path / DELETES_DIR).iterdir():
             if f"{DELETES_DIR}/{p.name}" not in dels:
@@ -414,8 +465,8 @@ class CollectionWriter:
                 if len(group) < 2:
                     break  # the smallest segments are too large to merge under the cap
                 written.append(self._merge_group(shard, group))
-        if written:
-            self.commit()
+                # committed one merge at a time: the sources' files, and their pages, go now
+                self.commit()
         return written
 
     def merge_all(self) -> list[str]:
@@ -431,6 +482,7 @@ class CollectionWriter:
         self._new.append(name)
         for e in group:
             del self._entries[e.name]
+            self._segments.pop(e.name, None)
         self._entries[name] = SegmentEntry(name, shard, n)
         return name
 

@@ -187,6 +187,13 @@ def test_failed_add_changes_nothing(tmp_path: Path) -> None:
     assert (path / "collection.json").read_bytes() == before
     assert sorted(p.name for p in (path / "segments").iterdir()) == segments
     assert Collection(path).snapshot.n_docs == 30
+    # an id twice in one add, its first copy already written as a segment: also refused
+    twice = corpus(40, 7, prefix="t")
+    with pytest.raises(InvalidInputError, match="'t3' occurs more than once"):
+        with CollectionWriter(path, buffer_mb=0.001) as w:
+            w.add([*twice, twice[3]])
+    assert (path / "collection.json").read_bytes() == before
+    assert sorted(p.name for p in (path / "segments").iterdir()) == segments
 
 
 def test_one_writer_at_a_time_and_bad_settings(tmp_path: Path) -> None:
@@ -329,3 +336,27 @@ def test_merges_stay_under_the_size_cap(tmp_path: Path) -> None:
         w.merge(max_segments=1, factor=8, max_merge_docs=25)
     sizes = sorted(e.n_docs for e in read_commit(path).segments)
     assert max(sizes) <= 25 and len(sizes) < 6 and sum(sizes) == 60
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_replacing_and_deleting_within_one_writer_across_buffers(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery], workers: int
+) -> None:
+    """A document added again after its buffer was written (serially, or while a worker
+    process indexes it) replaces it; a delete finds it too; all in one writer, one commit."""
+    first, again = corpus(60, 21), corpus(60, 22)
+    path = new_collection(tmp_path / "c")
+    with CollectionWriter(path, buffer_mb=0.002, workers=workers) as w:
+        w.add(first)
+        w.add(again[10:30])  # ids d10..d29 again, new text: replaces
+        w.add(again[20:25])  # and once more: replaces the replacement
+        assert w.delete(["d40", "d22", "nope"]) == ["nope"]
+        summary = w.commit()
+    assert (summary.n_docs, summary.added, summary.deleted) == (58, 84, 2)
+    kept = [d for d in first if d.id not in {f"d{i}" for i in range(10, 30)} | {"d40"}]
+    left = kept + [d for d in again[10:20] + again[25:30]] + [
+        d for d in again[20:25] if d.id != "d22"
+    ]
+    coll = Collection(path)
+    assert coll.doc("d12").text == again[12].text and coll.doc("d21").text == again[21].text
+    assert_same_rankings(coll, reference(left, tmp_path / "r"), toy_bundle, queries)
