@@ -32,6 +32,10 @@ frozen, a small slice of the training queries) and, once it runs, the same clien
 request sequence again; latency, 5xx and RSS of both halves are recorded with the job's state,
 and the job is cancelled at the end.
 
+``--env CLIR_KEY=VALUE`` (repeatable) sets the served configuration, for example a collection
+and the Ray backend; ``--probe-slots 0`` and ``--train-clients 0`` skip the probe and the
+training phase.
+
 Writes ``bench/results/load.json`` (``--out``). A short proof run:
 ``nice -n 10 python -m bench.bench_load --demo --duration 10 --out bench/results/load_demo.json``.
 """
@@ -427,6 +431,35 @@ def training_phase(
     return out
 
 
+def overload_probe(
+    args: argparse.Namespace,
+    queries: list[str],
+    probe_env: dict[str, str],
+    probe_clients: int,
+    log_dir: Path,
+    result: dict[str, Any],
+) -> None:
+    """4x as many clients as slots against a server with the short default queue wait."""
+    probe_slots = args.probe_slots
+    server, _ = start_server(
+        probe_env, log_dir / "load_probe_server.log", args.ready_timeout, args.workers
+    )
+    try:
+        warm_up(server.url, queries, 0.0)
+        duration = args.probe_duration or max(5.0, args.duration / 4)
+        samples, elapsed = asyncio.run(
+            run_phase(server.url, Workload(queries, 7), probe_clients, duration, args.max_requests)
+        )
+        result["overload"] = {
+            "max_concurrency": probe_slots,
+            "queue_timeout_s": 0.1,
+            **summarise_overload(samples, elapsed, probe_clients),
+        }
+        print(f"overload probe: {result['overload']['status']}", file=sys.stderr)
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--demo", action="store_true", help="serve the committed demo bundle")
@@ -442,7 +475,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--queue-timeout", type=float, default=600.0, help="queue_timeout_s of the load phases"
     )
-    p.add_argument("--probe-slots", type=int, default=2, help="max_concurrency of the probe")
+    p.add_argument(
+        "--probe-slots", type=int, default=2, help="max_concurrency of the probe (0: no probe)"
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="CLIR_KEY=VALUE",
+        help="a setting of the served configuration, repeatable (e.g. a collection as "
+        'CLIR_DOC_INDEXES=["/data/wiki"] and CLIR_SEARCH_BACKEND=ray)',
+    )
     p.add_argument("--probe-duration", type=float, default=None, help="default: --duration/4")
     p.add_argument("--ready-timeout", type=float, default=900.0)
     p.add_argument("--queries", type=Path, default=DATA / "clir/lohelp-de/queries.dev.tsv")
@@ -455,12 +498,18 @@ def main(argv: list[str] | None = None) -> None:
 
     queries = load_queries(args.queries)
     base_env = dict(DEMO_ENV) if args.demo else {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("CLIR_"):
+            p.error(f"--env takes CLIR_KEY=VALUE, got {item!r}")
+        base_env[key] = value
     args.out.parent.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="bench_load_"))  # the servers' logs
     print(f"server logs in {log_dir}", file=sys.stderr)
     result: dict[str, Any] = {
         "setup": {
             "demo": args.demo,
+            "env": args.env,
             "queries": str(args.queries),
             "mix": dict(MIX),
             "hot_set": HOT_SET,
@@ -516,23 +565,8 @@ def main(argv: list[str] | None = None) -> None:
     probe_slots = args.probe_slots
     probe_clients = 4 * probe_slots * args.workers
     probe_env = {**base_env, "CLIR_MAX_CONCURRENCY": str(probe_slots)}
-    server, _ = start_server(
-        probe_env, log_dir / "load_probe_server.log", args.ready_timeout, args.workers
-    )
-    try:
-        warm_up(server.url, queries, 0.0)
-        duration = args.probe_duration or max(5.0, args.duration / 4)
-        samples, elapsed = asyncio.run(
-            run_phase(server.url, Workload(queries, 7), probe_clients, duration, args.max_requests)
-        )
-        result["overload"] = {
-            "max_concurrency": probe_slots,
-            "queue_timeout_s": 0.1,
-            **summarise_overload(samples, elapsed, probe_clients),
-        }
-        print(f"overload probe: {result['overload']['status']}", file=sys.stderr)
-    finally:
-        server.stop()
+    if probe_slots > 0:
+        overload_probe(args, queries, probe_env, probe_clients, log_dir, result)
 
     if args.train_clients > 0:
         result["training"] = training_phase(args, base_env, queries, log_dir)

@@ -391,11 +391,12 @@ class QueryService:
                 )  # fmt: skip
             return searcher
 
-    def shard_status(self) -> list[dict[str, Any]]:
-        """Every Ray shard worker's status (none without the ray search backend)."""
+    def shard_status(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
+        """Every Ray shard worker's status (none without the ray search backend); a worker
+        that does not answer within ``timeout_s`` is down (a probe must answer quickly)."""
         with self._scorers_lock:
             searchers = list(self._ray.values())
-        return searchers[0].status() if searchers else []
+        return searchers[0].status(timeout_s) if searchers else []
 
     def collection_searcher(self, bundle: ModelBundle) -> SnapshotSearcher:
         """The searcher of collections for ``bundle`` (its scorers kept per segment)."""

@@ -150,23 +150,28 @@ class RaySearcher:
             path, shard, bundle_path, state
         )
 
-    def status(self) -> list[dict[str, Any]]:
-        """Each shard's generation, segments and documents, or why it did not answer."""
+    def status(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Each shard's generation, segments and documents, or why it did not answer within
+        ``timeout_s`` (default: the search timeout)."""
         out: list[dict[str, Any]] = []
-        for shard, value, error in self._gather([a.status.remote() for a in self.actors]):
+        refs = [a.status.remote() for a in self.actors]
+        for shard, value, error in self._gather(refs, timeout_s):
             out.append({"shard": shard, "up": False, "error": error} if error else
                        {"up": True, **value})  # fmt: skip
         return out
 
-    def _gather(self, refs: list[Any]) -> list[tuple[int, Any, str | None]]:
+    def _gather(
+        self, refs: list[Any], timeout_s: float | None = None
+    ) -> list[tuple[int, Any, str | None]]:
         """Each shard's answer, or why there is none (timed out: cancelled; failed: the
         error's type), within the timeout for all."""
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out: list[tuple[int, Any, str | None]] = []
         for shard, ref in enumerate(refs):
             if ref not in ready:
                 self.ray.cancel(ref, force=False)
-                out.append((shard, None, f"timed out after {self.timeout_s:g} s"))
+                out.append((shard, None, f"timed out after {timeout:g} s"))
                 continue
             try:
                 out.append((shard, self.ray.get(ref), None))

@@ -369,14 +369,18 @@ class SnapshotSearcher:
         params: Mapping[str, Any],
         plan: Any,
         kept: dict[str, Any] | None = None,
+        bound: Partial | None = None,
     ) -> Partial | None:
-        """The partial of a shard (its segments), or None for an empty shard."""
+        """The partial of a shard (its segments), or None for an empty shard. ``bound``: the
+        merged partial of shards searched before (BOW-FD starts from its K'-th best)."""
         m = get_method(method)
         merged: Partial | None = None
         # the largest segment first: its top lists bound the others' most
         for view in sorted(views, key=lambda v: -v.index.n_docs):
             scorer = self.scorer(method, view, params)
-            part, keep = m.partial(scorer, view, query, plan, depth, merged)
+            so_far = [p for p in (bound, merged) if p is not None]
+            floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
+            part, keep = m.partial(scorer, view, query, plan, depth, floor)
             merged = part if merged is None else m.merge([merged, part])  # associative
             if kept is not None:
                 kept[view.segment.name] = keep
@@ -407,12 +411,14 @@ class SnapshotSearcher:
             plan = cascade
         parts = []
         seconds: dict[int, float] = {}
+        running: Partial | None = None  # one shard after another: each bounds the next
         for i, shard in enumerate(snapshot.shards):
             t0 = time.perf_counter()
-            part = self.shard_partial(method, shard, query, k, params, plan, kept)
+            part = self.shard_partial(method, shard, query, k, params, plan, kept, running)
             seconds[i] = time.perf_counter() - t0
             if part is not None:
                 parts.append(part)
+                running = part if running is None else m.merge([running, part])
         if not parts:
             sig = f"method:{method}"
             return Ranking(query.qid, [], sig, {}), (0, "eq")
