@@ -92,17 +92,19 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
 
 def _cmd_build_collection(args: argparse.Namespace) -> int:
     from service.collection import build_collection
-    from service.data import read_docs
     from service.index.build import build_params
 
-    if args.docs is None:
-        raise InvalidInputError("--shards builds a document collection: give --docs")
     t0 = time.perf_counter()
+    source = args.docs if args.docs is not None else args.pool
+    pool = args.docs is None  # a sentence pool: token ids kept, as in its index
+    if pool and args.title_weight is not None:
+        raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
     params = build_params(
-        "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj, analysis=args.analysis,
-        title_weight=args.title_weight, limit=args.limit, source_name=args.docs.name,
+        "pool" if pool else "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj,
+        analysis=args.analysis, title_weight=args.title_weight, limit=args.limit,
+        source_name=source.name, keep_tokens=pool,
     )  # fmt: skip
-    docs = read_docs(args.docs)
+    docs = _read_records(source, pool)
     if args.limit is not None:
         docs = islice(docs, args.limit)
     summary = build_collection(
@@ -116,6 +118,16 @@ def _cmd_build_collection(args: argparse.Namespace) -> int:
     }  # fmt: skip
     print(json.dumps(payload, sort_keys=True))
     return 0
+
+
+def _read_records(path: Path, pool: bool) -> Iterator[Any]:
+    """Documents of a JSONL(.gz) file, or the sentences of a pool file (``id<TAB>english``)."""
+    from service.data import read_docs, read_pool
+    from service.records import Doc
+
+    if pool:
+        return (Doc(s.id, "", s.text, "") for s in read_pool(path))
+    return iter(read_docs(path))
 
 
 def _buffer_mb(args: argparse.Namespace) -> float:
@@ -132,7 +144,6 @@ def _docs_progress(docs: Iterable[Any], enabled: bool) -> Iterator[Any]:
 
 def _cmd_docs(args: argparse.Namespace) -> int:
     from service.collection import CollectionWriter, is_collection
-    from service.data import read_docs
 
     if not is_collection(args.index):
         raise InvalidInputError(
@@ -142,7 +153,9 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     with CollectionWriter(args.index, buffer_mb=_buffer_mb(args), workers=args.workers) as writer:
         payload: dict[str, Any] = {"action": args.action}
         if args.action == "add":
-            payload["read"] = writer.add(_docs_progress(read_docs(args.docs), not args.quiet))
+            pool = args.docs is None
+            records = _read_records(args.docs if not pool else args.pool, pool)
+            payload["read"] = writer.add(_docs_progress(records, not args.quiet))
         elif args.action == "delete":
             ids = list(args.ids)
             if args.ids_file is not None:
@@ -709,7 +722,9 @@ def _collection_verbs(verb: VerbAdder) -> None:
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add documents; an id already there is replaced")
-    add.add_argument("--docs", type=Path, required=True, help="documents, JSONL(.gz)")
+    source = add.add_mutually_exclusive_group(required=True)
+    source.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
+    source.add_argument("--pool", type=Path, help="pool sentences, id<TAB>english")
     delete = actions.add_parser("delete", help="delete documents by id")
     delete.add_argument("ids", nargs="*", help="document ids")
     delete.add_argument("--ids-file", type=Path, help="ids to delete, one per line")

@@ -40,7 +40,7 @@ def get_doc_index(resources: Annotated[Resources, Depends(get_resources)]) -> Do
     return resources.doc_index
 
 
-def get_pool_index(resources: Annotated[Resources, Depends(get_resources)]) -> InvertedIndex:
+def get_pool_index(resources: Annotated[Resources, Depends(get_resources)]) -> DocumentIndex:
     if resources.pool_index is None:
         raise NotReadyError(
             "no sentence-pool index is loaded, so there is nothing to suggest from "
@@ -53,4 +53,4 @@ SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 ServiceDep = Annotated[QueryService, Depends(get_service)]
 DocIndexDep = Annotated[DocumentIndex, Depends(get_doc_index)]
-PoolIndexDep = Annotated[InvertedIndex, Depends(get_pool_index)]
+PoolIndexDep = Annotated[DocumentIndex, Depends(get_pool_index)]

@@ -27,7 +27,7 @@ class Resources:
 
     models: dict[str, ModelBundle] = field(default_factory=dict)  # source language -> bundle
     doc_index: InvertedIndex | Collection | None = None  # one index, or a live collection
-    pool_index: InvertedIndex | None = None
+    pool_index: InvertedIndex | Collection | None = None  # one index, or a collection
     missing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -88,5 +88,7 @@ def load_resources(settings: Settings) -> Resources:
         names = ", ".join(str(p) for p in settings.model_bundles)
         res.missing.append(f"model bundle: none of {names} exists")
     res.doc_index = _load_index("document index", settings.doc_indexes, res, collections=True)
-    res.pool_index = _load_index("sentence-pool index", settings.pool_indexes, res)
+    res.pool_index = _load_index(
+        "sentence-pool index", settings.pool_indexes, res, collections=True
+    )
     return res

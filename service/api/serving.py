@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection import Collection
-from service.collection.search import SnapshotSearcher
+from service.collection.search import CollectionScorer, SnapshotSearcher
 
 if TYPE_CHECKING:
     from service.collection.distributed import RaySearcher
@@ -407,14 +407,18 @@ class QueryService:
             return searcher
 
     def scorer(
-        self, method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any
+        self, method: str, index: InvertedIndex | Collection, bundle: ModelBundle, **params: Any
     ) -> Scorer:
-        """A scorer per (method, index, bundle, params), built once and reused."""
+        """A scorer per (method, index, bundle, params), built once and reused (over a
+        collection, one that searches its current commit in this process)."""
         note_request(method=method)
         key = (method, id(index), id(bundle), tuple(sorted(params.items())))
         with self._scorers_lock:
             scorer = self._scorers.get(key)
             if scorer is None:
-                scorer = make_scorer(method, index, bundle, **params)
+                if isinstance(index, Collection):
+                    scorer = CollectionScorer(index, method, bundle=bundle, **params)
+                else:
+                    scorer = make_scorer(method, index, bundle, **params)
                 self._scorers[key] = scorer
             return scorer

@@ -11,7 +11,7 @@ import time
 
 from fastapi import APIRouter
 
-from service.api.deps import PoolIndexDep, ResourcesDep, ServiceDep
+from service.api.deps import DocumentIndex, PoolIndexDep, ResourcesDep, ServiceDep
 from service.api.schemas import (
     FoundBy,
     PoolTranslation,
@@ -20,7 +20,6 @@ from service.api.schemas import (
     SuggestResponse,
 )
 from service.api.serving import QueryService
-from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.explain import explanation_json
 
@@ -28,7 +27,7 @@ router = APIRouter(prefix="/v1", tags=["suggest"])
 
 
 def run_suggest(
-    req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: InvertedIndex
+    req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: DocumentIndex
 ) -> SuggestResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked

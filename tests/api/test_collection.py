@@ -165,3 +165,27 @@ def test_cascade_setting_reaches_bowfd(make_client: MakeClient, coll_path: Path)
         r = client.post("/v1/search", json={"query": QUERY, "lang": "de", "method": "bowfd"})
         assert r.status_code == 200 and "cascade:dt@3" in r.json()["signature"]
         assert len(r.json()["results"]) <= 3  # only DT's top 3 are ranked
+
+
+def test_a_pool_collection_suggests_as_the_pool_index(
+    make_client: MakeClient, pool_index: object, tmp_path: Path
+) -> None:
+    """The sentence pool served as a collection (2 shards): /v1/suggest answers as over the
+    pool index — same sentences, scores, translations and found-by — and a suggested
+    sentence opens by its id."""
+    from service.index.build import BuildParams
+    from service.index.inverted import InvertedIndex
+
+    assert isinstance(pool_index, InvertedIndex)
+    docs = [pool_index.doc(i) for i in range(pool_index.n_docs)]
+    out = tmp_path / "pool-coll"
+    build_collection(docs, out, BuildParams(**pool_index.manifest["build"]), shards=2)
+    single, sharded = make_client(), make_client(pool_indexes=[out])
+    body = {"sentence": "das haus ist groß", "lang": "de", "nbest": 5, "k": 3}
+    one, many = single.post("/v1/suggest", json=body), sharded.post("/v1/suggest", json=body)
+    assert one.status_code == many.status_code == 200, many.text
+    keep = ("results", "translations", "signature")
+    assert {k: many.json()[k] for k in keep} == {k: one.json()[k] for k in keep}
+    assert many.json()["results"], "the pool has a matching sentence"
+    first = many.json()["results"][0]
+    assert sharded.get(f"/v1/documents/{first['id']}").json()["text"] == first["text"]

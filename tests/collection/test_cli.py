@@ -93,3 +93,30 @@ def test_eval_and_run_over_a_collection_equal_the_index(
     for method in ("dt", "bowfd"):
         a = (tmp_path / f"idx-{method}.run").read_text()
         assert a == (tmp_path / f"coll-{method}.run").read_text() and a
+
+
+def test_a_pool_collection_from_the_command(
+    tmp_path: Path, toy_bundle: ModelBundle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pool FILE --shards S`` builds a sentence pool as a collection (token ids kept, no
+    analysis, as the pool index), ``docs add --pool`` adds sentences, and its manifest's build
+    parameters are the pool index's."""
+    from service.collection.manifest import read_commit
+    from service.index import build_pool_index
+    from service.index.inverted import InvertedIndex
+
+    rows = [("p1", "the house is big"), ("p2", "a red car"), ("p3", "the old book is small")]
+    (tmp_path / "pool.tsv").write_text("".join(f"{i}\t{t}\n" for i, t in rows[:2]))
+    (tmp_path / "more.tsv").write_text(f"{rows[2][0]}\t{rows[2][1]}\n")
+    coll = tmp_path / "pool"
+    code, out, _ = run(capsys, "build-index", "--pool", str(tmp_path / "pool.tsv"), "--out",
+                       str(coll), "--shards", "2", "--quiet")  # fmt: skip
+    assert code == 0 and json.loads(out)["n_docs"] == 2
+    code, out, _ = run(capsys, "docs", "add", "--index", str(coll), "--pool",
+                       str(tmp_path / "more.tsv"), "--quiet")  # fmt: skip
+    assert code == 0 and json.loads(out)["n_docs"] == 3
+    build_pool_index(tmp_path / "pool.tsv", tmp_path / "idx")
+    want = InvertedIndex.load(tmp_path / "idx").manifest["build"]
+    got = read_commit(coll).build
+    same = ("kind", "keep_tokens", "analysis", "title_weight", "tokenizer", "k1", "b", "rsj")
+    assert {k: got[k] for k in same} == {k: want[k] for k in same}
