@@ -189,9 +189,9 @@ def test_failed_add_changes_nothing(tmp_path: Path) -> None:
     assert Collection(path).snapshot.n_docs == 30
     # an id twice in one add, its first copy already written as a segment: also refused
     twice = corpus(40, 7, prefix="t")
-    with pytest.raises(InvalidInputError, match="'t3' occurs more than once"):
-        with CollectionWriter(path, buffer_mb=0.001) as w:
-            w.add([*twice, twice[3]])
+    refused = pytest.raises(InvalidInputError, match="'t3' occurs more than once")
+    with refused, CollectionWriter(path, buffer_mb=0.001) as w:
+        w.add([*twice, twice[3]])
     assert (path / "collection.json").read_bytes() == before
     assert sorted(p.name for p in (path / "segments").iterdir()) == segments
 
