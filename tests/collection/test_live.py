@@ -354,9 +354,9 @@ def test_replacing_and_deleting_within_one_writer_across_buffers(
         summary = w.commit()
     assert (summary.n_docs, summary.added, summary.deleted) == (58, 84, 2)
     kept = [d for d in first if d.id not in {f"d{i}" for i in range(10, 30)} | {"d40"}]
-    left = kept + [d for d in again[10:20] + again[25:30]] + [
-        d for d in again[20:25] if d.id != "d22"
-    ]
+    left = (
+        kept + [d for d in again[10:20] + again[25:30]] + [d for d in again[20:25] if d.id != "d22"]
+    )
     coll = Collection(path)
     assert coll.doc("d12").text == again[12].text and coll.doc("d21").text == again[21].text
     assert_same_rankings(coll, reference(left, tmp_path / "r"), toy_bundle, queries)
