@@ -299,15 +299,23 @@ class InvertedIndex:
         """Answer :meth:`collection_df` with ``lookup`` (a segment's collection)."""
         self._df_lookup = lookup
 
-    def postings(self, term_id: int) -> Postings:
+    def postings(self, term_id: int, among: npt.NDArray[np.integer[Any]] | None = None) -> Postings:
         """The postings of ``term_id`` (empty for terms dropped by the rsj policy; without the
-        deleted documents of a segment)."""
+        deleted documents of a segment); with ``among`` (ascending document numbers), only
+        those documents' postings, found by binary search: a cascade's few documents cost
+        their own lookups, not a pass over the term's postings."""
         if not 0 <= term_id < self.n_terms:
             raise InvalidInputError(f"term id {term_id} not in [0, {self.n_terms})")
         start, end = int(self._post_offsets[term_id]), int(self._post_offsets[term_id + 1])
         docs, tfs = self._post_docs[start:end], self._post_tf[start:end]
+        sel = None
+        if among is not None:
+            pos = np.minimum(np.searchsorted(docs, among), max(len(docs) - 1, 0))
+            sel = pos[docs[pos] == among] if len(docs) else pos[:0]
+            docs, tfs = docs[sel], tfs[sel]
         if self._post_weight is not None:
-            return Postings(docs, tfs, self._post_weight[start:end])
+            weights = self._post_weight[start:end]
+            return Postings(docs, tfs, weights if sel is None else weights[sel])
         if self.live is not None:
             keep = self.live[docs]
             docs, tfs = docs[keep], tfs[keep]

@@ -218,3 +218,21 @@ def test_negative_rsj_policies(seven_docs: Path, tmp_path: Path, policy: str) ->
     ranked = sorted(expected, key=lambda d: (-expected[d], d))
     assert hits.docs.tolist() == ranked
     np.testing.assert_allclose(hits.scores, [expected[d] for d in ranked], rtol=1e-6)
+
+
+def test_postings_among_documents_equal_the_filtered_postings(
+    eight: tuple[InvertedIndex, BM25Okapi],
+) -> None:
+    """``postings(t, among)`` (binary search) keeps exactly the full postings' rows of those
+    documents, weights included: a cascade's candidates cost their own lookups."""
+    index, _ = eight
+    rng = np.random.default_rng(3)
+    for t in range(index.n_terms):
+        full = index.postings(t)
+        for size in (0, 1, 3, index.n_docs):
+            among = np.sort(rng.choice(index.n_docs, size=size, replace=False)).astype(np.int32)
+            got = index.postings(t, among)
+            keep = np.isin(full.docs, among)
+            assert got.docs.tolist() == full.docs[keep].tolist()
+            assert got.tfs.tolist() == full.tfs[keep].tolist()
+            assert got.weights.tolist() == full.weights[keep].tolist()

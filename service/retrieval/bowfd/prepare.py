@@ -288,15 +288,8 @@ def _candidates(
     if n == 0:
         return (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))  # fmt: skip
-    postings = [index.postings(int(t)) for t in term_ids]
-    if restrict is not None:
-        allowed = np.zeros(index.n_docs, dtype=np.bool_)
-        allowed[restrict] = True
-        masks = [allowed[p.docs] for p in postings]
-        postings = [
-            p._replace(docs=p.docs[m], tfs=p.tfs[m], weights=p.weights[m])
-            for p, m in zip(postings, masks, strict=True)
-        ]
+    among = None if restrict is None else np.sort(restrict)
+    postings = [index.postings(int(t), among) for t in term_ids]
     all_docs = np.concatenate([p.docs for p in postings])
     all_w = np.concatenate([p.weights for p in postings]).astype(np.float64)
     lengths = np.array([len(p.docs) for p in postings], dtype=np.int64)
