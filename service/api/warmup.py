@@ -20,6 +20,7 @@ from service.api.metrics import UncountedMetrics
 from service.api.resources import Resources
 from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
+from service.collection import Collection
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import document_methods
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # a short query per language: a word the demo and the full models know
 WARM_UP_TEXT = {"de": "Tabelle sortieren", "zh": "排序表格"}
+# how long readiness waits for Ray shard workers to start (each loads the model bundle)
+RAY_WORKERS_START_S = 300.0
 
 
 def warm_up(service: QueryService, resources: Resources, settings: Settings) -> dict[str, float]:
@@ -63,6 +66,8 @@ def _run(
                 run_translate, TranslateRequest(query=text, lang=lang, nbest=5), service, bundle
             ),
         }
+        if settings.search_backend == "ray" and isinstance(resources.doc_index, Collection):
+            parts["ray-workers"] = partial(_start_ray_workers, service, resources.doc_index, bundle)
         if resources.doc_index is not None:
             for method in document_methods():
                 req = SearchRequest(query=text, lang=lang, method=method, k=10, explain=True)
@@ -79,6 +84,16 @@ def _run(
             except ClirError as exc:  # a broken part is reported by its requests, not here
                 log.warning("warm-up %s/%s failed: %s", lang, name, exc)
             seconds[f"{lang}/{name}"] = time.perf_counter() - t0
+
+
+def _start_ray_workers(service: QueryService, coll: Collection, bundle: ModelBundle) -> None:
+    """Start the shard workers and wait until they answer (or the start timeout), so that
+    the first searches are not degraded by workers still loading."""
+    down = [
+        s for s in service.ray_searcher(coll, bundle).status(RAY_WORKERS_START_S) if not s["up"]
+    ]
+    if down:
+        log.warning("shard workers not up after warm-up: %s", down)
 
 
 def _decode(service: QueryService, bundle: ModelBundle) -> None:

@@ -53,7 +53,7 @@ class DirectTranslation(Scorer):
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         """The 1-best translation's tokens (the ranking's, not decoded again)."""
-        return set(_translation_tokens(ranking))
+        return set(_translation_tokens(ranking, query))
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25
@@ -61,11 +61,14 @@ class DirectTranslation(Scorer):
         n = len(ranking.hits)
         if n < depth:
             return n, "eq"
-        ids = self.index.term_ids(_translation_tokens(ranking))
+        ids = self.index.term_ids(_translation_tokens(ranking, query))
         return max(n, len(self.index.docs_containing_any(ids))), "eq"
 
 
-def _translation_tokens(ranking: Ranking) -> list[str]:
+def _translation_tokens(ranking: Ranking, query: DecodedQuery) -> list[str]:
     """The tokens of the 1-best translation a DT ranking searched with (its ``info``; tokens
-    hold no spaces)."""
-    return str(ranking.info["translation"]).split()
+    hold no spaces), or of the query's 1-best when the ranking has none (a sharded search
+    that no shard answered)."""
+    if "translation" in ranking.info:
+        return str(ranking.info["translation"]).split()
+    return [t for sentence in one_best(query) for t in sentence]

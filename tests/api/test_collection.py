@@ -156,6 +156,16 @@ def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
     assert body["degraded"] is True and "shard 0" in body["degraded_reason"]
     metrics = fanned.get("/metrics").text
     assert "clir_degraded_responses_total" in metrics
+    # every shard gone at once (as when the workers are still starting): no results, a
+    # reason, never a 5xx — for each method
+    for method in ("dt", "psq", "bowfd"):
+        for actor in searcher.actors:
+            ray.kill(actor, no_restart=True)
+        r = fanned.post("/v1/search", json={"query": QUERY, "lang": "de", "method": method})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["degraded"] is True and body["results"] == []
+        assert "shard 0" in body["degraded_reason"] and "shard 1" in body["degraded_reason"]
 
 
 def test_cascade_setting_reaches_bowfd(make_client: MakeClient, coll_path: Path) -> None:
