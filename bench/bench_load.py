@@ -238,6 +238,7 @@ class Sample:
     seconds: float
     retry_after: bool
     cached: bool | None
+    degraded: bool = False  # answered from only some shards of a collection
 
 
 async def run_phase(
@@ -261,12 +262,12 @@ async def run_phase(
                     r = await http.post(path, json=body)
                     status = r.status_code
                     retry = "retry-after" in r.headers
-                    cached = r.json().get("cached") if status == 200 else None
+                    answer = r.json() if status == 200 else {}
+                    cached, degraded = answer.get("cached"), bool(answer.get("degraded"))
                 except httpx2.TransportError:
-                    status, retry, cached = 0, False, None
-                samples.append(
-                    Sample(endpoint, repeated, status, time.perf_counter() - t0, retry, cached)
-                )
+                    status, retry, cached, degraded = 0, False, None, False
+                seconds = time.perf_counter() - t0
+                samples.append(Sample(endpoint, repeated, status, seconds, retry, cached, degraded))
 
         await asyncio.gather(*(client() for _ in range(clients)))
     return samples, time.perf_counter() - start
@@ -312,6 +313,7 @@ def summarise(samples: list[Sample], elapsed: float, clients: int) -> dict[str, 
         "status": dict(sorted(status.items())),
         "errors_5xx": sum(1 for s in samples if s.status >= 500),
         "transport_errors": sum(1 for s in samples if s.status == 0),
+        "degraded": sum(1 for s in samples if s.degraded),
         "all_ok": latency_stats([s.seconds for s in samples if s.status == 200]),
         "endpoints": by_endpoint,
     }

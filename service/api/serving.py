@@ -388,6 +388,7 @@ class QueryService:
                     collection, bundle, address=self.settings.ray_address,
                     timeout_s=self.settings.search_shard_timeout_s,
                     state_root=self.settings.weights_state_dir,
+                    concurrency=self.settings.max_concurrency,
                 )  # fmt: skip
             return searcher
 

@@ -116,7 +116,10 @@ class RaySearcher:
         address: str | None = None,
         timeout_s: float = 10.0,
         state_root: str | Path | None = None,
+        concurrency: int = 8,
     ) -> None:
+        """``concurrency``: searches a shard worker runs at once, in its threads (one at a
+        time would queue a cheap DT search behind a paragraph's BOW-FD, past the timeout)."""
         self.ray = import_extra("ray", "ray", "searching a collection on Ray")
         self.collection = collection
         self.bundle = bundle
@@ -127,7 +130,9 @@ class RaySearcher:
                 self.ray.init(address=address, log_to_driver=False)
             else:
                 self.ray.init(include_dashboard=False, log_to_driver=False)
-        self._remote = self.ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)(ShardWorker)
+        self._remote = self.ray.remote(
+            num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=concurrency
+        )(ShardWorker)
         self._args = (
             str(collection.path),
             str(bundle.path) if bundle is not None else None,
