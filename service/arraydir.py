@@ -172,6 +172,29 @@ def write_array_dir(
 # --- reading ------------------------------------------------------------------------------
 
 
+def read_json_manifest(
+    file: Path, *, what: str, format_name: str, version_key: str, version: int, hint: str
+) -> dict[str, Any]:
+    """The JSON manifest ``file`` of a ``what``, checked to be a ``format_name`` manifest of
+    ``version`` (under ``version_key``)."""
+    if not file.is_file():
+        raise MissingResourceError(
+            f"{file}: missing; {file.parent} is not a complete {what}; {hint}"
+        )
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataFormatError(file, None, f"not valid JSON ({exc}); {hint}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != format_name:
+        raise DataFormatError(file, None, f"not a {format_name} manifest; {hint}")
+    found = manifest.get(version_key)
+    if found != version:
+        raise DataFormatError(
+            file, None, f"{what} format version {found!r}, this code reads {version}; {hint}"
+        )
+    return manifest
+
+
 def read_manifest(
     path: str | Path,
     *,
@@ -189,19 +212,10 @@ def read_manifest(
     file = path / MANIFEST
     if not path.is_dir():
         raise MissingResourceError(f"{path}: no {what} directory here; {hint}")
-    if not file.is_file():
-        raise MissingResourceError(f"{file}: missing; {path} is not a complete {what}; {hint}")
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(file, None, f"not valid JSON ({exc}); {hint}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != format_name:
-        raise DataFormatError(file, None, f"not a {format_name} manifest; {hint}")
-    found = manifest.get(version_key)
-    if found != version:
-        raise DataFormatError(
-            file, None, f"{what} format version {found!r}, this code reads {version}; {hint}"
-        )
+    manifest = read_json_manifest(
+        file, what=what, format_name=format_name, version_key=version_key, version=version,
+        hint=hint,
+    )  # fmt: skip
     if not isinstance(manifest.get("arrays"), dict):
         raise DataFormatError(file, None, f"manifest has no array table; {hint}")
     for key in required:

@@ -23,16 +23,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from service.collection.reader import Collection, Snapshot
-from service.collection.search import Partial, SnapshotSearcher, cascade_plan, get_method
+from service.collection.search import (
+    Partial,
+    SnapshotSearcher,
+    final_ranking,
+    get_method,
+    search_plan,
+)
 from service.extras import import_extra
 from service.mt.bundle import ModelBundle, load_bundle
-from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation
+from service.retrieval.base import DecodedQuery, Ranking, Relation
 from service.retrieval.explain import Explanation
 
 log = logging.getLogger(__name__)
@@ -222,7 +228,6 @@ class RaySearcher:
         params = dict(params or {})
         m = get_method(method)
         scorer = self.local.any_scorer(snapshot, method, params)
-        plan = m.plan(scorer, query) if scorer is not None else None
         first_failed: list[str] = []
 
         def first_stage(name: str, depth: int) -> Ranking:
@@ -230,8 +235,7 @@ class RaySearcher:
             first_failed.extend(failed)
             return ranking
 
-        if (cascade := cascade_plan(scorer, first_stage)) is not None:
-            plan = cascade
+        plan = search_plan(method, scorer, query, first_stage)
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan)
             if len({a.generation for a in answers}) <= 1:
@@ -248,26 +252,14 @@ class RaySearcher:
             failed += [f for f in more if f not in failed]
             for a in again:
                 explained.update(a.explained)
-        ids = final.ids or tuple(self._ids(snapshot, final.seqs.tolist()))
-        hits = [
-            Hit(int(seq), doc_id, float(score), explained.get(int(seq)))
-            for seq, doc_id, score in zip(final.seqs.tolist(), ids, final.scores.tolist(),
-                                          strict=True)
-        ]  # fmt: skip
         seconds = {
             a.shard: float(a.partial.info.get("seconds", 0.0))
             for a in answers
             if a.partial is not None
         }
-        info = {**final.info, "shards": len(answers), "shard_seconds": seconds}
-        return Ranking(query.qid, hits, signature, info), (final.retrieved, final.relation), failed
-
-    def _ids(self, snapshot: Snapshot, seqs: Sequence[int]) -> list[str]:
-        out = []
-        for seq in seqs:
-            view, docno = snapshot.locate_seq(seq)
-            out.append(view.index.doc_id(docno))
-        return out
+        info = {"shards": len(answers), "shard_seconds": seconds}
+        ranking = final_ranking(snapshot, query, final, signature, info, explained)
+        return ranking, (final.retrieved, final.relation), failed
 
     def close(self) -> None:
         for a in self.actors:

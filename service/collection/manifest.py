@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.arraydir import fsync_dir, write_file
-from service.errors import DataFormatError, MissingResourceError
+from service.arraydir import fsync_dir, read_json_manifest, write_file
+from service.errors import DataFormatError
 
 FORMAT_NAME = "clir-collection"
 FORMAT_VERSION = 1
@@ -84,19 +84,10 @@ def is_collection(path: str | Path) -> bool:
 def read_commit(path: Path) -> CommitManifest:
     """The current commit of the collection at ``path``."""
     file = path / MANIFEST
-    if not file.is_file():
-        raise MissingResourceError(f"{file}: missing; {path} is not a collection; {_HINT}")
-    try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(file, None, f"not valid JSON ({exc}); {_HINT}") from exc
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
-        raise DataFormatError(file, None, f"not a {FORMAT_NAME} manifest; {_HINT}")
-    if raw.get("format_version") != FORMAT_VERSION:
-        raise DataFormatError(
-            file, None, f"format version {raw.get('format_version')!r}, this code reads "
-            f"{FORMAT_VERSION}; {_HINT}",
-        )  # fmt: skip
+    raw = read_json_manifest(
+        file, what="collection", format_name=FORMAT_NAME, version_key="format_version",
+        version=FORMAT_VERSION, hint=_HINT,
+    )  # fmt: skip
     try:
         fields = {k: v for k, v in raw.items() if k not in ("format", "format_version")}
         fields["segments"] = tuple(SegmentEntry(**s) for s in fields["segments"])

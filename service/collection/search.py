@@ -308,15 +308,39 @@ class TrMethod(Method):
         return final.explanations[seqs.index(int(view.seq[docno]))]
 
 
-def cascade_plan(
-    scorer: Scorer | None, first_stage: Callable[[str, int], Ranking]
-) -> npt.NDArray[np.int64] | None:
-    """For BOW-FD with a cascade, the sequence numbers of the collection's first-stage top
-    documents (``first_stage(method, depth)`` ranks the whole collection), else None."""
-    if not isinstance(scorer, BowFdScorer) or scorer.cascade is None:
-        return None
-    ranking = first_stage(scorer.first_stage, scorer.cascade)
-    return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int64))
+def search_plan(
+    method: str,
+    scorer: Scorer | None,
+    query: DecodedQuery,
+    first_stage: Callable[[str, int], Ranking],
+) -> Any:
+    """What every segment reads of the query, planned once: the method's plan, or for
+    BOW-FD with a cascade the sequence numbers of the collection's first-stage top documents
+    (``first_stage(method, depth)`` ranks the whole collection). ``scorer``: any segment's
+    scorer of the method (None: an empty collection)."""
+    if isinstance(scorer, BowFdScorer) and scorer.cascade is not None:
+        ranking = first_stage(scorer.first_stage, scorer.cascade)
+        return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int64))
+    return get_method(method).plan(scorer, query) if scorer is not None else None
+
+
+def final_ranking(
+    snapshot: Snapshot,
+    query: DecodedQuery,
+    final: Partial,
+    signature: str,
+    info: dict[str, Any],
+    explained: Mapping[int, Explanation | None],
+) -> Ranking:
+    """The ranking of a collection's merged and finished partial (documents by sequence
+    number; their ids looked up where the partial has none)."""
+    seqs: list[int] = final.seqs.tolist()
+    ids = final.ids or tuple(_id_of(snapshot, s) for s in seqs)
+    hits = [
+        Hit(seq, doc_id, float(score), explained.get(seq))
+        for seq, doc_id, score in zip(seqs, ids, final.scores.tolist(), strict=True)
+    ]
+    return Ranking(query.qid, hits, signature, {**final.info, **info})
 
 
 METHODS: dict[str, Method] = {
@@ -400,15 +424,12 @@ class SnapshotSearcher:
         params = dict(params or {})
         m = get_method(method)
         kept: dict[str, Any] = {}
-        views = snapshot.views()
-        lead = self.scorer(method, views[0], params) if views else None
-        plan = m.plan(lead, query) if lead is not None else None
+        lead = self.any_scorer(snapshot, method, params)
 
         def first_stage(name: str, depth: int) -> Ranking:
             return self.rank(snapshot, name, query, depth)[0]
 
-        if (cascade := cascade_plan(lead, first_stage)) is not None:
-            plan = cascade
+        plan = search_plan(method, lead, query, first_stage)
         parts = []
         seconds: dict[int, float] = {}
         running: Partial | None = None  # one shard after another: each bounds the next
@@ -420,24 +441,18 @@ class SnapshotSearcher:
                 parts.append(part)
                 running = part if running is None else m.merge([running, part])
         if not parts:
-            sig = f"method:{method}"
-            return Ranking(query.qid, [], sig, {}), (0, "eq")
+            return Ranking(query.qid, [], f"method:{method}", {}), (0, "eq")
         final = m.finish(m.merge(parts), k)
-        ids = final.ids
-        if not ids:
-            ids = tuple(_id_of(snapshot, int(s)) for s in final.seqs.tolist())
-        hits = []
-        for seq, doc_id, score in zip(final.seqs.tolist(), ids, final.scores.tolist(), strict=True):
-            expl = None
-            if explain:
-                view, docno = snapshot.locate_seq(seq)
-                scorer = self.scorer(method, view, params)
-                expl = m.explain(scorer, kept[view.segment.name], docno, final, view)
-            hits.append(Hit(int(seq), doc_id, float(score), expl))
+        explained: dict[int, Explanation | None] = {}
+        for seq in final.seqs.tolist() if explain else ():
+            view, docno = snapshot.locate_seq(seq)
+            scorer = self.scorer(method, view, params)
+            explained[seq] = m.explain(scorer, kept[view.segment.name], docno, final, view)
         assert lead is not None  # views exist: parts came from them
-        signature = lead.signature(query)
-        info = {**final.info, "shard_seconds": seconds}
-        return Ranking(query.qid, hits, signature, info), (final.retrieved, final.relation)
+        ranking = final_ranking(
+            snapshot, query, final, lead.signature(query), {"shard_seconds": seconds}, explained
+        )
+        return ranking, (final.retrieved, final.relation)
 
 
 def _id_of(snapshot: Snapshot, seq: int) -> str:

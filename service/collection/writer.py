@@ -205,9 +205,12 @@ class CollectionWriter:
     def _tombstones(self, entry: SegmentEntry) -> set[int]:
         return self._committed_tombstones(entry) | self._deleted.get(entry.name, set())
 
-    def _is_deleted(self, entry: SegmentEntry, docno: int) -> bool:
-        return docno in self._deleted.get(entry.name, ()) or docno in (
-            self._committed_tombstones(entry)
+    def _is_deleted(self, name: str, docno: int) -> bool:
+        """Whether document ``docno`` of segment ``name`` (written, or being indexed) is
+        deleted, by this writer or by a commit."""
+        entry = self._entries.get(name)
+        return docno in self._deleted.get(name, ()) or (
+            entry is not None and docno in self._committed_tombstones(entry)
         )
 
     def _written(
@@ -215,21 +218,15 @@ class CollectionWriter:
     ) -> list[tuple[str, int]]:
         """The segment and document number of each of ``ids`` (of ``shard``) that is live in
         a written segment, or in one being indexed by a worker process."""
-        found: list[tuple[str, int]] = []
-        tables: list[tuple[str, IdTable, SegmentEntry | None]] = [
-            (e.name, self.segment(e.name).ids, e)
-            for e in self._entries.values()
-            if e.shard == shard
+        tables = [(e.name, self.segment(e.name).ids) for e in self._entries.values()
+                  if e.shard == shard]  # fmt: skip
+        tables += [(name, t) for name, (sh, t) in self._pending.items() if sh == shard]
+        return [
+            (name, docno)
+            for name, table in tables
+            for _, docno in table.find(ids, hashes)
+            if not self._is_deleted(name, docno)
         ]
-        tables += [(name, t, None) for name, (sh, t) in self._pending.items() if sh == shard]
-        for name, table, entry in tables:
-            for _, docno in table.find(ids, hashes):
-                gone = docno in self._deleted.get(name, ()) or (
-                    entry is not None and docno in self._committed_tombstones(entry)
-                )
-                if not gone:
-                    found.append((name, docno))
-        return found
 
     # --- changes ------------------------------------------------------------------------------
 

@@ -52,8 +52,8 @@ class DirectTranslation(Scorer):
         return out, info
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
-        """The 1-best translation's tokens (the ranking's, not decoded again)."""
-        return set(_translation_tokens(ranking, query))
+        """The 1-best translation's tokens."""
+        return set(_translation_tokens(query))
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25
@@ -61,14 +61,11 @@ class DirectTranslation(Scorer):
         n = len(ranking.hits)
         if n < depth:
             return n, "eq"
-        ids = self.index.term_ids(_translation_tokens(ranking, query))
+        ids = self.index.term_ids(_translation_tokens(query))
         return max(n, len(self.index.docs_containing_any(ids))), "eq"
 
 
-def _translation_tokens(ranking: Ranking, query: DecodedQuery) -> list[str]:
-    """The tokens of the 1-best translation a DT ranking searched with (its ``info``; tokens
-    hold no spaces), or of the query's 1-best when the ranking has none (a sharded search
-    that no shard answered)."""
-    if "translation" in ranking.info:
-        return str(ranking.info["translation"]).split()
+def _translation_tokens(query: DecodedQuery) -> list[str]:
+    """The tokens of the 1-best translation DT searches with (read from the query, not from
+    a ranking: a sharded search that no shard answered has no ranking to read it from)."""
     return [t for sentence in one_best(query) for t in sentence]
