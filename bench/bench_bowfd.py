@@ -150,7 +150,7 @@ def main() -> None:
         per_term = {ir_term_feature(index.term(int(t))): 0.25 for p in preps for t in p.terms}
         t0 = time.perf_counter()
         for p in preps:
-            rank_sentence(with_term_weights(p, index, per_term), V, K)
+            rank_sentence(with_term_weights(p, per_term), V, K)
         sweep["per_term_weights"].append(time.perf_counter() - t0)
         info = ranking.info
         row = {

@@ -79,15 +79,19 @@ class ShardWorker:
         params: Mapping[str, Any],
         plan: Any,
         explain_final: Partial | None = None,
+        count: bool = True,
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
-        ``explain_final`` this shard holds)."""
+        ``explain_final`` this shard holds); ``count``: see
+        :meth:`~service.collection.search.Method.partial`."""
         t0 = time.perf_counter()
         self.collection.refresh()
         snap = self.collection.snapshot
         kept: dict[str, Any] = {}
         views = snap.shards[self.shard]
-        part = self.searcher.shard_partial(method, views, query, depth, params, plan, kept)
+        part = self.searcher.shard_partial(
+            method, views, query, depth, params, plan, kept, count=count
+        )
         if part is not None:
             part = replace(part, info={**part.info, "seconds": time.perf_counter() - t0})
         explained: dict[int, Explanation | None] = {}
@@ -200,10 +204,11 @@ class RaySearcher:
         params: Mapping[str, Any],
         plan: Any,
         final: Partial | None = None,
+        count: bool = True,
     ) -> tuple[list[ShardAnswer], list[str]]:
         # put once: every shard reads the same copy (the forests' arrays, ~2 MB a paragraph)
         q, pl = self.ray.put(query), self.ray.put(plan)
-        refs = [a.partial.remote(method, q, depth, params, pl, final) for a in self.actors]
+        refs = [a.partial.remote(method, q, depth, params, pl, final, count) for a in self.actors]
         answers: list[ShardAnswer] = []
         failed: list[str] = []
         for shard, value, error in self._gather(refs):
@@ -222,22 +227,24 @@ class RaySearcher:
         *,
         explain: bool = False,
         params: Mapping[str, Any] | None = None,
+        count: bool = True,
     ) -> tuple[Ranking, tuple[int, Relation], list[str]]:
-        """The top ``k`` over every shard that answered, how many documents were retrieved,
-        and the shards that did not answer (the answer is then degraded)."""
+        """The top ``k`` over every shard that answered, how many documents were retrieved
+        (``count``: beyond ``k`` too), and the shards that did not answer (the answer is then
+        degraded)."""
         params = dict(params or {})
         m = get_method(method)
         scorer = self.local.any_scorer(snapshot, method, params)
         first_failed: list[str] = []
 
         def first_stage(name: str, depth: int) -> Ranking:
-            ranking, _, failed = self.rank(snapshot, name, query, depth)
+            ranking, _, failed = self.rank(snapshot, name, query, depth, count=False)
             first_failed.extend(failed)
             return ranking
 
         plan = search_plan(method, scorer, query, first_stage)
         for _attempt in range(2):
-            answers, failed = self._ask(method, query, k, params, plan)
+            answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:
                 break
         failed = first_failed + [f for f in failed if f not in first_failed]

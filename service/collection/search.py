@@ -39,6 +39,7 @@ from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
+from service.retrieval.bowfd.prepare import PreparedForest
 from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.explain import Explanation, TrExplanation
@@ -80,6 +81,14 @@ class Method:
         """What every segment's :meth:`partial` reads of the query (default: nothing)."""
         return None
 
+    def segments_plan(
+        self, scorer: Scorer, views: Sequence[SegmentView], query: DecodedQuery, plan: Any
+    ) -> Any:
+        """``plan`` with what the segments ``views`` share beyond it, done once for them in
+        the process that searches them (default: nothing more). Given its own result, it
+        returns it unchanged."""
+        return plan
+
     def ranking(
         self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
     ) -> Ranking:
@@ -94,12 +103,17 @@ class Method:
         plan: Any,
         depth: int,
         bound: Partial | None = None,
+        count: bool = True,
     ) -> tuple[Partial, Any]:
         """The partial of one segment, and what :meth:`explain` needs later (kept by the
         caller, never merged). ``bound``: the merged partial of the segments ranked before
-        (a method may skip what cannot enter it; BOW-FD does)."""
+        (a method may skip what cannot enter it; BOW-FD does). ``count``: whether to count the
+        documents retrieved beyond ``depth`` (a cascade's first stage does not need it)."""
         ranking = self.ranking(scorer, query, plan, depth, False)
-        n, relation = scorer.retrieved(ranking, depth, query)
+        if count:
+            n, relation = scorer.retrieved(ranking, depth, query)
+        else:
+            n, relation = len(ranking.hits), "eq" if len(ranking.hits) < depth else "gte"
         docs = np.asarray([h.docno for h in ranking.hits], dtype=np.int64)
         part = Partial(
             seqs=view.seq[docs].astype(np.int64),
@@ -162,8 +176,51 @@ class PsqMethod(Method):
         return Ranking(query.qid, hits, scorer.signature(query), info)
 
 
+class SegmentsWeighting:
+    """Which words are weighted index terms of a collection's segments (see
+    :class:`~service.retrieval.bowfd.prepare.TermWeighting`): every segment scores with the
+    collection's statistics, so a term's rsj is the same in each segment holding it."""
+
+    def __init__(self, views: Sequence[SegmentView]) -> None:
+        self.views = views
+        self._known: dict[str, str | None] = {}
+
+    def weighted_term(self, token: str) -> str | None:
+        if token in self._known:
+            return self._known[token]
+        out = None
+        term = self.views[0].index.analyzer.term(token) if self.views else None
+        if term is not None:
+            for view in self.views:
+                tid = view.index.vocab.id(term)
+                if tid is not None:
+                    out = term if view.index.rsj[tid] != 0 else None
+                    break
+        self._known[token] = out
+        return out
+
+
+@dataclass(frozen=True)
+class BowFdPlan:
+    """What the segments of a BOW-FD search share: a cascade's first-stage documents (by
+    sequence number; None: every candidate) and each sentence's prepared forest, prepared
+    once for all the segments a process searches rather than once per segment."""
+
+    docs: Int64Array | None
+    forests: tuple[PreparedForest, ...]
+
+
 class BowFdMethod(Method):
     """BOW-FD: each sentence's list merged, combined at the end."""
+
+    def segments_plan(
+        self, scorer: Scorer, views: Sequence[SegmentView], query: DecodedQuery, plan: Any
+    ) -> Any:
+        if isinstance(plan, BowFdPlan):
+            return plan
+        assert isinstance(scorer, BowFdScorer)
+        forests = scorer.prepare_forests(query, SegmentsWeighting(views))
+        return BowFdPlan(plan, tuple(forests))
 
     def partial(
         self,
@@ -173,13 +230,15 @@ class BowFdMethod(Method):
         plan: Any,
         depth: int,
         bound: Partial | None = None,
+        count: bool = True,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, BowFdScorer)
+        plan = self.segments_plan(scorer, [view], query, plan)
         v = scorer.v_for(query.weights)
         restrict = None  # a cascade: the collection's first-stage documents held here
-        if plan is not None:
-            restrict = np.flatnonzero(np.isin(view.seq, plan)).astype(np.int32)
-        preps = scorer.prepare(query, restrict)
+        if plan.docs is not None:
+            restrict = np.flatnonzero(np.isin(view.seq, plan.docs)).astype(np.int32)
+        preps = scorer.prepare(query, restrict, plan.forests)
         sdepth = scorer.sentence_depth(len(preps), depth)
         floors = None
         if bound is not None and bound.sentences:  # the K'-th best so far, per sentence
@@ -263,6 +322,7 @@ class TrMethod(Method):
         plan: Any,
         depth: int,
         bound: Partial | None = None,
+        count: bool = True,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, TranslationRetrieval)
         lists = scorer.candidate_lists(plan)
@@ -394,17 +454,21 @@ class SnapshotSearcher:
         plan: Any,
         kept: dict[str, Any] | None = None,
         bound: Partial | None = None,
+        count: bool = True,
     ) -> Partial | None:
         """The partial of a shard (its segments), or None for an empty shard. ``bound``: the
-        merged partial of shards searched before (BOW-FD starts from its K'-th best)."""
+        merged partial of shards searched before (BOW-FD starts from its K'-th best);
+        ``count``: see :meth:`Method.partial`."""
         m = get_method(method)
         merged: Partial | None = None
+        if views:
+            plan = m.segments_plan(self.scorer(method, views[0], params), views, query, plan)
         # the largest segment first: its top lists bound the others' most
         for view in sorted(views, key=lambda v: -v.index.n_docs):
             scorer = self.scorer(method, view, params)
             so_far = [p for p in (bound, merged) if p is not None]
             floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
-            part, keep = m.partial(scorer, view, query, plan, depth, floor)
+            part, keep = m.partial(scorer, view, query, plan, depth, floor, count)
             merged = part if merged is None else m.merge([merged, part])  # associative
             if kept is not None:
                 kept[view.segment.name] = keep
@@ -419,23 +483,27 @@ class SnapshotSearcher:
         *,
         explain: bool = False,
         params: Mapping[str, Any] | None = None,
+        count: bool = True,
     ) -> tuple[Ranking, tuple[int, Relation]]:
-        """The top ``k`` of the collection, and how many documents the method retrieved."""
+        """The top ``k`` of the collection, and how many documents the method retrieved
+        (``count``: beyond ``k`` too; else a lower bound)."""
         params = dict(params or {})
         m = get_method(method)
         kept: dict[str, Any] = {}
         lead = self.any_scorer(snapshot, method, params)
 
         def first_stage(name: str, depth: int) -> Ranking:
-            return self.rank(snapshot, name, query, depth)[0]
+            return self.rank(snapshot, name, query, depth, count=False)[0]
 
         plan = search_plan(method, lead, query, first_stage)
+        if lead is not None:  # once for every shard of this process
+            plan = m.segments_plan(lead, snapshot.views(), query, plan)
         parts = []
         seconds: dict[int, float] = {}
         running: Partial | None = None  # one shard after another: each bounds the next
         for i, shard in enumerate(snapshot.shards):
             t0 = time.perf_counter()
-            part = self.shard_partial(method, shard, query, k, params, plan, kept, running)
+            part = self.shard_partial(method, shard, query, k, params, plan, kept, running, count)
             seconds[i] = time.perf_counter() - t0
             if part is not None:
                 parts.append(part)

@@ -286,6 +286,13 @@ class InvertedIndex:
     def term(self, term_id: int) -> str:
         return self.vocab.term(term_id)
 
+    def weighted_term(self, token: str) -> str | None:
+        """The index term of ``token`` if documents here hold it and its rsj is not 0 (what
+        BOW-FD weighs a forest's words by), else None."""
+        term = self.analyzer.term(token)
+        tid = None if term is None else self.vocab.id(term)
+        return term if tid is not None and self.rsj[tid] != 0 else None
+
     def collection_df(self, token: str) -> int:
         """The df of the index term of ``token`` in the whole collection (0 if none): this
         index's df, or for a segment the collection's, which knows terms this segment lacks

@@ -143,7 +143,7 @@ class CompactSentence(LiveTopology[np.int32]):
         edges = live.edges
         ptr, idx = gather_rows(a.feat_ptr, edges)  # the live edges' features
         name_col = space.columns(a.feature_names)
-        ir_cols = space.columns(ir_term_feature(index.term(int(t))) for t in prep.terms.tolist())
+        ir_cols = space.columns(ir_term_feature(t) for t in prep.term_names)
         rows = [np.repeat(np.arange(len(edges)), np.diff(ptr))]
         cols = [name_col[a.feat_ids[idx]] if len(idx) else np.zeros(0, dtype=np.int64)]
         vals = [a.feat_vals[idx]]

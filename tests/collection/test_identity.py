@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from service.collection.reader import Collection
-from service.collection.search import SnapshotSearcher
+from service.collection.search import SegmentsWeighting, SnapshotSearcher
 from service.collection.writer import build_collection
 from service.data import read_queries
 from service.index.build import BuildParams
@@ -130,3 +130,23 @@ def test_segment_weights_equal_the_precomputed_ones(
         np.testing.assert_array_equal(a.docs, b.docs)
         np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(index.rsj, view.rsj)
+
+
+def test_segments_weigh_forest_words_as_one_index(
+    demo: tuple[InvertedIndex, ModelBundle], dev_queries: list[DecodedQuery], tmp_path: Path
+) -> None:
+    """A query's forests are prepared once for all segments: the words their segments
+    together call weighted terms are the ones the single index does (whichever segment
+    holds a term, and none for a word no segment holds)."""
+    index, _ = demo
+    snap = collection_of(index, tmp_path / "c", 4, merge=False).snapshot
+    assert len(snap.views()) > 4
+    words = {
+        w for q in dev_queries[:40] for f in q.forests for w in f.hypergraph.arrays().vocabulary
+    }
+    words |= {"the", "zzzunheard", ""}
+    weighting = SegmentsWeighting(snap.views())
+    got = {w: weighting.weighted_term(w) for w in sorted(words)}
+    assert got == {w: index.weighted_term(w) for w in sorted(words)}
+    assert sum(t is not None for t in got.values()) > 100  # not a trivial agreement
+    assert got["zzzunheard"] is None

@@ -223,7 +223,7 @@ def test_per_term_ir_weights_must_be_finite() -> None:
         scorer.rank(bad, k=10)
     prep = prepare_sentence(toy_forest(), toy_forest().edge_weights(TOY_WEIGHTS), scorer.index)
     with pytest.raises(ConfigurationError, match="house"):
-        with_term_weights(prep, scorer.index, {"ir:house": float("nan")})
+        with_term_weights(prep, {"ir:house": float("nan")})
 
 
 def test_beam_keeps_the_best_incoming_edges() -> None:

@@ -45,7 +45,15 @@ from service.retrieval.bowfd.features import (
     with_term_weights,
 )
 from service.retrieval.bowfd.kernels import fast_scores
-from service.retrieval.bowfd.prepare import PreparedSentence, prepare_sentence, smt_edge_weights
+from service.retrieval.bowfd.prepare import (
+    PreparedForest,
+    PreparedSentence,
+    TermWeighting,
+    join_index,
+    prepare_forest,
+    prepare_sentence,
+    smt_edge_weights,
+)
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.bowfd.scorer import DEFAULT_PER_SENTENCE_K, BowFdScorer
@@ -54,12 +62,16 @@ __all__ = [
     "DEFAULT_PER_SENTENCE_K",
     "IR_FEATURE",
     "BowFdScorer",
+    "PreparedForest",
     "PreparedSentence",
     "SentenceRanking",
+    "TermWeighting",
     "combine_sentences",
     "fast_scores",
     "ir_term_feature",
     "is_ir_term_feature",
+    "join_index",
+    "prepare_forest",
     "prepare_sentence",
     "rank_sentence",
     "reference_scores",

@@ -20,14 +20,19 @@
 
 :func:`prepare_sentence` puts these together into a :class:`PreparedSentence`, reusable across
 ``v`` and ``k``; the bounds' per-term statistics (best SMT score through a term, most
-occurrences in one derivation) are computed here too.
+occurrences in one derivation) are computed here too. It runs in two steps: what depends on
+the forest and on which words are weighted terms, not on the documents
+(:func:`prepare_forest`, a :class:`PreparedForest`), then the join with one index's postings
+(:func:`join_index`). A collection's segments score with the collection's statistics, so a
+word is a weighted term for all of them alike: the forest is prepared once per query and
+joined with each segment (:mod:`service.collection.search`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from dataclasses import dataclass, fields, replace
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +41,7 @@ from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores
-from service.index.inverted import Int32Array, InvertedIndex
+from service.index.inverted import Int32Array, InvertedIndex, Postings
 from service.retrieval.bowfd.features import term_bonus
 from service.retrieval.bowfd.kernels import _kernel
 from service.retrieval.lex import LexFeatures
@@ -151,21 +156,28 @@ class LiveForest(LiveTopology[np.int64]):
     parents: IntArray
 
 
+class TermWeighting(Protocol):
+    """Which English words are index terms of non-zero weight (rsj ≠ 0): an index, or a
+    collection's segments, which share the collection's statistics."""
+
+    def weighted_term(self, token: str) -> str | None:
+        """The index term of ``token`` if it has a non-zero weight, else None."""
+
+
 @dataclass(frozen=True, eq=False)
-class PreparedSentence:
-    """One sentence's forest joined with the index: everything a document's score needs.
+class PreparedForest:
+    """One sentence's forest with its local terms: the part of a :class:`PreparedSentence`
+    that does not depend on the documents.
 
     Local terms ``0..T-1`` are the forest's target words that are index terms with rsj ≠ 0
-    (``terms`` holds their index term ids), numbered by descending ``best_through`` — the best
-    SMT score of a derivation producing the term — so each document's terms, stored in
-    ascending local id, come in that order; ``word_local`` maps the forest's vocabulary to
-    local terms (``T``: no weight). ``max_count[t]`` is the most times one derivation can
-    produce ``t``; ``term_edges[term_edge_ptr[t]:term_edge_ptr[t+1]]`` are the live edges
-    carrying ``t``. ``docs`` are the candidate documents (ascending), each with its local
-    terms and bm25 weights in ``doc_terms``/``doc_weights[doc_ptr[i]:doc_ptr[i+1]]``.
-    ``hypergraph`` and ``smt`` are the (beam-pruned) forest and its SMT edge weights.
-    ``term_delta`` holds the per-term IR weights δ_t (term ``t`` earns ``(v + δ_t)·bm25``) or
-    is None when every δ_t is 0 (see
+    (``term_names`` holds their index terms; two words may share one), numbered by descending
+    ``best_through`` — the best SMT score of a derivation producing the term — so each
+    document's terms, stored in ascending local id, come in that order; ``word_local`` maps
+    the forest's vocabulary to local terms (``T``: no weight). ``max_count[t]`` is the most
+    times one derivation can produce ``t``; ``term_edges[term_edge_ptr[t]:term_edge_ptr[t+1]]``
+    are the live edges carrying ``t``. ``hypergraph`` and ``smt`` are the (beam-pruned) forest
+    and its SMT edge weights. ``term_delta`` holds the per-term IR weights δ_t (term ``t``
+    earns ``(v + δ_t)·bm25``) or is None when every δ_t is 0 (see
     :func:`~service.retrieval.bowfd.features.with_term_weights`).
     """
 
@@ -174,21 +186,34 @@ class PreparedSentence:
     viterbi: float
     live: LiveForest
     word_local: IntArray
-    terms: IntArray
+    term_names: tuple[str, ...]
     best_through: FloatArray
     max_count: FloatArray
     term_edge_ptr: IntArray
     term_edges: IntArray
-    docs: Int32Array
-    doc_ptr: IntArray
-    doc_terms: IntArray
-    doc_weights: FloatArray
     kept_edges: IntArray | None = None  # original edge ids when beam-pruned
     term_delta: FloatArray | None = None  # δ_t per local term (None: all 0)
 
     @property
     def num_terms(self) -> int:
-        return len(self.terms)
+        return len(self.term_names)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PreparedSentence(PreparedForest):
+    """One sentence's forest joined with an index: everything a document's score needs.
+
+    The fields of :class:`PreparedForest`, and: ``terms`` the index term id of each local
+    term (−1 for a term this index does not hold: a segment of a collection); ``docs`` the
+    candidate documents (ascending), each with its local terms and bm25 weights in
+    ``doc_terms``/``doc_weights[doc_ptr[i]:doc_ptr[i+1]]``.
+    """
+
+    terms: IntArray
+    docs: Int32Array
+    doc_ptr: IntArray
+    doc_terms: IntArray
+    doc_weights: FloatArray
 
     def ir_rows(self, v: float) -> tuple[FloatArray, float]:
         """The candidates' rows under :func:`~service.retrieval.bowfd.features.term_bonus`:
@@ -278,10 +303,16 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
     )
 
 
+_NO_POSTINGS = Postings(
+    np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+)
+
+
 def _candidates(
     index: InvertedIndex, term_ids: IntArray, restrict: Int32Array | None = None
 ) -> tuple[Int32Array, IntArray, IntArray, FloatArray]:
-    """The documents containing any of the terms (only those of ``restrict``, when given),
+    """The documents containing any of the terms (ids; −1: none here; only those of
+    ``restrict``, when given),
     each with its (local term, bm25) pairs in ascending local term order: the union of the
     postings, grouped by a counting sort."""
     n = len(term_ids)
@@ -289,7 +320,7 @@ def _candidates(
         return (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))  # fmt: skip
     among = None if restrict is None else np.sort(restrict)
-    postings = [index.postings(int(t), among) for t in term_ids]
+    postings = [index.postings(int(t), among) if t >= 0 else _NO_POSTINGS for t in term_ids]
     all_docs = np.concatenate([p.docs for p in postings])
     all_w = np.concatenate([p.weights for p in postings]).astype(np.float64)
     lengths = np.array([len(p.docs) for p in postings], dtype=np.int64)
@@ -305,15 +336,11 @@ def _candidates(
     return docs, doc_ptr, doc_terms, doc_weights
 
 
-def prepare_sentence(
-    hg: Hypergraph,
-    smt: FloatArray,
-    index: InvertedIndex,
-    beam: int | None = None,
-    restrict: Int32Array | None = None,
-) -> PreparedSentence:
-    """Join a forest with the index: local terms, live forest, bounds and candidates (only
-    the documents of ``restrict``, when given: a cascade's first stage)."""
+def prepare_forest(
+    hg: Hypergraph, smt: FloatArray, weighting: TermWeighting, beam: int | None = None
+) -> PreparedForest:
+    """The forest's side of :func:`prepare_sentence`: beam, local terms (the words
+    ``weighting`` says are weighted terms), live forest and the bounds' per-term statistics."""
     kept: IntArray | None = None
     if beam is not None:
         hg, kept = beam_prune(hg, smt, beam)
@@ -324,12 +351,8 @@ def prepare_sentence(
     smt = np.require(smt, dtype=np.float64, requirements=["C", "W"])
     a = hg.arrays()
     # local terms: the forest's words that are index terms of non-zero weight
-    word_tid = np.full(len(a.vocabulary), -1, dtype=np.int64)
-    for i, word in enumerate(a.vocabulary):
-        tid = index.term_id(word)
-        if tid is not None and index.rsj[tid] != 0:
-            word_tid[i] = tid
-    weighted_words = np.flatnonzero(word_tid >= 0)
+    names = [weighting.weighted_term(word) for word in a.vocabulary]
+    weighted_words = np.array([i for i, n in enumerate(names) if n is not None], dtype=np.int64)
     n_terms = len(weighted_words)
     first = np.full(len(a.vocabulary), n_terms, dtype=np.int64)
     first[weighted_words] = np.arange(n_terms)
@@ -345,7 +368,7 @@ def prepare_sentence(
     renumber[n_terms] = n_terms
     word_local = renumber[first]
     live = replace(live0, occ_term=np.ascontiguousarray(renumber[live0.occ_term]))
-    term_ids = word_tid[weighted_words][order]
+    term_names = tuple(str(names[int(weighted_words[j])]) for j in order.tolist())
     best_through = np.ascontiguousarray(best0[order])
     hit = live.occ_term < n_terms
     term_edge_ptr, term_edges = _csr(live.occ_term[hit], edge_of_occ[hit], n_terms)
@@ -355,21 +378,50 @@ def prepare_sentence(
             live.in_ptr, live.in_edges, live.tail_ptr, live.tail_nodes, live.occ_ptr,
             live.occ_term, live.goal, max_count,
         )  # fmt: skip
-    docs, doc_ptr, doc_terms, doc_weights = _candidates(index, term_ids, restrict)
-    return PreparedSentence(
+    return PreparedForest(
         hypergraph=hg,
         smt=smt,
         viterbi=float(live.inside[live.goal]),
         live=live,
         word_local=word_local,
-        terms=term_ids.astype(np.int64),
+        term_names=term_names,
         best_through=best_through,
         max_count=max_count,
         term_edge_ptr=term_edge_ptr,
         term_edges=term_edges,
+        kept_edges=kept,
+    )
+
+
+_FOREST_FIELDS = tuple(f.name for f in fields(PreparedForest))
+
+
+def join_index(
+    forest: PreparedForest, index: InvertedIndex, restrict: Int32Array | None = None
+) -> PreparedSentence:
+    """The documents' side of :func:`prepare_sentence`: ``forest``'s terms looked up in
+    ``index`` and its candidates (only the documents of ``restrict``, when given: a cascade's
+    first stage). The forest's arrays are shared, not copied."""
+    vocab_ids = [index.vocab.id(name) for name in forest.term_names]
+    term_ids = np.array([-1 if t is None else t for t in vocab_ids], dtype=np.int64)
+    docs, doc_ptr, doc_terms, doc_weights = _candidates(index, term_ids, restrict)
+    return PreparedSentence(
+        **{name: getattr(forest, name) for name in _FOREST_FIELDS},
+        terms=term_ids,
         docs=docs.astype(np.int32),
         doc_ptr=doc_ptr,
         doc_terms=doc_terms,
         doc_weights=doc_weights,
-        kept_edges=kept,
     )
+
+
+def prepare_sentence(
+    hg: Hypergraph,
+    smt: FloatArray,
+    index: InvertedIndex,
+    beam: int | None = None,
+    restrict: Int32Array | None = None,
+) -> PreparedSentence:
+    """Join a forest with the index: local terms, live forest, bounds and candidates (only
+    the documents of ``restrict``, when given: a cascade's first stage)."""
+    return join_index(prepare_forest(hg, smt, index, beam), index, restrict)

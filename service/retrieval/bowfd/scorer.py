@@ -37,7 +37,14 @@ from service.retrieval.bowfd.features import (
     is_ir_term_feature,
     with_term_weights,
 )
-from service.retrieval.bowfd.prepare import PreparedSentence, prepare_sentence, smt_edge_weights
+from service.retrieval.bowfd.prepare import (
+    PreparedForest,
+    PreparedSentence,
+    TermWeighting,
+    join_index,
+    prepare_forest,
+    smt_edge_weights,
+)
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.explain import BowFdExplanation
@@ -138,23 +145,37 @@ class BowFdScorer(Scorer):
         out.update(self.lex_weights)
         return out
 
-    def prepare(
-        self, query: DecodedQuery, restrict: Int32Array | None = None
-    ) -> list[PreparedSentence]:
-        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``);
-        the candidates are the documents of ``restrict`` when given, else with a cascade the
-        first stage's top documents, else every document sharing a weighted term."""
+    def prepare_forests(
+        self, query: DecodedQuery, weighting: TermWeighting | None = None
+    ) -> list[PreparedForest]:
+        """Every sentence's forest with its local terms (the words ``weighting`` says are
+        weighted terms: by default this scorer's index), before any document is read: a
+        collection prepares them once per query for all its segments."""
         lex_w = self._lex_weights(query)
         term_w = self._term_weights(query)  # read once per query, not per sentence
-        if restrict is None and self.cascade is not None:
-            restrict = self.first_stage_docs(query)
         out = []
         for forest in query.forests:
             hg = forest.hypergraph
             smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
-            prep = prepare_sentence(hg, smt, self.index, self.beam, restrict)
-            out.append(with_term_weights(prep, self.index, term_w))
+            prep = prepare_forest(hg, smt, weighting or self.index, self.beam)
+            out.append(with_term_weights(prep, term_w))
         return out
+
+    def prepare(
+        self,
+        query: DecodedQuery,
+        restrict: Int32Array | None = None,
+        forests: Sequence[PreparedForest] | None = None,
+    ) -> list[PreparedSentence]:
+        """Every sentence's forest joined with the index (reusable across ``v`` and ``k``);
+        the candidates are the documents of ``restrict`` when given, else with a cascade the
+        first stage's top documents, else every document sharing a weighted term.
+        ``forests``: the sentences' prepared forests (:meth:`prepare_forests`) when at hand."""
+        if restrict is None and self.cascade is not None:
+            restrict = self.first_stage_docs(query)
+        if forests is None:
+            forests = self.prepare_forests(query)
+        return [join_index(f, self.index, restrict) for f in forests]
 
     def rank_prepared(
         self, preps: Sequence[PreparedSentence], k: int, v: float | None = None
@@ -215,8 +236,8 @@ class BowFdScorer(Scorer):
             {}
             if prep.term_delta is None
             else {
-                ir_term_feature(self.index.term(int(t))): float(x)
-                for t, x in zip(prep.terms.tolist(), prep.term_delta.tolist(), strict=True)
+                ir_term_feature(t): float(x)
+                for t, x in zip(prep.term_names, prep.term_delta.tolist(), strict=True)
             }
         )
         docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v, deltas)
