@@ -42,6 +42,7 @@ from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer,
 from service.retrieval.bowfd.prepare import PreparedForest
 from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
+from service.retrieval.dt import DirectTranslation, one_best
 from service.retrieval.explain import Explanation, TrExplanation
 from service.retrieval.psq import ProbabilisticStructuredQuery
 from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
@@ -131,15 +132,16 @@ class Method:
         depth = max(p.depth for p in parts)
         seqs = np.concatenate([p.seqs for p in parts])
         scores = np.concatenate([p.scores for p in parts])
-        ids = [i for p in parts for i in p.ids]
+        ids = [i for p in parts for i in p.ids]  # none if a part has none (DT's)
         pos = _order(seqs, scores, depth)
         relation: Relation = "eq" if all(p.relation == "eq" for p in parts) else "gte"
         info = dict(parts[0].info)
         cands = [p.info.get("candidates") for p in parts]
         if all(isinstance(c, int) for c in cands):
             info["candidates"] = sum(c for c in cands if isinstance(c, int))
+        with_ids = all(len(p.ids) == len(p.seqs) for p in parts)
         return Partial(
-            seqs[pos], scores[pos], tuple(ids[i] for i in pos.tolist()),
+            seqs[pos], scores[pos], tuple(ids[i] for i in pos.tolist()) if with_ids else (),
             sum(p.retrieved for p in parts), relation, info, depth=depth,
         )  # fmt: skip
 
@@ -159,6 +161,46 @@ class Method:
             if hit.docno == docno:
                 return hit.explanation
         return None
+
+
+class DtMethod(Method):
+    """DT: the 1-best translation found once per query; a segment's partial is its top list
+    by sequence number, without ids (only the final top ``k``'s are looked up)."""
+
+    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+        return tuple(one_best(query))
+
+    def ranking(
+        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+    ) -> Ranking:
+        assert isinstance(scorer, DirectTranslation)
+        hits, info = scorer.rank_translation(plan, depth, explain)
+        return Ranking(query.qid, hits, scorer.signature(query), info)
+
+    def partial(
+        self,
+        scorer: Scorer,
+        view: SegmentView,
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        bound: Partial | None = None,
+        count: bool = True,
+    ) -> tuple[Partial, Any]:
+        assert isinstance(scorer, DirectTranslation)
+        tokens = [t for sentence in plan for t in sentence]
+        top = scorer.index.bm25_topk(tokens, depth)
+        n = len(top.docs)
+        if count:
+            n, relation = scorer.count_retrieved(tokens, n, depth)
+        else:
+            relation = "eq" if n < depth else "gte"
+        info = {"translation": " ".join(" ".join(s) for s in plan), "candidates": len(top.docs)}
+        part = Partial(
+            view.seq[top.docs].astype(np.int64), top.scores.astype(np.float64), (), n,
+            relation, info, depth=depth,
+        )  # fmt: skip
+        return part, (query, plan, depth)
 
 
 class PsqMethod(Method):
@@ -235,9 +277,11 @@ class BowFdMethod(Method):
         assert isinstance(scorer, BowFdScorer)
         plan = self.segments_plan(scorer, [view], query, plan)
         v = scorer.v_for(query.weights)
-        restrict = None  # a cascade: the collection's first-stage documents held here
-        if plan.docs is not None:
-            restrict = np.flatnonzero(np.isin(view.seq, plan.docs)).astype(np.int32)
+        # a cascade: the collection's first-stage documents held here
+        restrict = None if plan.docs is None else np.zeros(0, dtype=np.int32)
+        if plan.docs is not None and len(view.seq):  # both ascending
+            pos = np.minimum(np.searchsorted(view.seq, plan.docs), len(view.seq) - 1)
+            restrict = pos[view.seq[pos] == plan.docs].astype(np.int32)
         preps = scorer.prepare(query, restrict, plan.forests)
         sdepth = scorer.sentence_depth(len(preps), depth)
         floors = None
@@ -404,7 +448,7 @@ def final_ranking(
 
 
 METHODS: dict[str, Method] = {
-    "dt": Method(), "psq": PsqMethod(), "bowfd": BowFdMethod(), "tr": TrMethod(),
+    "dt": DtMethod(), "psq": PsqMethod(), "bowfd": BowFdMethod(), "tr": TrMethod(),
 }  # fmt: skip
 
 

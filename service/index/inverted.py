@@ -41,7 +41,7 @@ import numpy.typing as npt
 from service.errors import ConfigurationError, DataFormatError, InvalidInputError, NotFoundError
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, tf_bm25
-from service.index.kernels import accumulate_topk
+from service.index.kernels import accumulate_topk, gather_postings
 from service.index.storage import Manifest, load_arrays, read_manifest
 from service.index.tokenize import TokenizeFn, get_index_tokenizer
 from service.index.vocab import Vocabulary
@@ -178,6 +178,7 @@ class InvertedIndex:
         self.live: npt.NDArray[np.bool_] | None = None
         self._rsj64: npt.NDArray[np.float64] | None = None  # set: weights computed on read
         self._post_weight: Float32Array | None = None
+        self._norm64: npt.NDArray[np.float64] | None = None  # with _rsj64
         if stats is None:
             self.df: Int32Array = arrays["df"]
             self.rsj: Float32Array = arrays["rsj"]
@@ -200,7 +201,9 @@ class InvertedIndex:
         self.df = np.asarray(stats.df, dtype=np.int32)
         self._rsj64 = rsj(self.df, self.collection_docs, self.rsj_policy)
         self.rsj = self._rsj64.astype(np.float32)
-        self._norm64 = length_norm(self.doc_lengths, self.avdl, self.k1, self.b)
+        self._norm64 = np.asarray(
+            length_norm(self.doc_lengths, self.avdl, self.k1, self.b), np.float64
+        )
         if stats.live is not None:
             if len(stats.live) != self.n_docs:
                 raise DataFormatError(
@@ -326,10 +329,24 @@ class InvertedIndex:
         if self.live is not None:
             keep = self.live[docs]
             docs, tfs = docs[keep], tfs[keep]
-        assert self._rsj64 is not None
+        assert self._rsj64 is not None and self._norm64 is not None
         # the expression the builder precomputes (service.index.build), rounded the same way
         weights = (self._rsj64[term_id] * tf_bm25(tfs, self._norm64[docs])).astype(np.float32)
         return Postings(docs, tfs, weights)
+
+    def gather_postings(
+        self, term_ids: npt.ArrayLike, among: npt.NDArray[np.integer[Any]] | None = None
+    ) -> tuple[npt.NDArray[np.int64], Int32Array, Float32Array]:
+        """:meth:`postings` of every id of ``term_ids`` (−1: no postings) at once, as CSR rows
+        ``(ptr, docs, weights)``: one compiled pass instead of a call per term (a query's
+        terms in each segment of a collection; a cascade's few documents among them)."""
+        ids = np.asarray(term_ids, dtype=np.int64).ravel()
+        if len(ids) and (int(ids.max()) >= self.n_terms or int(ids.min()) < -1):
+            raise InvalidInputError(f"term ids must be in [0, {self.n_terms}) or -1")
+        return gather_postings(
+            self._post_offsets, self._post_docs, self._post_tf, self._post_weight, self._rsj64,
+            self._norm64, self.live, ids, among,
+        )  # fmt: skip
 
     def contains(self, token: str, docno: int) -> bool:
         """Whether document ``docno`` has the index term of ``token`` (:meth:`term_id`): a
@@ -410,11 +427,7 @@ class InvertedIndex:
                 self._post_offsets, self._post_docs, self._post_weight, self.rsj, ids,
             )  # fmt: skip
         else:  # a segment: the query terms' postings, weighted as they are read
-            posts = [self.postings(int(t)) for t in ids]
-            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-            offsets[1:] = np.cumsum([len(p.docs) for p in posts])
-            docs = np.concatenate([p.docs for p in posts]) if posts else self._post_docs[:0]
-            wts = np.concatenate([p.weights for p in posts]) if posts else np.zeros(0, np.float32)
+            offsets, docs, wts = self.gather_postings(ids)
             rsj_of, kernel_ids = self.rsj[ids], np.arange(len(ids), dtype=np.int64)
         top_docs, scores = accumulate_topk(
             offsets, docs, wts, rsj_of, kernel_ids, ws, self.n_docs, k

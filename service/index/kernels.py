@@ -93,3 +93,92 @@ def accumulate_topk(
         offsets, post_docs, post_weight, rsj, term_ids, term_weights, n_docs, k
     )
     return result
+
+
+def _gather_postings(
+    offsets: npt.NDArray[np.int64],
+    post_docs: npt.NDArray[np.int32],
+    post_tf: npt.NDArray[Any],
+    post_weight: npt.NDArray[np.float32],
+    precomputed: bool,
+    rsj64: npt.NDArray[np.float64],
+    norm64: npt.NDArray[np.float64],
+    live: npt.NDArray[np.bool_],
+    use_live: bool,
+    term_ids: npt.NDArray[np.int64],
+    among: npt.NDArray[np.int32],
+    use_among: bool,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    n = term_ids.shape[0]
+    size = 0
+    for i in range(n):
+        t = term_ids[i]
+        if t >= 0:
+            m = offsets[t + 1] - offsets[t]
+            size += min(m, among.shape[0]) if use_among else m
+    docs = np.empty(size, dtype=np.int32)
+    weights = np.empty(size, dtype=np.float32)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    j = 0
+    for i in range(n):
+        t = term_ids[i]
+        if t < 0:  # a term this index does not hold
+            ptr[i + 1] = j
+            continue
+        lo, hi = offsets[t], offsets[t + 1]
+        a = 0
+        p = lo
+        while p < hi:
+            if use_among:  # both ascending: the next wanted document, searched from p
+                if a == among.shape[0]:
+                    break
+                p += np.searchsorted(post_docs[p:hi], among[a])
+                a += 1
+                if p == hi or post_docs[p] != among[a - 1]:
+                    continue
+            d = post_docs[p]
+            if precomputed:
+                docs[j] = d
+                weights[j] = post_weight[p]
+                j += 1
+            elif not use_live or live[d]:
+                # the expression InvertedIndex.postings computes (the builder's), rounded alike
+                tf = np.float64(post_tf[p])
+                den = norm64[d] + tf
+                x = tf / den if den > 0 else 0.0
+                docs[j] = d
+                weights[j] = np.float32(rsj64[t] * x)
+                j += 1
+            p += 1
+        ptr[i + 1] = j
+    return ptr, docs[:j], weights[:j]
+
+
+def gather_postings(
+    offsets: npt.NDArray[np.int64],
+    post_docs: npt.NDArray[np.int32],
+    post_tf: npt.NDArray[Any],
+    post_weight: npt.NDArray[np.float32] | None,
+    rsj64: npt.NDArray[np.float64] | None,
+    norm64: npt.NDArray[np.float64] | None,
+    live: npt.NDArray[np.bool_] | None,
+    term_ids: npt.NDArray[np.int64],
+    among: npt.NDArray[np.integer[Any]] | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    """The postings of each of ``term_ids`` (−1: none) concatenated, as CSR rows (``ptr``,
+    ``docs``, ``weights``): precomputed weights (``post_weight``), or computed on read from
+    ``rsj64``, ``norm64`` and the tf without the documents not ``live``; with ``among``
+    (ascending) only those documents. One compiled pass for what
+    :meth:`~service.index.inverted.InvertedIndex.postings` does term by term (its reference)."""
+    f64 = np.zeros(0, dtype=np.float64)
+    result: tuple[Any, Any, Any] = compiled(_gather_postings)(
+        offsets, post_docs, post_tf,
+        post_weight if post_weight is not None else np.zeros(0, dtype=np.float32),
+        post_weight is not None,
+        rsj64 if rsj64 is not None else f64, norm64 if norm64 is not None else f64,
+        live if live is not None else np.zeros(0, dtype=np.bool_), live is not None,
+        np.ascontiguousarray(term_ids, dtype=np.int64),
+        np.ascontiguousarray(among if among is not None else np.zeros(0), dtype=np.int32),
+        among is not None,
+    )  # fmt: skip
+    return result

@@ -12,6 +12,7 @@ the document contains.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from service.forest.inference import fast_viterbi
@@ -38,7 +39,12 @@ class DirectTranslation(Scorer):
         return {"translation": "1best"}
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
-        translations = one_best(query)
+        return self.rank_translation(one_best(query), k, explain)
+
+    def rank_translation(
+        self, translations: Sequence[tuple[str, ...]], k: int, explain: bool = False
+    ) -> tuple[list[Hit], dict[str, Any]]:
+        """The top ``k`` hits of the sentences' 1-best ``translations`` (:func:`one_best`)."""
         tokens = [t for sentence in translations for t in sentence]
         hits = self.index.bm25_topk(tokens, k)
         text = " ".join(" ".join(s) for s in translations)
@@ -58,10 +64,13 @@ class DirectTranslation(Scorer):
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25
         reaches; a term with rsj 0 adds nothing)."""
-        n = len(ranking.hits)
+        return self.count_retrieved(_translation_tokens(query), len(ranking.hits), depth)
+
+    def count_retrieved(self, tokens: Sequence[str], n: int, depth: int) -> tuple[int, Relation]:
+        """:meth:`retrieved` of the translation ``tokens`` given ``n`` hits at ``depth``."""
         if n < depth:
             return n, "eq"
-        ids = self.index.term_ids(_translation_tokens(query))
+        ids = self.index.term_ids(tokens)
         return max(n, len(self.index.docs_containing_any(ids))), "eq"
 
 

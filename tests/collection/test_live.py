@@ -360,3 +360,41 @@ def test_replacing_and_deleting_within_one_writer_across_buffers(
     coll = Collection(path)
     assert coll.doc("d12").text == again[12].text and coll.doc("d21").text == again[21].text
     assert_same_rankings(coll, reference(left, tmp_path / "r"), toy_bundle, queries)
+
+
+def test_gathered_postings_are_the_per_term_postings(tmp_path: Path) -> None:
+    """One compiled pass over a query's terms gives each term's postings as
+    :meth:`InvertedIndex.postings` does (its reference): weights computed on read in segments
+    with deleted documents, precomputed in a built index; all documents or only some."""
+    import numpy as np
+
+    docs = corpus(300, 11)
+    path = new_collection(tmp_path / "c", shards=2)
+    with CollectionWriter(path, buffer_mb=0.004) as w:
+        w.add(docs)
+        w.commit()
+    with CollectionWriter(path) as w:
+        w.delete([f"d{i}" for i in range(0, 300, 5)])
+        w.commit()
+    views = [v.index for v in Collection(path).snapshot.views()]
+    assert any(v.live is not None for v in views)
+    indexes = [*views, reference(docs, tmp_path / "r")]
+    rng = np.random.default_rng(0)
+    for index in indexes:
+        for trial in range(20):
+            ids = rng.integers(-1, index.n_terms, size=rng.integers(0, 12))
+            among = None
+            if trial % 2:
+                among = np.unique(rng.integers(0, index.n_docs, size=rng.integers(0, 40)))
+            ptr, got_docs, got_w = index.gather_postings(ids, among)
+            assert len(ptr) == len(ids) + 1
+            for i, t in enumerate(ids.tolist()):
+                lo, hi = int(ptr[i]), int(ptr[i + 1])
+                if t < 0:
+                    assert lo == hi
+                    continue
+                want = index.postings(t, among)
+                np.testing.assert_array_equal(got_docs[lo:hi], want.docs)
+                np.testing.assert_array_equal(got_w[lo:hi], want.weights)  # to the bit
+    with pytest.raises(InvalidInputError, match="term ids"):
+        indexes[0].gather_postings([indexes[0].n_terms])

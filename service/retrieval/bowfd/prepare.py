@@ -41,7 +41,7 @@ from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores
-from service.index.inverted import Int32Array, InvertedIndex, Postings
+from service.index.inverted import Int32Array, InvertedIndex
 from service.retrieval.bowfd.features import term_bonus
 from service.retrieval.bowfd.kernels import _kernel
 from service.retrieval.lex import LexFeatures
@@ -303,28 +303,20 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
     )
 
 
-_NO_POSTINGS = Postings(
-    np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
-)
-
-
 def _candidates(
     index: InvertedIndex, term_ids: IntArray, restrict: Int32Array | None = None
 ) -> tuple[Int32Array, IntArray, IntArray, FloatArray]:
     """The documents containing any of the terms (ids; −1: none here; only those of
-    ``restrict``, when given),
-    each with its (local term, bm25) pairs in ascending local term order: the union of the
-    postings, grouped by a counting sort."""
+    ``restrict``, when given), each with its (local term, bm25) pairs in ascending local term
+    order: the union of the postings, grouped by a counting sort."""
     n = len(term_ids)
     if n == 0:
         return (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))  # fmt: skip
     among = None if restrict is None else np.sort(restrict)
-    postings = [index.postings(int(t), among) if t >= 0 else _NO_POSTINGS for t in term_ids]
-    all_docs = np.concatenate([p.docs for p in postings])
-    all_w = np.concatenate([p.weights for p in postings]).astype(np.float64)
-    lengths = np.array([len(p.docs) for p in postings], dtype=np.int64)
-    all_terms = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    ptr, all_docs, weights = index.gather_postings(term_ids, among)
+    all_w = weights.astype(np.float64)
+    all_terms = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
     counts = np.bincount(all_docs, minlength=index.n_docs)
     docs = np.flatnonzero(counts).astype(np.int32)
     doc_ptr = ptr_from_counts(counts[docs].astype(np.int64))
