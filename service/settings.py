@@ -107,6 +107,14 @@ class Settings(BaseSettings):
         description="Where a collection's shards are searched: in the API process (local) or by "
         "one Ray actor per shard (ray; CLIR_RAY_ADDRESS joins a running cluster).",
     )
+    search_threads: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Shards of a collection one search runs at once in this process (the "
+        "local backend; BOW-FD's compiled passes run in parallel and share their bounds): "
+        "0 = one per CPU core, 1 = one shard after another.",
+    )
     search_shard_timeout_s: float = Field(
         10.0, gt=0, description="A Ray shard that answers later leaves the answer degraded."
     )

@@ -404,7 +404,9 @@ class QueryService:
         with self._scorers_lock:
             searcher = self._searchers.get(id(bundle))
             if searcher is None:
-                searcher = self._searchers[id(bundle)] = SnapshotSearcher(bundle)
+                searcher = self._searchers[id(bundle)] = SnapshotSearcher(
+                    bundle, threads=self.settings.search_threads
+                )
             return searcher
 
     def scorer(
@@ -418,7 +420,10 @@ class QueryService:
             scorer = self._scorers.get(key)
             if scorer is None:
                 if isinstance(index, Collection):
-                    scorer = CollectionScorer(index, method, bundle=bundle, **params)
+                    scorer = CollectionScorer(
+                        index, method, bundle=bundle,
+                        threads=self.settings.search_threads, **params,
+                    )  # fmt: skip
                 else:
                     scorer = make_scorer(method, index, bundle, **params)
                 self._scorers[key] = scorer

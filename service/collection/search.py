@@ -25,9 +25,12 @@ to know whether the document made the collection's list of each sentence).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -245,11 +248,14 @@ class SegmentsWeighting:
 @dataclass(frozen=True)
 class BowFdPlan:
     """What the segments of a BOW-FD search share: a cascade's first-stage documents (by
-    sequence number; None: every candidate) and each sentence's prepared forest, prepared
-    once for all the segments a process searches rather than once per segment."""
+    sequence number; None: every candidate), each sentence's prepared forest, prepared
+    once for all the segments a process searches rather than once per segment, and each
+    sentence's board: a score ``K'`` documents of the segments searched so far reach, which
+    segments searched at the same time (shards in threads) raise and prune by."""
 
     docs: Int64Array | None
     forests: tuple[PreparedForest, ...]
+    boards: npt.NDArray[np.float64]
 
 
 class BowFdMethod(Method):
@@ -262,7 +268,7 @@ class BowFdMethod(Method):
             return plan
         assert isinstance(scorer, BowFdScorer)
         forests = scorer.prepare_forests(query, SegmentsWeighting(views))
-        return BowFdPlan(plan, tuple(forests))
+        return BowFdPlan(plan, tuple(forests), np.full(len(forests), -np.inf))
 
     def partial(
         self,
@@ -288,7 +294,7 @@ class BowFdMethod(Method):
         if bound is not None and bound.sentences:  # the K'-th best so far, per sentence
             floors = [float(r.scores[sdepth - 1]) if len(r.scores) >= sdepth else -np.inf
                       for r in bound.sentences]  # fmt: skip
-        lists = scorer.rank_sentences(preps, sdepth, v, floors)
+        lists = scorer.rank_sentences(preps, sdepth, v, floors, plan.boards)
         by_seq = tuple(
             SentenceRanking(
                 view.seq[r.docs], r.scores, r.viterbi, r.complete, {"candidates": int(p.docs.size)}
@@ -466,11 +472,25 @@ class SnapshotSearcher:
     """Runs methods over the segments of snapshots (in this process), with one scorer per
     segment view and method parameters, kept as long as the view."""
 
-    def __init__(self, bundle: ModelBundle | None = None) -> None:
+    def __init__(self, bundle: ModelBundle | None = None, threads: int = 0) -> None:
+        """``threads``: shards searched at once (0: one per CPU core; 1: in turn)."""
+        if threads < 0:
+            raise ConfigurationError(
+                f"search threads must be 0 (one per core) or more, not {threads}"
+            )
         self.bundle = bundle
+        self.threads = threads or os.cpu_count() or 1
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._scorers: weakref.WeakKeyDictionary[InvertedIndex, dict[Any, Scorer]] = (
             weakref.WeakKeyDictionary()
         )
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="clir-shard")
+            return self._pool
 
     def scorer(self, method: str, view: SegmentView, params: Mapping[str, Any]) -> Scorer:
         key = (method, tuple(sorted(params.items())))
@@ -542,16 +562,27 @@ class SnapshotSearcher:
         plan = search_plan(method, lead, query, first_stage)
         if lead is not None:  # once for every shard of this process
             plan = m.segments_plan(lead, snapshot.views(), query, plan)
-        parts = []
         seconds: dict[int, float] = {}
-        running: Partial | None = None  # one shard after another: each bounds the next
-        for i, shard in enumerate(snapshot.shards):
+
+        def shard_part(i: int, bound: Partial | None) -> Partial | None:
             t0 = time.perf_counter()
-            part = self.shard_partial(method, shard, query, k, params, plan, kept, running, count)
+            part = self.shard_partial(method, snapshot.shards[i], query, k, params, plan,
+                                      kept, bound, count)  # fmt: skip
             seconds[i] = time.perf_counter() - t0
-            if part is not None:
-                parts.append(part)
-                running = part if running is None else m.merge([running, part])
+            return part
+
+        shards = [i for i, views in enumerate(snapshot.shards) if views]
+        parts: list[Partial] = []
+        if self.threads > 1 and len(shards) > 1:  # at once; BOW-FD shares its boards
+            pool = self._thread_pool()
+            parts = [p for p in pool.map(lambda i: shard_part(i, None), shards) if p is not None]
+        else:
+            running: Partial | None = None  # one shard after another: each bounds the next
+            for i in shards:
+                part = shard_part(i, running)
+                if part is not None:
+                    parts.append(part)
+                    running = part if running is None else m.merge([running, part])
         if not parts:
             return Ranking(query.qid, [], f"method:{method}", {}), (0, "eq")
         final = m.finish(m.merge(parts), k)
@@ -583,15 +614,17 @@ class CollectionScorer(Scorer):
         method: str,
         *,
         bundle: ModelBundle | None = None,
+        threads: int = 0,
         **params: Any,
     ) -> None:
+        """``threads``: shards searched at once (see :class:`SnapshotSearcher`)."""
         get_method(method)  # an unknown method fails here, naming the valid ones
         self.name = method  # type: ignore[misc]  # the name of the scorer it stands for
         self.collection = collection
         self.method = method
         self.params = dict(params)
         self.bundle = bundle
-        self.searcher = SnapshotSearcher(bundle)
+        self.searcher = SnapshotSearcher(bundle, threads)
 
     def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
         self.collection.refresh()

@@ -73,7 +73,9 @@ def single(demo: tuple[InvertedIndex, ModelBundle], dev_queries: list[DecodedQue
     return out
 
 
-@pytest.mark.parametrize(("shards", "merge"), [(1, False), (2, False), (4, True)])
+@pytest.mark.parametrize(
+    ("shards", "merge", "threads"), [(1, False, 1), (2, False, 1), (2, False, 2), (4, True, 4)]
+)
 def test_sharded_collection_ranks_like_one_index(
     demo: tuple[InvertedIndex, ModelBundle],
     dev_queries: list[DecodedQuery],
@@ -81,14 +83,17 @@ def test_sharded_collection_ranks_like_one_index(
     tmp_path: Path,
     shards: int,
     merge: bool,
+    threads: int,
 ) -> None:
+    """Shards searched in turn (each bounding the next) or at once in threads (sharing
+    BOW-FD's boards) rank as the one index."""
     index, bundle = demo
     coll = collection_of(index, tmp_path / "c", shards, merge=merge)
     snap = coll.snapshot
     assert snap.n_docs == index.n_docs
     # several segments a shard are merged at search time, or one merged segment a shard
     assert all((len(s) > 1) != merge for s in snap.shards)
-    searcher = SnapshotSearcher(bundle)
+    searcher = SnapshotSearcher(bundle, threads=threads)
     for method in ("dt", "psq", "bowfd"):
         for q in dev_queries:
             ids, scores, retrieved, signature = single[method, q.qid]

@@ -117,6 +117,7 @@ def _block_kernel(
     k: int,
     eps: float,
     out: FloatArray,
+    board: FloatArray,
 ) -> int:  # pragma: no cover - compiled by numba
     """BOW-FD scores of the candidates ``order[0], order[1], …`` in blocks of ``block``
     documents; returns how many it scored (``out[i]`` is the score of ``order[i]``).
@@ -131,6 +132,11 @@ def _block_kernel(
     best score, is the larger of ``theta0`` and the k-th best score found so far; scoring stops
     at the first document whose upper bound is below θ (it and all after it cannot enter the
     top k).
+
+    ``board`` (one cell, or none): a score k documents elsewhere are known to reach, shared
+    with searches of other documents running at the same time (the shards of a collection on
+    one machine). θ rises to it, and the k-th best found here is posted to it, at every block.
+    Any value it holds is such a score, so a post lost to a race only prunes less.
     """
     num_nodes = in_ptr.shape[0] - 1
     num_edges = w.shape[0]
@@ -150,6 +156,11 @@ def _block_kernel(
         if bounded:
             if n_top == k and topk[0] > theta:
                 theta = topk[0]
+            if board.shape[0]:
+                if theta > board[0]:
+                    board[0] = theta
+                elif board[0] > theta:
+                    theta = board[0]
             j = start
             while j < stop and upper[order[j]] >= theta - eps:
                 j += 1
@@ -257,6 +268,7 @@ def _kernel(name: str) -> Any:
 
 DEFAULT_BLOCK = 32  # documents per inside pass (bench/bench_bowfd.py)
 _EPS = 1e-9  # relative safety margin of the bound comparisons (rounding)
+_NO_BOARD = np.zeros(0, dtype=np.float64)
 
 
 def _run(
@@ -268,6 +280,7 @@ def _run(
     theta0: float = -np.inf,
     k: int = 0,
     block: int = DEFAULT_BLOCK,
+    board: FloatArray | None = None,
 ) -> tuple[FloatArray, int]:
     f = prep.live
     order = np.ascontiguousarray(order, dtype=np.int64)
@@ -280,7 +293,7 @@ def _run(
         f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
         prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
         prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
-        ub, float(theta0), int(k), eps, out,
+        ub, float(theta0), int(k), eps, out, _NO_BOARD if board is None else board,
     )  # fmt: skip
     return out, int(scored)
 

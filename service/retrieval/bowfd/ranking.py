@@ -74,6 +74,7 @@ def rank_sentence(
     bounds: bool = True,
     block: int = DEFAULT_BLOCK,
     floor: float = -np.inf,
+    board: FloatArray | None = None,
 ) -> SentenceRanking:
     """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
 
@@ -83,7 +84,9 @@ def rank_sentence(
     no document left can enter the top k. Otherwise every candidate is scored. ``floor``: a
     score that k documents elsewhere already reach (the segments of a collection ranked
     before this one): a document whose upper bound is below it cannot enter the top k of the
-    union, so θ starts there (the list then holds only documents above it).
+    union, so θ starts there (the list then holds only documents above it). ``board``: a
+    one-cell array such a score is shared through with searches running at the same time
+    (see :func:`~service.retrieval.bowfd.kernels._block_kernel`).
     """
     t0 = time.perf_counter()
     n = len(prep.docs)
@@ -93,7 +96,9 @@ def rank_sentence(
         lower, upper = doc_bounds(prep, v)
         theta0 = max(float(np.partition(lower, n - k)[n - k]), floor)
         order = np.argsort(-upper, kind="stable")
-        out, scored = _run(prep, v, order, upper=upper, theta0=theta0, k=k, block=block)
+        out, scored = _run(
+            prep, v, order, upper=upper, theta0=theta0, k=k, block=block, board=board
+        )
         cand, scores = order[:scored], out[:scored]
     else:
         cand = np.arange(n, dtype=np.int64)

@@ -207,13 +207,22 @@ class BowFdScorer(Scorer):
         depth: int,
         v: float,
         floors: Sequence[float] | None = None,
+        boards: FloatArray | None = None,
     ) -> list[SentenceRanking]:
         """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`); ``floors``:
         per sentence, a score ``depth`` documents elsewhere already reach (documents below it
-        are left out: see :func:`rank_sentence`)."""
-        if floors is None or self.engine != "fast":
+        are left out: see :func:`rank_sentence`); ``boards``: per sentence, a cell such scores
+        are shared through with searches running at the same time."""
+        if (floors is None and boards is None) or self.engine != "fast":
             return [self._rank_one(p, depth, v) for p in preps]
-        return [rank_sentence(p, v, depth, floor=f) for p, f in zip(preps, floors, strict=True)]
+        return [
+            rank_sentence(
+                p, v, depth,
+                floor=-np.inf if floors is None else floors[i],
+                board=None if boards is None else boards[i : i + 1],
+            )
+            for i, p in enumerate(preps)
+        ]  # fmt: skip
 
     @staticmethod
     def combine(lists: Sequence[SentenceRanking], k: int) -> tuple[Any, FloatArray]:
