@@ -242,7 +242,7 @@ class RaySearcher:
             first_failed.extend(failed)
             return ranking
 
-        plan = search_plan(method, scorer, query, first_stage)
+        plan = m.remote_plan(search_plan(method, scorer, query, first_stage))
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:

@@ -32,11 +32,13 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from service.collection.boards import new_board_name, open_board, private_board, release_board
 from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
@@ -92,6 +94,13 @@ class Method:
         the process that searches them (default: nothing more). Given its own result, it
         returns it unchanged."""
         return plan
+
+    def remote_plan(self, plan: Any) -> Any:
+        """``plan`` as sent to shard workers in other processes (default: unchanged)."""
+        return plan
+
+    def release(self, plan: Any) -> None:
+        """Free what :meth:`segments_plan` took for a search that is done (default: none)."""
 
     def ranking(
         self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
@@ -256,6 +265,17 @@ class BowFdPlan:
     docs: Int64Array | None
     forests: tuple[PreparedForest, ...]
     boards: npt.NDArray[np.float64]
+    board_file: Path | None = None  # boards shared with other processes (see boards.py)
+
+
+@dataclass(frozen=True)
+class BowFdRemote:
+    """BOW-FD's plan as sent to shard workers in other processes: a cascade's first-stage
+    documents and the name of the boards the workers on one machine share
+    (:mod:`service.collection.boards`)."""
+
+    docs: Int64Array | None
+    board: str
 
 
 class BowFdMethod(Method):
@@ -268,7 +288,17 @@ class BowFdMethod(Method):
             return plan
         assert isinstance(scorer, BowFdScorer)
         forests = scorer.prepare_forests(query, SegmentsWeighting(views))
-        return BowFdPlan(plan, tuple(forests), np.full(len(forests), -np.inf))
+        if isinstance(plan, BowFdRemote):
+            boards, board_file = open_board(plan.board, len(forests))
+            return BowFdPlan(plan.docs, tuple(forests), boards, board_file)
+        return BowFdPlan(plan, tuple(forests), private_board(len(forests)))
+
+    def remote_plan(self, plan: Any) -> Any:
+        return BowFdRemote(plan, new_board_name())
+
+    def release(self, plan: Any) -> None:
+        if isinstance(plan, BowFdPlan):
+            release_board(plan.board_file)
 
     def partial(
         self,
@@ -523,19 +553,24 @@ class SnapshotSearcher:
         """The partial of a shard (its segments), or None for an empty shard. ``bound``: the
         merged partial of shards searched before (BOW-FD starts from its K'-th best);
         ``count``: see :meth:`Method.partial`."""
+        if not views:
+            return None
         m = get_method(method)
+        shared = m.segments_plan(self.scorer(method, views[0], params), views, query, plan)
         merged: Partial | None = None
-        if views:
-            plan = m.segments_plan(self.scorer(method, views[0], params), views, query, plan)
-        # the largest segment first: its top lists bound the others' most
-        for view in sorted(views, key=lambda v: -v.index.n_docs):
-            scorer = self.scorer(method, view, params)
-            so_far = [p for p in (bound, merged) if p is not None]
-            floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
-            part, keep = m.partial(scorer, view, query, plan, depth, floor, count)
-            merged = part if merged is None else m.merge([merged, part])  # associative
-            if kept is not None:
-                kept[view.segment.name] = keep
+        try:
+            # the largest segment first: its top lists bound the others' most
+            for view in sorted(views, key=lambda v: -v.index.n_docs):
+                scorer = self.scorer(method, view, params)
+                so_far = [p for p in (bound, merged) if p is not None]
+                floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
+                part, keep = m.partial(scorer, view, query, shared, depth, floor, count)
+                merged = part if merged is None else m.merge([merged, part])  # associative
+                if kept is not None:
+                    kept[view.segment.name] = keep
+        finally:
+            if shared is not plan:  # taken here, not by the caller
+                m.release(shared)
         return merged
 
     def rank(

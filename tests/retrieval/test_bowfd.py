@@ -481,3 +481,35 @@ def test_registry_parameters_and_signature(toy_index: InvertedIndex) -> None:
                 {"lex_weights": {"LogPEgivenF": 1.0}}):  # fmt: skip
         with pytest.raises(ConfigurationError):
             get_scorer("bowfd", toy_index, **bad)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(2, 14),
+    v=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    k=st.integers(1, 4),
+)
+def test_shards_sharing_a_board_merge_to_the_top_k(seed: int, n_docs: int, v: float, k: int) -> None:
+    """Two halves of the documents ranked one after the other through one board (what
+    shards searched at once share): the first posts its k-th best, the second prunes by it,
+    and their lists merge to the top k of all documents."""
+    rng = random.Random(seed)
+    hg = random_forest(rng, max_nodes=7, max_derivations=60)
+    assume(all_trees(hg, hg.goal))
+    smt = np.array(hg.edge_weights({f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}))
+    docs = random_docs(rng, n_docs)
+    names = list(docs)
+    halves = [names[: n_docs // 2], names[n_docs // 2 :]]
+    board = np.full(1, -np.inf)
+    got: list[tuple[float, str]] = []
+    for half in halves:
+        index = hand_index({n: docs[n] for n in half})
+        ranked = rank_sentence(prepare_sentence(hg, smt, index), v, k, board=board)
+        got += [(s, index.doc_id(d)) for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist())]
+        if ranked.info["bounds"] and len(ranked.scores) == k:  # it posted its k-th best
+            assert board[0] >= ranked.scores[k - 1]
+    whole = hand_index(docs)
+    cand, ref = reference_scores(hg, smt, whole, v)
+    want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]
+    assert sorted(got, key=lambda x: (-x[0], names.index(x[1])))[:k] == want

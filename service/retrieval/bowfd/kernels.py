@@ -135,7 +135,8 @@ def _block_kernel(
 
     ``board`` (one cell, or none): a score k documents elsewhere are known to reach, shared
     with searches of other documents running at the same time (the shards of a collection on
-    one machine). θ rises to it, and the k-th best found here is posted to it, at every block.
+    one machine). θ rises to it, and the k-th best found here is posted to it, at every block
+    and at the end.
     Any value it holds is such a score, so a post lost to a race only prunes less.
     """
     num_nodes = in_ptr.shape[0] - 1
@@ -233,6 +234,8 @@ def _block_kernel(
                     j = c
                 topk[j] = score
         start = stop
+    if bounded and board.shape[0] and n_top == k and topk[0] > board[0]:
+        board[0] = topk[0]  # the k-th best found here, for searches still running
     return start
 
 
