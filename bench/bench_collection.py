@@ -22,8 +22,8 @@ Verbs (each appends its figures to ``bench/results/collection.json`` under a key
   time until a search in another ``Collection`` finds them.
 * ``search --collection DIR --model M``: rank time p50/p95 of DT, PSQ, BOW-FD (exhaustive and
   cascades) for paragraph, short and question queries (German dev sets; queries decoded once,
-  outside the timing), in one process over the S shards in turn and fanned out to S Ray
-  workers, alternating per query.
+  outside the timing), in one process over the S shards in turn (``local``) and at once in
+  threads (``threads``), and fanned out to S Ray workers (``ray``), alternating per query.
 """
 
 from __future__ import annotations
@@ -229,7 +229,11 @@ def search(args: argparse.Namespace) -> None:
     configs: list[tuple[str, Any, Any]] = []  # (label, collection, searcher)
     for c in colls:
         label = f"S{c.snapshot.commit.shards}"
-        configs.append((f"{label}/local", c, SnapshotSearcher(bundle)))
+        if c.snapshot.commit.shards == 1:
+            configs.append((f"{label}/local", c, SnapshotSearcher(bundle, threads=1)))
+        else:  # in process: one shard after another, or at once in threads
+            configs.append((f"{label}/local", c, SnapshotSearcher(bundle, threads=1)))
+            configs.append((f"{label}/threads", c, SnapshotSearcher(bundle, threads=0)))
         if args.ray and c.snapshot.commit.shards > 1:
             from service.collection.distributed import RaySearcher
 

@@ -14,6 +14,10 @@ reloading after a restart beyond the maps. Workers are restarted by Ray when the
 (``max_restarts=-1``); a shard that fails or does not answer within the timeout leaves the
 answer ``degraded`` with the shard named, never an error.
 
+Workers on one machine share BOW-FD's boards through shared memory (named per query: the
+best scores found so far, :mod:`service.collection.boards`), so a shard prunes by what the
+others have found, as shards searched in threads of one process do.
+
 A worker refreshes its snapshot to the collection's current commit before each query and says
 which generation it searched; if two shards disagree (a commit landed between them) the query
 is asked again once, so every shard of an answer scores with the same statistics.
@@ -242,7 +246,7 @@ class RaySearcher:
             first_failed.extend(failed)
             return ranking
 
-        plan = m.remote_plan(search_plan(method, scorer, query, first_stage))
+        plan = m.remote_plan(search_plan(method, scorer, query, first_stage), len(self.actors))
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:

@@ -17,6 +17,13 @@ their union (so segments merge into a shard's partial, shards into the collectio
   sentence's list (merged to depth ``K'``) and candidate count, and only :meth:`finish`
   combines them, with the same function the scorer uses.
 
+What does not depend on the documents is done once per query, not per segment: DT's 1-best
+translation, PSQ's structured query and BOW-FD's prepared forests (the words the segments
+together call weighted terms: :class:`SegmentsWeighting`), each joined with every segment's
+postings. Shards in one process are searched one after another, each bounding the next, or at
+once in threads (``threads``; the compiled passes release the GIL), sharing BOW-FD's boards
+(:mod:`service.collection.boards`).
+
 Results carry the document's sequence number as ``docno``
 (:meth:`service.collection.reader.Collection.doc` resolves it) and the external id.
 Explanations are made by the segment holding the document, after the merge (BOW-FD's need
@@ -44,6 +51,7 @@ from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
+from service.retrieval.bowfd.kernels import Board, board_ranks
 from service.retrieval.bowfd.prepare import PreparedForest
 from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
@@ -88,15 +96,22 @@ class Method:
         return None
 
     def segments_plan(
-        self, scorer: Scorer, views: Sequence[SegmentView], query: DecodedQuery, plan: Any
+        self,
+        scorer: Scorer,
+        views: Sequence[SegmentView],
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        slots: int,
     ) -> Any:
         """``plan`` with what the segments ``views`` share beyond it, done once for them in
-        the process that searches them (default: nothing more). Given its own result, it
-        returns it unchanged."""
+        the process that searches them (default: nothing more; ``slots``: the shards that may
+        search at once). Given its own result, it returns it unchanged."""
         return plan
 
-    def remote_plan(self, plan: Any) -> Any:
-        """``plan`` as sent to shard workers in other processes (default: unchanged)."""
+    def remote_plan(self, plan: Any, slots: int) -> Any:
+        """``plan`` as sent to the ``slots`` shard workers in other processes (default:
+        unchanged)."""
         return plan
 
     def release(self, plan: Any) -> None:
@@ -264,8 +279,11 @@ class BowFdPlan:
 
     docs: Int64Array | None
     forests: tuple[PreparedForest, ...]
-    boards: npt.NDArray[np.float64]
+    boards: npt.NDArray[np.float64]  # sentences × slots (shards) × ranks
     board_file: Path | None = None  # boards shared with other processes (see boards.py)
+
+    def board(self, sentence: int, shard: int) -> Board | None:
+        return Board(self.boards[sentence], shard) if shard < self.boards.shape[1] else None
 
 
 @dataclass(frozen=True)
@@ -276,25 +294,35 @@ class BowFdRemote:
 
     docs: Int64Array | None
     board: str
+    slots: int
 
 
 class BowFdMethod(Method):
     """BOW-FD: each sentence's list merged, combined at the end."""
 
     def segments_plan(
-        self, scorer: Scorer, views: Sequence[SegmentView], query: DecodedQuery, plan: Any
+        self,
+        scorer: Scorer,
+        views: Sequence[SegmentView],
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        slots: int,
     ) -> Any:
         if isinstance(plan, BowFdPlan):
             return plan
         assert isinstance(scorer, BowFdScorer)
         forests = scorer.prepare_forests(query, SegmentsWeighting(views))
+        cols = len(board_ranks(scorer.sentence_depth(len(forests), depth))[0])
         if isinstance(plan, BowFdRemote):
-            boards, board_file = open_board(plan.board, len(forests))
-            return BowFdPlan(plan.docs, tuple(forests), boards, board_file)
-        return BowFdPlan(plan, tuple(forests), private_board(len(forests)))
+            shape = (len(forests), plan.slots, cols)
+            cells, board_file = open_board(plan.board, int(np.prod(shape)))
+            return BowFdPlan(plan.docs, tuple(forests), cells.reshape(shape), board_file)
+        shape = (len(forests), slots, cols)
+        return BowFdPlan(plan, tuple(forests), private_board(int(np.prod(shape))).reshape(shape))
 
-    def remote_plan(self, plan: Any) -> Any:
-        return BowFdRemote(plan, new_board_name())
+    def remote_plan(self, plan: Any, slots: int) -> Any:
+        return BowFdRemote(plan, new_board_name(), slots)
 
     def release(self, plan: Any) -> None:
         if isinstance(plan, BowFdPlan):
@@ -311,7 +339,7 @@ class BowFdMethod(Method):
         count: bool = True,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, BowFdScorer)
-        plan = self.segments_plan(scorer, [view], query, plan)
+        plan = self.segments_plan(scorer, [view], query, plan, depth, view.segment.shard + 1)
         v = scorer.v_for(query.weights)
         # a cascade: the collection's first-stage documents held here
         restrict = None if plan.docs is None else np.zeros(0, dtype=np.int32)
@@ -324,7 +352,8 @@ class BowFdMethod(Method):
         if bound is not None and bound.sentences:  # the K'-th best so far, per sentence
             floors = [float(r.scores[sdepth - 1]) if len(r.scores) >= sdepth else -np.inf
                       for r in bound.sentences]  # fmt: skip
-        lists = scorer.rank_sentences(preps, sdepth, v, floors, plan.boards)
+        boards = [plan.board(i, view.segment.shard) for i in range(len(preps))]
+        lists = scorer.rank_sentences(preps, sdepth, v, floors, boards)
         by_seq = tuple(
             SentenceRanking(
                 view.seq[r.docs], r.scores, r.viterbi, r.complete, {"candidates": int(p.docs.size)}
@@ -556,7 +585,9 @@ class SnapshotSearcher:
         if not views:
             return None
         m = get_method(method)
-        shared = m.segments_plan(self.scorer(method, views[0], params), views, query, plan)
+        lead = self.scorer(method, views[0], params)
+        slots = views[0].segment.shard + 1  # when planned here: this shard's own board
+        shared = m.segments_plan(lead, views, query, plan, depth, slots)
         merged: Partial | None = None
         try:
             # the largest segment first: its top lists bound the others' most
@@ -596,7 +627,7 @@ class SnapshotSearcher:
 
         plan = search_plan(method, lead, query, first_stage)
         if lead is not None:  # once for every shard of this process
-            plan = m.segments_plan(lead, snapshot.views(), query, plan)
+            plan = m.segments_plan(lead, snapshot.views(), query, plan, k, len(snapshot.shards))
         seconds: dict[int, float] = {}
 
         def shard_part(i: int, bound: Partial | None) -> Partial | None:

@@ -34,6 +34,7 @@ from service.retrieval.bowfd import (
     top_k_order,
     with_term_weights,
 )
+from service.retrieval.bowfd.kernels import Board, board_ranks
 from service.retrieval.explain import BowFdExplanation, MatchedTerm
 from service.retrieval.lex import LexFeatures, rule_lex_features
 from service.retrieval.query import decode_query
@@ -490,10 +491,12 @@ def test_registry_parameters_and_signature(toy_index: InvertedIndex) -> None:
     v=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
     k=st.integers(1, 4),
 )
-def test_shards_sharing_a_board_merge_to_the_top_k(seed: int, n_docs: int, v: float, k: int) -> None:
+def test_shards_sharing_a_board_merge_to_the_top_k(
+    seed: int, n_docs: int, v: float, k: int
+) -> None:
     """Two halves of the documents ranked one after the other through one board (what
-    shards searched at once share): the first posts its k-th best, the second prunes by it,
-    and their lists merge to the top k of all documents."""
+    shards searched at once share): the first posts the scores it found, the second prunes by
+    them, and their lists merge to the top k of all documents."""
     rng = random.Random(seed)
     hg = random_forest(rng, max_nodes=7, max_derivations=60)
     assume(all_trees(hg, hg.goal))
@@ -501,14 +504,20 @@ def test_shards_sharing_a_board_merge_to_the_top_k(seed: int, n_docs: int, v: fl
     docs = random_docs(rng, n_docs)
     names = list(docs)
     halves = [names[: n_docs // 2], names[n_docs // 2 :]]
-    board = np.full(1, -np.inf)
+    ranks, _ = board_ranks(k)
+    cells = np.full((2, len(ranks)), -np.inf)
     got: list[tuple[float, str]] = []
-    for half in halves:
+    for slot, half in enumerate(halves):
         index = hand_index({n: docs[n] for n in half})
-        ranked = rank_sentence(prepare_sentence(hg, smt, index), v, k, board=board)
-        got += [(s, index.doc_id(d)) for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist())]
-        if ranked.info["bounds"] and len(ranked.scores) == k:  # it posted its k-th best
-            assert board[0] >= ranked.scores[k - 1]
+        ranked = rank_sentence(prepare_sentence(hg, smt, index), v, k, board=Board(cells, slot))
+        got += [
+            (s, index.doc_id(d))
+            for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist(), strict=True)
+        ]
+        if ranked.info["bounds"]:  # it posted the scores it found, at each rank
+            for r, m in enumerate(ranks.tolist()):
+                if m <= len(ranked.scores):
+                    assert cells[slot, r] >= ranked.scores[m - 1]
     whole = hand_index(docs)
     cand, ref = reference_scores(hg, smt, whole, v)
     want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]

@@ -18,6 +18,7 @@ numba.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -118,6 +119,9 @@ def _block_kernel(
     eps: float,
     out: FloatArray,
     board: FloatArray,
+    slot: int,
+    ranks: IntArray,
+    pair: IntArray,
 ) -> int:  # pragma: no cover - compiled by numba
     """BOW-FD scores of the candidates ``order[0], order[1], …`` in blocks of ``block``
     documents; returns how many it scored (``out[i]`` is the score of ``order[i]``).
@@ -133,11 +137,15 @@ def _block_kernel(
     at the first document whose upper bound is below θ (it and all after it cannot enter the
     top k).
 
-    ``board`` (one cell, or none): a score k documents elsewhere are known to reach, shared
-    with searches of other documents running at the same time (the shards of a collection on
-    one machine). θ rises to it, and the k-th best found here is posted to it, at every block
-    and at the end.
-    Any value it holds is such a score, so a post lost to a race only prunes less.
+    ``board`` (``slots × len(ranks)``; ``slot`` −1: none) is shared with searches of other
+    documents running at the same time (the shards of a collection on one machine, one slot
+    each; see :mod:`service.collection.boards`). At every block this search posts, in row
+    ``slot``, the ``ranks[r]``-th best score it has found (a cell only rises: a shard's earlier
+    segments' posts stay valid), and at rank k also θ; θ rises to every score k documents are
+    known to reach: a slot's rank-k cell, or for this slot and another ``s`` the smaller of
+    this slot's ``k − ranks[r]``-th best (column ``pair[r]``) and ``s``'s ``ranks[r]``-th best
+    (distinct documents: ``k`` of them reach it). Every cell is such a score whenever it is
+    read, so a stale read only prunes less.
     """
     num_nodes = in_ptr.shape[0] - 1
     num_edges = w.shape[0]
@@ -151,23 +159,44 @@ def _block_kernel(
     n_top = 0
     theta = theta0
     n = order.shape[0]
+    n_ranks = ranks.shape[0]
+    blocks = 0
     start = 0
-    while start < n:
-        stop = min(start + block, n)
+    done = n == 0
+    while True:
         if bounded:
             if n_top == k and topk[0] > theta:
                 theta = topk[0]
-            if board.shape[0]:
-                if theta > board[0]:
-                    board[0] = theta
-                elif board[0] > theta:
-                    theta = board[0]
+            if slot >= 0:  # post this search's scores, then read everyone's
+                blocks += 1
+                # the ranks below k matter to other slots only; sorting costs: every 8 blocks
+                if board.shape[0] > 1 and n_top > 0 and (blocks % 8 == 1 or done):
+                    found = np.sort(topk[:n_top])  # ascending
+                    for r in range(n_ranks):
+                        if ranks[r] <= n_top and found[n_top - ranks[r]] > board[slot, r]:
+                            board[slot, r] = found[n_top - ranks[r]]
+                if theta > board[slot, n_ranks - 1]:
+                    board[slot, n_ranks - 1] = theta
+                for other in range(board.shape[0]):
+                    if board[other, n_ranks - 1] > theta:
+                        theta = board[other, n_ranks - 1]
+                    if other == slot:
+                        continue
+                    for r in range(n_ranks - 1):
+                        f = min(board[slot, pair[r]], board[other, r])
+                        if f > theta:
+                            theta = f
+        if done:
+            break
+        stop = min(start + block, n)
+        if bounded:
             j = start
             while j < stop and upper[order[j]] >= theta - eps:
                 j += 1
             stop = j
-            if stop == start:
-                break
+            if stop == start:  # no document left can enter: post once more, then stop
+                done = True
+                continue
         nb = stop - start
         for e in range(num_edges):
             for b in range(nb):
@@ -234,8 +263,7 @@ def _block_kernel(
                     j = c
                 topk[j] = score
         start = stop
-    if bounded and board.shape[0] and n_top == k and topk[0] > board[0]:
-        board[0] = topk[0]  # the k-th best found here, for searches still running
+        done = start == n
     return start
 
 
@@ -271,7 +299,34 @@ def _kernel(name: str) -> Any:
 
 DEFAULT_BLOCK = 32  # documents per inside pass (bench/bench_bowfd.py)
 _EPS = 1e-9  # relative safety margin of the bound comparisons (rounding)
-_NO_BOARD = np.zeros(0, dtype=np.float64)
+_QUANTILES = 8  # a slot posts its (j/8)·k-th best scores, j = 1..8 (and k minus those)
+
+
+def board_ranks(k: int) -> tuple[IntArray, IntArray]:
+    """The ranks a board posts for a top ``k`` (ascending, the last ``k``) and, for each but
+    the last, the column of ``k`` minus it (see :func:`_block_kernel`)."""
+    cut = {j * k // _QUANTILES for j in range(1, _QUANTILES)}
+    ranks = sorted({m for m in cut | {k - m for m in cut} if 0 < m < k} | {k})
+    col = {m: i for i, m in enumerate(ranks)}
+    return np.array(ranks, dtype=np.int64), np.array([col[k - m] for m in ranks[:-1]], np.int64)
+
+
+@dataclass(frozen=True)
+class Board:
+    """One sentence's board and this search's row of it (see :func:`_block_kernel`): ``cells``
+    is ``slots × len(board_ranks(k)[0])``, shared by the searches running at the same time."""
+
+    cells: FloatArray
+    slot: int
+
+    def args(self, k: int) -> tuple[FloatArray, int, IntArray, IntArray]:
+        ranks, pair = board_ranks(k)
+        if self.cells.ndim != 2 or self.cells.shape[1] != len(ranks):
+            raise ValueError(f"a board for k={k} has {len(ranks)} columns")
+        return self.cells, self.slot, ranks, pair
+
+
+_NO_BOARD = (np.full((0, 1), -np.inf), -1, np.ones(1, dtype=np.int64), np.zeros(0, np.int64))
 
 
 def _run(
@@ -283,7 +338,7 @@ def _run(
     theta0: float = -np.inf,
     k: int = 0,
     block: int = DEFAULT_BLOCK,
-    board: FloatArray | None = None,
+    board: Board | None = None,
 ) -> tuple[FloatArray, int]:
     f = prep.live
     order = np.ascontiguousarray(order, dtype=np.int64)
@@ -296,7 +351,7 @@ def _run(
         f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
         prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
         prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
-        ub, float(theta0), int(k), eps, out, _NO_BOARD if board is None else board,
+        ub, float(theta0), int(k), eps, out, *(_NO_BOARD if board is None else board.args(k)),
     )  # fmt: skip
     return out, int(scored)
 

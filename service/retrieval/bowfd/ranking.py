@@ -20,7 +20,7 @@ import numpy as np
 
 from service.forest.hypergraph import FloatArray, IntArray
 from service.index.inverted import Int32Array
-from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, _run
+from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, Board, _run
 from service.retrieval.bowfd.prepare import PreparedSentence
 
 
@@ -74,7 +74,7 @@ def rank_sentence(
     bounds: bool = True,
     block: int = DEFAULT_BLOCK,
     floor: float = -np.inf,
-    board: FloatArray | None = None,
+    board: Board | None = None,
 ) -> SentenceRanking:
     """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
 
@@ -84,9 +84,9 @@ def rank_sentence(
     no document left can enter the top k. Otherwise every candidate is scored. ``floor``: a
     score that k documents elsewhere already reach (the segments of a collection ranked
     before this one): a document whose upper bound is below it cannot enter the top k of the
-    union, so θ starts there (the list then holds only documents above it). ``board``: a
-    one-cell array such a score is shared through with searches running at the same time
-    (see :func:`~service.retrieval.bowfd.kernels._block_kernel`).
+    union, so θ starts there (the list then holds only documents above it). ``board``: where
+    such scores are shared with searches of other documents running at the same time (see
+    :func:`~service.retrieval.bowfd.kernels._block_kernel`).
     """
     t0 = time.perf_counter()
     n = len(prep.docs)

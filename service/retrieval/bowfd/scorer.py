@@ -37,6 +37,7 @@ from service.retrieval.bowfd.features import (
     is_ir_term_feature,
     with_term_weights,
 )
+from service.retrieval.bowfd.kernels import Board
 from service.retrieval.bowfd.prepare import (
     PreparedForest,
     PreparedSentence,
@@ -207,7 +208,7 @@ class BowFdScorer(Scorer):
         depth: int,
         v: float,
         floors: Sequence[float] | None = None,
-        boards: FloatArray | None = None,
+        boards: Sequence[Board | None] | None = None,
     ) -> list[SentenceRanking]:
         """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`); ``floors``:
         per sentence, a score ``depth`` documents elsewhere already reach (documents below it
@@ -219,7 +220,7 @@ class BowFdScorer(Scorer):
             rank_sentence(
                 p, v, depth,
                 floor=-np.inf if floors is None else floors[i],
-                board=None if boards is None else boards[i : i + 1],
+                board=None if boards is None else boards[i],
             )
             for i, p in enumerate(preps)
         ]  # fmt: skip
