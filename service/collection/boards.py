@@ -7,7 +7,9 @@ posted: ``K'`` documents reach it, so a document below it cannot enter the merge
 in threads of one process share a numpy array; Ray shard workers on one node share a board in
 shared memory, named per query by the caller (:func:`open_board`). Any value a board holds is
 such a score, so a worker that finds no board (another node, no shared memory) just prunes by
-its own, and a post lost to a race only prunes less: the rankings are the same either way.
+its own, and a post lost to a race only prunes less: the rankings are the same either way. A
+board outlives its query only if every process searching it died first; a shard worker removes
+such leftovers when it starts (:func:`sweep_boards`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import mmap
 import os
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -69,3 +72,16 @@ def release_board(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def sweep_boards(max_age_s: float = 3600.0) -> int:
+    """Remove boards (and their temporary files) not touched for ``max_age_s`` seconds: what
+    searches killed mid-query left behind. Returns how many were removed."""
+    removed = 0
+    now = time.time()
+    for path in _board_dir().glob(PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > max_age_s:
+                path.unlink()
+                removed += 1
+    return removed

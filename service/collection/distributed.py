@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from service.collection.boards import sweep_boards
 from service.collection.reader import Collection, Snapshot
 from service.collection.search import (
     Partial,
@@ -55,6 +56,7 @@ class ShardWorker:
         self, path: str, shard: int, bundle_path: str | None, state_root: str | None
     ) -> None:
         self.shard = shard
+        sweep_boards()  # what workers killed mid-query left in shared memory
         self.collection = Collection(path, shards=[shard])
         bundle = None
         if bundle_path is not None:

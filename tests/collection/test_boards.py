@@ -3,6 +3,7 @@ opening a query's board sees the others' posts; a board that cannot be shared is
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from service.collection.boards import (
     new_board_name,
     open_board,
     release_board,
+    sweep_boards,
 )
 
 
@@ -55,3 +57,13 @@ def test_boards_that_cannot_be_shared_are_private() -> None:
     assert other_path is None and len(other) == 5
     release_board(path)
     assert not list(_board_dir().glob(name + ".*"))  # no temporary file left behind
+
+
+def test_boards_left_by_killed_searches_are_swept() -> None:
+    _, old = open_board(new_board_name(), 2)
+    _, fresh = open_board(new_board_name(), 2)
+    assert old is not None and fresh is not None
+    os.utime(old, (0, 0))  # untouched since 1970: its searches are long gone
+    assert sweep_boards(max_age_s=3600) >= 1
+    assert not old.exists() and fresh.exists()
+    release_board(fresh)
