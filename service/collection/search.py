@@ -81,6 +81,11 @@ class Partial:
     explanations: tuple[Explanation | None, ...] = ()
 
 
+def _uncounted(n: int, depth: int) -> tuple[int, Relation]:
+    """``n`` hits at ``depth``, not counted beyond: all of them, or a lower bound."""
+    return n, "eq" if n < depth else "gte"
+
+
 def _order(seqs: Int64Array, scores: npt.NDArray[np.float64], depth: int) -> Int64Array:
     return np.lexsort((seqs, -scores))[:depth].astype(np.int64)
 
@@ -141,7 +146,7 @@ class Method:
         if count:
             n, relation = scorer.retrieved(ranking, depth, query)
         else:
-            n, relation = len(ranking.hits), "eq" if len(ranking.hits) < depth else "gte"
+            n, relation = _uncounted(len(ranking.hits), depth)
         docs = np.asarray([h.docno for h in ranking.hits], dtype=np.int64)
         part = Partial(
             seqs=view.seq[docs].astype(np.int64),
@@ -217,11 +222,10 @@ class DtMethod(Method):
         assert isinstance(scorer, DirectTranslation)
         tokens = [t for sentence in plan for t in sentence]
         top = scorer.index.bm25_topk(tokens, depth)
-        n = len(top.docs)
         if count:
-            n, relation = scorer.count_retrieved(tokens, n, depth)
+            n, relation = scorer.count_retrieved(tokens, len(top.docs), depth)
         else:
-            relation = "eq" if n < depth else "gte"
+            n, relation = _uncounted(len(top.docs), depth)
         info = {"translation": " ".join(" ".join(s) for s in plan), "candidates": len(top.docs)}
         part = Partial(
             view.seq[top.docs].astype(np.int64), top.scores.astype(np.float64), (), n,
