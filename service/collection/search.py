@@ -137,11 +137,14 @@ class Method:
         depth: int,
         bound: Partial | None = None,
         count: bool = True,
+        own: Partial | None = None,
     ) -> tuple[Partial, Any]:
         """The partial of one segment, and what :meth:`explain` needs later (kept by the
         caller, never merged). ``bound``: the merged partial of the segments ranked before
         (a method may skip what cannot enter it; BOW-FD does). ``count``: whether to count the
-        documents retrieved beyond ``depth`` (a cascade's first stage does not need it)."""
+        documents retrieved beyond ``depth`` (a cascade's first stage does not need it).
+        ``own``: the merged partial of the segments of the same shard ranked before (part of
+        ``bound``; BOW-FD shares it with shards searched at the same time)."""
         ranking = self.ranking(scorer, query, plan, depth, False)
         if count:
             n, relation = scorer.retrieved(ranking, depth, query)
@@ -218,6 +221,7 @@ class DtMethod(Method):
         depth: int,
         bound: Partial | None = None,
         count: bool = True,
+        own: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, DirectTranslation)
         tokens = [t for sentence in plan for t in sentence]
@@ -341,6 +345,7 @@ class BowFdMethod(Method):
         depth: int,
         bound: Partial | None = None,
         count: bool = True,
+        own: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, BowFdScorer)
         plan = self.segments_plan(scorer, [view], query, plan, depth, view.segment.shard + 1)
@@ -357,7 +362,8 @@ class BowFdMethod(Method):
             floors = [float(r.scores[sdepth - 1]) if len(r.scores) >= sdepth else -np.inf
                       for r in bound.sentences]  # fmt: skip
         boards = [plan.board(i, view.segment.shard) for i in range(len(preps))]
-        lists = scorer.rank_sentences(preps, sdepth, v, floors, boards)
+        seeds = None if own is None or not own.sentences else [r.scores for r in own.sentences]
+        lists = scorer.rank_sentences(preps, sdepth, v, floors, boards, seeds)
         by_seq = tuple(
             SentenceRanking(
                 view.seq[r.docs], r.scores, r.viterbi, r.complete, {"candidates": int(p.docs.size)}
@@ -436,6 +442,7 @@ class TrMethod(Method):
         depth: int,
         bound: Partial | None = None,
         count: bool = True,
+        own: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, TranslationRetrieval)
         lists = scorer.candidate_lists(plan)
@@ -599,7 +606,7 @@ class SnapshotSearcher:
                 scorer = self.scorer(method, view, params)
                 so_far = [p for p in (bound, merged) if p is not None]
                 floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
-                part, keep = m.partial(scorer, view, query, shared, depth, floor, count)
+                part, keep = m.partial(scorer, view, query, shared, depth, floor, count, merged)
                 merged = part if merged is None else m.merge([merged, part])  # associative
                 if kept is not None:
                     kept[view.segment.name] = keep

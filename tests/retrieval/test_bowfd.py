@@ -28,8 +28,10 @@ from service.retrieval.bowfd import (
     BowFdScorer,
     SentenceRanking,
     combine_sentences,
+    doc_bounds,
     prepare_sentence,
     rank_sentence,
+    reference_bounds,
     reference_scores,
     top_k_order,
     with_term_weights,
@@ -518,6 +520,98 @@ def test_shards_sharing_a_board_merge_to_the_top_k(
             for r, m in enumerate(ranks.tolist()):
                 if m <= len(ranked.scores):
                     assert cells[slot, r] >= ranked.scores[m - 1]
+    whole = hand_index(docs)
+    cand, ref = reference_scores(hg, smt, whole, v)
+    want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]
+    assert sorted(got, key=lambda x: (-x[0], names.index(x[1])))[:k] == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(1, 12),
+    v=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    per_term=st.booleans(),
+)
+def test_compiled_bounds_equal_the_reference_and_bracket_every_score(
+    seed: int, n_docs: int, v: float, per_term: bool
+) -> None:
+    rng = random.Random(seed)
+    hg = random_forest(rng, max_nodes=7, max_derivations=60)
+    assume(bool(all_trees(hg, hg.goal)))
+    weights = {f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}
+    if per_term:  # δ_t ≥ 0: the bonuses stay ≥ 0, where bounds are used
+        weights.update({f"ir:{t}": rng.randint(0, 8) / 4 for t in rng.sample(TERMS, 2)})
+    index = hand_index(random_docs(rng, n_docs))
+    (prep,) = BowFdScorer(index, v=v).prepare(query_of(hg, weights=weights))
+    lower, upper = doc_bounds(prep, v)
+    ref_lower, ref_upper = reference_bounds(prep, v)
+    assert lower.tolist() == ref_lower.tolist()
+    assert upper.tolist() == ref_upper.tolist()
+    smt = np.array(hg.edge_weights(weights))
+    cand, scores = reference_scores(hg, smt, index, v, weights)
+    assert cand.tolist() == prep.docs.tolist()
+    assert np.all(lower <= scores + 1e-9) and np.all(scores <= upper + 1e-9)
+
+
+def test_a_board_prunes_from_the_lower_bounds_before_anything_is_scored() -> None:
+    k = 8
+    ranks, _ = board_ranks(k)
+    cells = np.full((2, len(ranks)), -np.inf)
+    lower = np.arange(20, dtype=np.float64)  # 19 is the best, 12 the 8th best
+    assert Board(cells, 0).post_lower_bounds(lower, k) == 12.0
+    for r, m in enumerate(ranks.tolist()):
+        assert cells[0, r] == 20 - m  # the m-th best lower bound
+    assert np.all(cells[1] == -np.inf)
+    # slot 1 reads slot 0's 8th best; fewer than k candidates post nothing
+    assert Board(cells, 1).floor(k) == 12.0
+    assert Board(cells, 1).post_lower_bounds(np.full(4, 15.0), k) == -np.inf
+    assert np.all(cells[1] == -np.inf)
+    # once slot 1 has 4 documents at 15, the pair rule (its 4th best, slot 0's 4th best = 16)
+    # says 8 documents reach min(15, 16)
+    cells[1, list(ranks).index(4)] = 15.0
+    assert Board(cells, 1).floor(k) == 15.0
+    # a board's cells only rise
+    Board(cells, 0).post_lower_bounds(lower - 100, k)
+    assert cells[0, -1] == 12.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(3, 30),
+    v=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    k=st.integers(1, 4),
+)
+def test_a_shards_later_segment_seeded_with_its_earlier_ones_merges_to_the_top_k(
+    seed: int, n_docs: int, v: float, k: int
+) -> None:
+    """Slot 0 is a shard of two segments: the second starts from the first's scores (its
+    heap holds both, so it posts the shard's ranks); slot 1 is another shard on the board."""
+    rng = random.Random(seed)
+    hg = random_forest(rng, max_nodes=7, max_derivations=60)
+    assume(all_trees(hg, hg.goal))
+    smt = np.array(hg.edge_weights({f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}))
+    docs = random_docs(rng, n_docs)
+    names = list(docs)
+    a, b = sorted(rng.sample(range(1, n_docs), 2))
+    parts = [(0, names[:a]), (1, names[a:b]), (0, names[b:])]
+    ranks, _ = board_ranks(k)
+    cells = np.full((2, len(ranks)), -np.inf)
+    got: list[tuple[float, str]] = []
+    first: list[float] = []
+    for slot, part in parts:
+        index = hand_index({n: docs[n] for n in part})
+        prep = prepare_sentence(hg, smt, index)
+        own = np.asarray(first) if slot == 0 and first else None
+        ranked = rank_sentence(prep, v, k, board=Board(cells, slot), seed=own)
+        found = [
+            (s, index.doc_id(d))
+            for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist(), strict=True)
+        ]
+        got += found
+        if slot == 0:
+            first += [s for s, _ in found]
     whole = hand_index(docs)
     cand, ref = reference_scores(hg, smt, whole, v)
     want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]

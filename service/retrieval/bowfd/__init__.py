@@ -54,7 +54,13 @@ from service.retrieval.bowfd.prepare import (
     prepare_sentence,
     smt_edge_weights,
 )
-from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
+from service.retrieval.bowfd.ranking import (
+    SentenceRanking,
+    doc_bounds,
+    rank_sentence,
+    reference_bounds,
+    top_k_order,
+)
 from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.bowfd.scorer import DEFAULT_PER_SENTENCE_K, BowFdScorer
 
@@ -67,6 +73,7 @@ __all__ = [
     "SentenceRanking",
     "TermWeighting",
     "combine_sentences",
+    "doc_bounds",
     "fast_scores",
     "ir_term_feature",
     "is_ir_term_feature",
@@ -74,6 +81,7 @@ __all__ = [
     "prepare_forest",
     "prepare_sentence",
     "rank_sentence",
+    "reference_bounds",
     "reference_scores",
     "smt_edge_weights",
     "term_bonus",

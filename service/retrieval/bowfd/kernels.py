@@ -122,6 +122,7 @@ def _block_kernel(
     slot: int,
     ranks: IntArray,
     pair: IntArray,
+    seed: FloatArray,
 ) -> int:  # pragma: no cover - compiled by numba
     """BOW-FD scores of the candidates ``order[0], order[1], …`` in blocks of ``block``
     documents; returns how many it scored (``out[i]`` is the score of ``order[i]``).
@@ -146,6 +147,10 @@ def _block_kernel(
     this slot's ``k − ranks[r]``-th best (column ``pair[r]``) and ``s``'s ``ranks[r]``-th best
     (distinct documents: ``k`` of them reach it). Every cell is such a score whenever it is
     read, so a stale read only prunes less.
+
+    ``seed`` (ascending, at most k): scores of other documents of the same slot (a shard's
+    segments searched before), kept with the scores found here: θ and the posts are those of
+    the slot's documents so far, not of this search's alone.
     """
     num_nodes = in_ptr.shape[0] - 1
     num_edges = w.shape[0]
@@ -156,7 +161,8 @@ def _block_kernel(
     docw = np.zeros(n_terms + 1, dtype=np.float64)
     stamp = np.zeros(num_edges, dtype=np.int64)
     topk = np.zeros(max(k, 1), dtype=np.float64)  # min-heap of the best scores found
-    n_top = 0
+    n_top = seed.shape[0]  # an ascending array is a min-heap
+    topk[:n_top] = seed
     theta = theta0
     n = order.shape[0]
     n_ranks = ranks.shape[0]
@@ -267,6 +273,38 @@ def _block_kernel(
     return start
 
 
+def _bounds_kernel(
+    doc_ptr: IntArray,
+    doc_terms: IntArray,
+    rows: FloatArray,
+    best_through: FloatArray,
+    max_count: FloatArray,
+    factor: float,
+    viterbi: float,
+    lower: FloatArray,
+    upper: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba
+    """Every candidate's lower and upper bound in one pass over its row (the formulas of
+    :func:`~service.retrieval.bowfd.ranking.doc_bounds`; the row's terms are numbered by
+    descending ``best_through``, so the running sum is the upper bound's C_i)."""
+    for i in range(doc_ptr.shape[0] - 1):
+        lo = viterbi
+        up = viterbi
+        c = 0.0
+        for p in range(doc_ptr[i], doc_ptr[i + 1]):
+            t = doc_terms[p]
+            g = best_through[t]
+            x = g + factor * rows[p]
+            if x > lo:
+                lo = x
+            c += factor * max_count[t] * rows[p]
+            y = g + c
+            if y > up:
+                up = y
+        lower[i] = lo
+        upper[i] = up
+
+
 def _scatter_kernel(
     all_docs: Int32Array,
     all_terms: IntArray,
@@ -289,6 +327,7 @@ _PY_KERNELS: dict[str, Any] = {
     "max_count": _max_count_kernel,
     "block": _block_kernel,
     "scatter": _scatter_kernel,
+    "bounds": _bounds_kernel,
 }
 
 
@@ -319,6 +358,34 @@ class Board:
     cells: FloatArray
     slot: int
 
+    def post_lower_bounds(self, lower: FloatArray, k: int) -> float:
+        """Post, at each rank m of the board, the m-th best of the candidates' lower bounds
+        (m of this search's documents reach it before any is scored, so the other searches
+        prune from the start); returns the ``k``-th best lower bound (−∞ below ``k``)."""
+        n = len(lower)
+        if n < k:
+            return -np.inf
+        ranks, _ = board_ranks(k)
+        cols = range(len(ranks)) if self.cells.shape[0] > 1 else range(len(ranks) - 1, len(ranks))
+        part = np.partition(lower, [n - int(ranks[r]) for r in cols])
+        row = self.cells[self.slot]
+        for r in cols:
+            row[r] = max(row[r], part[n - int(ranks[r])])
+        return float(part[n - k])
+
+    def floor(self, k: int) -> float:
+        """The best score the board says ``k`` documents reach (the rule of
+        :func:`_block_kernel`: any slot's rank-``k`` cell, or this slot's ``k − m``-th best
+        and another's m-th best)."""
+        ranks, pair = board_ranks(k)
+        cells, last = self.cells, len(ranks) - 1
+        theta = float(cells[:, last].max()) if cells.shape[0] else -np.inf
+        for other in range(cells.shape[0]):
+            if other != self.slot:
+                paired = np.minimum(cells[self.slot, pair], cells[other, :last])
+                theta = max(theta, float(paired.max(initial=-np.inf)))
+        return theta
+
     def args(self, k: int) -> tuple[FloatArray, int, IntArray, IntArray]:
         ranks, pair = board_ranks(k)
         if self.cells.ndim != 2 or self.cells.shape[1] != len(ranks):
@@ -327,6 +394,31 @@ class Board:
 
 
 _NO_BOARD = (np.full((0, 1), -np.inf), -1, np.ones(1, dtype=np.int64), np.zeros(0, np.int64))
+
+
+def bound_margin(viterbi: float) -> float:
+    """How far below θ an upper bound may fall and still be scored (rounding of the sums)."""
+    return _EPS * (1.0 + abs(viterbi))
+
+
+def fast_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
+    """Every candidate's lower and upper bound (:func:`_bounds_kernel`)."""
+    n = len(prep.docs)
+    lower, upper = np.empty(n), np.empty(n)
+    if n:
+        rows, factor = prep.ir_rows(v)
+        _kernel("bounds")(
+            prep.doc_ptr, prep.doc_terms, np.ascontiguousarray(rows, dtype=np.float64),
+            prep.best_through, prep.max_count, float(factor), float(prep.viterbi), lower, upper,
+        )  # fmt: skip
+    return lower, upper
+
+
+def _seed(scores: FloatArray | None, k: int) -> FloatArray:
+    """The ``k`` best of ``scores``, ascending (the kernel's heap starts with them)."""
+    if scores is None or k == 0:
+        return np.zeros(0)
+    return np.ascontiguousarray(np.sort(np.asarray(scores, dtype=np.float64))[-k:])
 
 
 def _run(
@@ -339,19 +431,21 @@ def _run(
     k: int = 0,
     block: int = DEFAULT_BLOCK,
     board: Board | None = None,
+    seed: FloatArray | None = None,
 ) -> tuple[FloatArray, int]:
     f = prep.live
     order = np.ascontiguousarray(order, dtype=np.int64)
     out = np.empty(len(order), dtype=np.float64)
     bounded = upper is not None
     ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
-    eps = _EPS * (1.0 + abs(prep.viterbi))
+    eps = bound_margin(prep.viterbi)
     rows, factor = prep.ir_rows(v)
     scored = _kernel("block")(
         f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
         prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
         prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
         ub, float(theta0), int(k), eps, out, *(_NO_BOARD if board is None else board.args(k)),
+        _seed(seed, k if bounded else 0),
     )  # fmt: skip
     return out, int(scored)
 

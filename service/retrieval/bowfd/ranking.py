@@ -20,19 +20,25 @@ import numpy as np
 
 from service.forest.hypergraph import FloatArray, IntArray
 from service.index.inverted import Int32Array
-from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, Board, _run
+from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, Board, _run, bound_margin, fast_bounds
 from service.retrieval.bowfd.prepare import PreparedSentence
 
 
 def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
     """Lower and upper bounds of every candidate's score (valid when every term's bonus —
-    v·bm25, or (v + δ_t)·bm25 with per-term weights — is ≥ 0).
+    v·bm25, or (v + δ_t)·bm25 with per-term weights — is ≥ 0), in one compiled pass.
 
     Lower: max(Viterbi, max_t g_t + v·bm25(t, d)) — the best derivation producing t earns at
     least t's weight. Upper: max(Viterbi, max_i g_i + C_i) with terms by descending g and
     C_i = v·Σ_{j≤i} max_count_j·bm25(t_j, d) — a derivation whose last term (in that order)
-    is t_i scores at most g_i in SMT and C_i in bonus.
+    is t_i scores at most g_i in SMT and C_i in bonus. :func:`reference_bounds` is the same
+    in numpy.
     """
+    return fast_bounds(prep, v)
+
+
+def reference_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
+    """:func:`doc_bounds` by whole-array numpy operations (the tested reference)."""
     n = len(prep.docs)
     vit = prep.viterbi
     if n == 0:
@@ -42,11 +48,11 @@ def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray
     rows, v = prep.ir_rows(v)
     lower = np.maximum(np.maximum.reduceat(g + v * rows, starts), vit)
     bonus = v * prep.max_count[prep.doc_terms] * rows
-    csum = np.cumsum(bonus)
-    before = np.concatenate([[0.0], csum])[starts]
-    seg = csum - np.repeat(before, np.diff(prep.doc_ptr))
-    upper = np.maximum(np.maximum.reduceat(g + seg, starts), vit)
-    return lower, upper
+    upper = np.full(n, -np.inf)
+    for i in range(n):  # the running sum of each row, as C_i is defined
+        lo, hi = int(prep.doc_ptr[i]), int(prep.doc_ptr[i + 1])
+        upper[i] = np.max(g[lo:hi] + np.cumsum(bonus[lo:hi]), initial=-np.inf)
+    return lower, np.maximum(upper, vit)
 
 
 def top_k_order(docs: Int32Array, scores: FloatArray, k: int) -> IntArray:
@@ -75,6 +81,7 @@ def rank_sentence(
     block: int = DEFAULT_BLOCK,
     floor: float = -np.inf,
     board: Board | None = None,
+    seed: FloatArray | None = None,
 ) -> SentenceRanking:
     """The top ``k`` candidates of one sentence by BOW-FD score (fast and exact).
 
@@ -86,7 +93,9 @@ def rank_sentence(
     before this one): a document whose upper bound is below it cannot enter the top k of the
     union, so θ starts there (the list then holds only documents above it). ``board``: where
     such scores are shared with searches of other documents running at the same time (see
-    :func:`~service.retrieval.bowfd.kernels._block_kernel`).
+    :func:`~service.retrieval.bowfd.kernels._block_kernel`); ``seed``: the scores of the
+    documents of the same board slot searched before (this shard's earlier segments): the
+    search starts from their ``k``-th best and posts their ranks merged with its own.
     """
     t0 = time.perf_counter()
     n = len(prep.docs)
@@ -94,15 +103,25 @@ def rank_sentence(
     use_bounds = bounds and factor >= 0 and n > k and bool(np.all(rows >= 0))
     if use_bounds:
         lower, upper = doc_bounds(prep, v)
-        theta0 = max(float(np.partition(lower, n - k)[n - k]), floor)
-        order = np.argsort(-upper, kind="stable")
+        if seed is not None and len(seed) >= k:
+            floor = max(floor, float(np.partition(seed, len(seed) - k)[len(seed) - k]))
+        if board is None:
+            theta0 = max(float(np.partition(lower, n - k)[n - k]), floor)
+        else:  # what the others may prune by from the start, and what they posted so far
+            theta0 = max(board.post_lower_bounds(lower, k), floor, board.floor(k))
+        # only candidates whose bound reaches θ0 can be scored (θ only rises): sort those
+        keep = np.flatnonzero(upper >= theta0 - bound_margin(prep.viterbi))
+        order = keep[np.argsort(-upper[keep], kind="stable")]
         out, scored = _run(
-            prep, v, order, upper=upper, theta0=theta0, k=k, block=block, board=board
-        )
+            prep, v, order, upper=upper, theta0=theta0, k=k, block=block, board=board,
+            seed=seed,
+        )  # fmt: skip
         cand, scores = order[:scored], out[:scored]
+        bounded = {"theta0": theta0, "above_theta0": len(order)}
     else:
         cand = np.arange(n, dtype=np.int64)
         scores, scored = _run(prep, v, cand, block=block)
+        bounded = {}
     docs = prep.docs[cand]
     pos = top_k_order(docs, scores, k)
     info = {
@@ -110,6 +129,7 @@ def rank_sentence(
         "scored": scored,
         "bounds": use_bounds,
         "live_edges": len(prep.live.edges),
+        **bounded,
         "seconds": time.perf_counter() - t0,
     }
     return SentenceRanking(docs[pos], scores[pos], prep.viterbi, n <= k, info)

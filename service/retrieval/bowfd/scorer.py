@@ -209,18 +209,21 @@ class BowFdScorer(Scorer):
         v: float,
         floors: Sequence[float] | None = None,
         boards: Sequence[Board | None] | None = None,
+        seeds: Sequence[FloatArray] | None = None,
     ) -> list[SentenceRanking]:
         """Each prepared sentence's top ``depth`` list (:meth:`sentence_depth`); ``floors``:
         per sentence, a score ``depth`` documents elsewhere already reach (documents below it
         are left out: see :func:`rank_sentence`); ``boards``: per sentence, a cell such scores
-        are shared through with searches running at the same time."""
-        if (floors is None and boards is None) or self.engine != "fast":
+        are shared through with searches running at the same time; ``seeds``: per sentence,
+        the scores of the documents of the same board slot found before."""
+        if (floors is None and boards is None and seeds is None) or self.engine != "fast":
             return [self._rank_one(p, depth, v) for p in preps]
         return [
             rank_sentence(
                 p, v, depth,
                 floor=-np.inf if floors is None else floors[i],
                 board=None if boards is None else boards[i],
+                seed=None if seeds is None else seeds[i],
             )
             for i, p in enumerate(preps)
         ]  # fmt: skip
