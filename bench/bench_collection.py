@@ -284,6 +284,12 @@ def search(args: argparse.Namespace) -> None:
                       "end_to_end_p50_ms": round(percentile(end_to_end[name], 50) * 1000, 1)}
                for name, xs in times.items()},
         }  # fmt: skip
+        for name, xs in times.items():  # per query, against one shard in the same run
+            method, label = name.split("/", 1)
+            one = times.get(f"{method}/S1/local")
+            if one is not None and label != "S1/local":
+                ratios = [x / y for x, y in zip(xs, one, strict=True)]
+                out[set_name][name]["vs_S1_p50"] = round(percentile(ratios, 50), 3)
         print(json.dumps({set_name: out[set_name]}), file=sys.stderr)
     tag = f"/{args.tag}" if args.tag else ""
     record(f"search/{colls[0].snapshot.n_docs}/{Path(args.model).name}{tag}", out)
