@@ -33,6 +33,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ResourcesDep, SettingsDep
+from service.api.serving import language_bundle
 from service.collection import Collection
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
 from service.index.inverted import InvertedIndex
@@ -401,9 +402,7 @@ def _pick_bundle(
 ) -> ModelBundle:
     loaded = ", ".join(f"{b.name} ({lang})" for lang, b in sorted(models.items())) or "none"
     if lang is not None:
-        bundle = models.get(lang)
-        if bundle is None:
-            raise NotFoundError(f"no model is loaded for language {lang[:20]!r}; loaded: {loaded}")
+        bundle = language_bundle(models, lang)  # 422 naming the loaded ones, as a search
         if model is not None and model not in (bundle.name, str(bundle.path)):
             raise InvalidInputError(f"model {model[:80]!r} is not the {lang} model ({loaded})")
         return bundle

@@ -7,10 +7,12 @@
   declared as JSON is refused with 415, and one that is not UTF-8 with 422, naming what was
   expected (FastAPI would answer 422 "Input should be a valid dictionary" and 400 "There was an
   error parsing the body").
-* Request validation errors keep FastAPI's list of field errors, made safe to encode (a lone
-  surrogate echoed back in ``input`` used to crash the encoder with a 500); errors about the body
-  as a whole (malformed JSON, an empty body, a JSON value that is not an object) become one
-  sentence that says what was expected.
+* Every error has one shape, ``{"detail": "<one readable sentence>"}``; a request validation
+  error adds ``errors``, FastAPI's list of field errors (``loc``, ``msg``, ``type``), made
+  safe to encode (a lone surrogate echoed back in ``input`` used to crash the encoder with a
+  500), and its ``detail`` names each field and what was wrong; errors about the body as a
+  whole (malformed JSON, an empty body, a JSON value that is not an object) say what was
+  expected.
 * :class:`~service.errors.OverloadedError` (no concurrency slot free in time, see
   :mod:`service.api.serving`) becomes 503 with ``Retry-After``.
 * CORS is off unless ``cors_origins`` is set; then exactly those origins may call the API.
@@ -27,6 +29,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import validation_error_definition
 from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
 
@@ -202,13 +205,43 @@ def body_error_detail(exc: RequestValidationError) -> str | None:
     return None
 
 
+_LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
+
+
+def field_name(loc: Any) -> str:
+    """A field error's location as a client writes it: ``docs[0].id``, ``k``."""
+    parts = list(loc or ())
+    if len(parts) > 1 and parts[0] in _LOCATIONS:  # where it was sent: body, query string…
+        parts = parts[1:]
+    parts = parts or ["request"]
+    out = ""
+    for x in parts:
+        out += f"[{x}]" if isinstance(x, int) else (f".{x}" if out else str(x))
+    return out
+
+
+def field_errors_sentence(errors: list[dict[str, Any]]) -> str:
+    """One sentence naming each field and what was wrong with it (and the value given, when
+    short): ``k: Input should be less than or equal to 1000 (got 10000)``."""
+    parts = []
+    for err in errors:
+        text = f"{field_name(err.get('loc'))}: {err.get('msg', 'invalid')}"
+        given = err.get("input")
+        scalar = isinstance(given, bool | int | float)
+        short = scalar or (isinstance(given, str) and len(given) <= 40)
+        if short and err.get("type") != "missing":
+            text += f" (got {given!r})"
+        parts.append(text)
+    return "; ".join(parts) or "the request is not valid"
+
+
 async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
-    """422 ``{"detail": ...}``: one sentence for body-level errors, else the field errors."""
+    """422 ``{"detail": <sentence>, "errors": [<field errors>]}``: one sentence for body-level
+    errors, else the field errors' sentence; the list for programs either way."""
     assert isinstance(exc, RequestValidationError)
-    sentence = body_error_detail(exc)
-    if sentence is not None:
-        return JSONResponse({"detail": _safe_text(sentence)}, status_code=422)
-    return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+    errors = json_safe(jsonable_encoder(exc.errors()))
+    sentence = body_error_detail(exc) or field_errors_sentence(errors)
+    return JSONResponse({"detail": _safe_text(sentence), "errors": errors}, status_code=422)
 
 
 async def overloaded_handler(_request: Request, exc: Exception) -> JSONResponse:
@@ -226,7 +259,20 @@ ERROR_SCHEMA = {
     "title": "ErrorDetail",
     "type": "object",
     "required": ["detail"],
-    "properties": {"detail": {"title": "Detail", "type": "string"}},
+    "properties": {
+        "detail": {"title": "Detail", "type": "string", "description": "What went wrong."},
+        "errors": {
+            "title": "Errors",
+            "type": "array",
+            "description": "Validation errors only: each field error (loc, msg, type).",
+            "items": {"$ref": "#/components/schemas/ValidationError"},
+        },
+        "request_id": {
+            "title": "Request Id",
+            "type": "string",
+            "description": "500 only: the id the service logged the error under.",
+        },
+    },
 }
 ERROR_TEXT = {
     400: "Malformed request headers.",
@@ -257,12 +303,12 @@ def _error_response(code: int) -> dict[str, Any]:
 
 
 def document_error_responses(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the ``{"detail": ...}`` answers to every ``/v1`` operation of ``schema`` (in place).
-
-    422 may carry FastAPI's field-error list or one sentence, so its schema is the union."""
+    """Add the ``{"detail": ...}`` answers to every ``/v1`` operation of ``schema`` (in place);
+    422 is the same shape, with the field errors in ``errors``."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.setdefault("ErrorDetail", ERROR_SCHEMA)
-    validation = components.get("HTTPValidationError")
+    components.pop("HTTPValidationError", None)  # FastAPI's list form: never answered
+    components.setdefault("ValidationError", validation_error_definition)
     for path, item in schema.get("paths", {}).items():
         if not path.startswith("/v1/"):
             continue
@@ -280,12 +326,12 @@ def document_error_responses(schema: dict[str, Any]) -> dict[str, Any]:
             for code in sorted(set(codes)):
                 responses.setdefault(str(code), _error_response(code))
             if "422" in responses or op.get("requestBody"):
-                one_of: list[dict[str, Any]] = [{"$ref": "#/components/schemas/ErrorDetail"}]
-                if validation is not None:
-                    one_of.append({"$ref": "#/components/schemas/HTTPValidationError"})
                 responses["422"] = {
-                    "description": "Validation error: field errors, or one sentence.",
-                    "content": {"application/json": {"schema": {"anyOf": one_of}}},
+                    "description": "Invalid input: the sentence says what; a validation "
+                    "error lists the fields in errors.",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorDetail"}}
+                    },
                 }
     return schema
 

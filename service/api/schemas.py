@@ -14,11 +14,12 @@ are checked by the handlers, so that tests and deployments can change them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
@@ -29,6 +30,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from service.retrieval.base import document_methods
+from service.text.languages import normalize_language
 
 if TYPE_CHECKING:
     Method = str
@@ -40,6 +42,18 @@ def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty or only whitespace")
     return value
+
+
+def _language(value: Any) -> Any:
+    return normalize_language(value) if isinstance(value, str) else value
+
+
+Language = Annotated[
+    str,
+    BeforeValidator(_language),
+    Field(description="Source language: a loaded model's language (de, zh; any case, or a tag "
+          "such as de-DE)."),
+]  # fmt: skip
 
 
 ALIASES_REMOVED_IN = "0.2"  # the version that stops accepting the deprecated input names
@@ -127,7 +141,7 @@ class SearchRequest(RequestBody):
     )
 
     query: str = Field(description="Query text; several sentences are decoded separately.")
-    lang: str = Field(description="Source language: a loaded model's language (de, zh).")
+    lang: Language
     method: Method = Field("bowfd", description="bowfd (forced decoding), dt (1-best), psq.")
     k: int = Field(10, ge=1, le=1000, description="Results per page.")
     offset: int = Field(0, ge=0, description="Results to skip (pagination).")
@@ -209,7 +223,7 @@ class TranslateRequest(RequestBody):
     query: str = renamed_field(
         "query", "text", description="Text to translate, split into sentences."
     )
-    lang: str = Field(description="Source language: a loaded model's language (de, zh).")
+    lang: Language
     nbest: int = Field(1, ge=1, le=100, description="Translations per sentence.")
 
     _query_not_blank = field_validator("query")(_not_blank)
@@ -264,7 +278,7 @@ class SuggestRequest(RequestBody):
     query: str = renamed_field(
         "query", "sentence", description="The sentence to translate (one sentence)."
     )
-    lang: str = Field(description="Source language: a loaded model's language (de, zh).")
+    lang: Language
     nbest: Literal[1, 5, 10] = Field(
         5, description="Translations used to search (N of the TR paper)."
     )

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
-    NotReadyError,
     OverloadedError,
 )
 from service.index.inverted import InvertedIndex
@@ -53,9 +52,27 @@ from service.retrieval.base import DecodedQuery, Scorer
 from service.retrieval.query import decoder_sentences
 from service.retrieval.runner import make_scorer
 from service.settings import Settings
+from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
 DEGRADED_POP_LIMIT = 20
-SUPPORTED_LANGUAGES = ("de", "zh")
+
+
+def language_bundle(models: dict[str, ModelBundle], lang: str) -> ModelBundle:
+    """The loaded bundle translating from ``lang`` (in any case, or a tag such as ``de-DE``).
+    A language without a loaded model is the same client error (422) on every endpoint,
+    whether the service could load one or not; the message names the loaded languages."""
+    code = normalize_language(lang)
+    bundle = models.get(code)
+    if bundle is not None:
+        return bundle
+    loaded = ", ".join(sorted(models)) or "none"
+    why = (
+        "no model is loaded for language"
+        if code in SUPPORTED_LANGUAGES
+        else f"unknown language (the service supports {', '.join(SUPPORTED_LANGUAGES)}):"
+    )
+    raise InvalidInputError(f"{why} {code[:20]!r}; loaded languages: {loaded}")
+
 
 Plan = Literal["full", "reduced", "skip"]
 CacheKey = tuple[str, tuple[tuple[str, ...], ...], str, bool]
@@ -283,18 +300,9 @@ class QueryService:
     # --- checks -----------------------------------------------------------------------------
 
     def bundle(self, models: dict[str, ModelBundle], lang: str) -> ModelBundle:
-        """The bundle for ``lang``; the error names the loaded languages."""
+        """The bundle for ``lang`` (:func:`language_bundle`)."""
         note_request(lang=lang)
-        bundle = models.get(lang)
-        if bundle is not None:
-            return bundle
-        loaded = ", ".join(sorted(models)) or "none"
-        if lang not in SUPPORTED_LANGUAGES:
-            raise InvalidInputError(
-                f"unknown language {lang!r}; loaded languages: {loaded} "
-                f"(the service supports {', '.join(SUPPORTED_LANGUAGES)})"
-            )
-        raise NotReadyError(f"no model is loaded for language {lang!r}; loaded languages: {loaded}")
+        return language_bundle(models, lang)
 
     def check_text(self, text: str, what: str) -> None:
         """413 for text longer than ``max_query_chars``, 422 for blank text."""

@@ -58,6 +58,7 @@ from service.ltr.trainer import (
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 from service.settings import Settings, get_settings
+from service.text.languages import normalize_language
 
 __all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
 
@@ -81,7 +82,9 @@ class LtrParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     lang: Literal["de", "zh"] | None = Field(
-        None, description="Source language; default: the model bundle's."
+        None,
+        description="Source language (any case, or a tag such as de-DE); default: the "
+        "model bundle's.",
     )
     model: Path | None = Field(
         None, description="Model bundle; default: the first configured bundle of `lang`."
@@ -150,6 +153,11 @@ class LtrParams(BaseModel):
             return {"rate": self.rate, "tau": self.tau}
         return {"rho": self.rho, "eps": self.eps}
 
+    @field_validator("lang", mode="before")
+    @classmethod
+    def _language(cls, value: Any) -> Any:
+        return normalize_language(value) if isinstance(value, str) else value
+
     @field_validator("v")
     @classmethod
     def _finite(cls, value: float) -> float:
@@ -207,6 +215,11 @@ class LtrParams(BaseModel):
                     continue
                 if self.lang is None or src == self.lang:
                     return p.resolve()
+        if self.lang is not None:  # a client's choice this service cannot serve: as a search
+            raise InvalidInputError(
+                f"no model is configured for language {self.lang!r}; the configured bundles "
+                f"are {[str(p) for p in settings.model_bundles]}"
+            )
         raise MissingResourceError(
             f"no model bundle for {self.lang or 'any language'} among the configured "
             f"{[str(p) for p in settings.model_bundles]}; build one with clir train-model"

@@ -262,8 +262,10 @@ def test_field_errors_keep_their_list_and_survive_a_lone_surrogate(api: TestClie
         api, "/v1/search", b'{"query": "haus", "lang": "de", "k": "\\ud800"}', "application/json"
     )
     assert r.status_code == 422
-    (error,) = r.json()["detail"]
+    (error,) = r.json()["errors"]
     assert error["loc"] == ["body", "k"] and error["input"] == "\ufffd"
+    assert r.json()["detail"].startswith("k: Input should be a valid")
+    assert r.json()["detail"].endswith("(got '\ufffd')")
 
 
 def test_the_openapi_document_lists_the_error_answers(api: TestClient) -> None:

@@ -419,7 +419,8 @@ def test_api_errors_are_shown_in_the_alert_region(page: WebDriver) -> None:
     page.find_element(By.ID, "search-query").send_keys(QUERY, Keys.ENTER)
     wait(page).until(lambda d: d.find_element(By.ID, "alert").is_displayed())
     assert alert.get_attribute("role") == "alert"
-    assert alert.text == "Error 422: k: Input should be less than or equal to 1000"
+    # in the page's words: the field's label, not the API's name for it
+    assert alert.text == "Error 422: Per page: should be at most 1000"
     # the next good search clears it
     k.clear()
     k.send_keys("3")

@@ -102,8 +102,9 @@ def test_unknown_language_names_the_loaded_ones(client: TestClient) -> None:
     r = client.post("/v1/search", json={"query": HOUSE, "lang": "fr"})
     assert r.status_code == 422
     assert "loaded languages: de" in r.json()["detail"]
+    # a language the service could load but did not is the same client error
     r = client.post("/v1/search", json={"query": "房子很大", "lang": "zh"})
-    assert r.status_code == 503
+    assert r.status_code == 422
     assert "no model is loaded for language 'zh'; loaded languages: de" in r.json()["detail"]
 
 

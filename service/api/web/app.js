@@ -281,21 +281,33 @@
     }
   }
 
-  /** The API's {"detail": ...} as one readable line (a string, or FastAPI's list of errors). */
+  /** The label a searcher sees on the field ``name`` of the open panel (null: none). */
+  function fieldLabel(name) {
+    const panel = document.querySelector('[role="tabpanel"]:not([hidden])');
+    const input = panel ? panel.querySelector('[name="' + CSS.escape(String(name)) + '"]') : null;
+    const label = input && input.id ? document.querySelector('label[for="' + input.id + '"]') : null;
+    return label ? label.textContent.trim() : null;
+  }
+
+  /** The API's error as one readable line: its field errors under the page's own labels
+   * ("Per page: should be at most 1000"), else its detail sentence. */
   function formatDetail(data) {
-    const detail = data && typeof data === "object" ? data.detail : undefined;
-    if (typeof detail === "string") return detail;
-    if (Array.isArray(detail)) {
-      return detail.map(function (item) {
-        if (item && typeof item === "object") {
-          const loc = Array.isArray(item.loc) ? item.loc.filter(function (p) { return p !== "body"; }).join(".") : "";
-          return (loc ? loc + ": " : "") + String(item.msg || JSON.stringify(item));
-        }
-        return String(item);
-      }).join("; ");
-    }
-    if (detail !== undefined) return JSON.stringify(detail);
-    return null;
+    if (!data || typeof data !== "object") return null;
+    const errors = Array.isArray(data.errors) ? data.errors : [];
+    const fields = errors.map(function (item) {
+      const loc = item && Array.isArray(item.loc) ? item.loc : [];
+      const label = loc.length === 2 && loc[0] === "body" ? fieldLabel(loc[1]) : null;
+      if (!label) return null;
+      const msg = String(item.msg || "is not valid")
+        .replace(/^Value error, /, "")
+        .replace(/^Input should be less than or equal to /, "should be at most ")
+        .replace(/^Input should be greater than or equal to /, "should be at least ")
+        .replace(/^Input should be /, "should be ");
+      return label + ": " + msg;
+    });
+    if (fields.length && fields.every(function (f) { return f !== null; })) return fields.join("; ");
+    if (typeof data.detail === "string") return data.detail;
+    return data.detail !== undefined ? JSON.stringify(data.detail) : null;
   }
 
   async function callApi(method, path, body) {
