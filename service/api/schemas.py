@@ -251,7 +251,10 @@ class TranslateResponse(BaseModel):
                         }
                     ],
                     "weights_version": "v0001",
-                    "timings": {"decode_ms": 40.2, "rank_ms": 0.0, "total_ms": 40.3},
+                    "timings": {"decode_ms": 40.2, "rank_ms": 0.4, "total_ms": 40.7},
+                    "cached": False,
+                    "degraded": False,
+                    "degraded_reason": None,
                 }
             ]
         }
@@ -259,7 +262,10 @@ class TranslateResponse(BaseModel):
 
     sentences: list[SentenceTranslations]
     weights_version: str
-    timings: Timings
+    timings: Timings = Field(description="rank_ms: reading the n-best lists off the forests.")
+    cached: bool = Field(description="The text's forests came from the cache.")
+    degraded: bool = Field(description="Decoding was cut short by the time budget.")
+    degraded_reason: str | None = Field(None, description="What was cut short, when degraded.")
 
 
 # --- suggest -----------------------------------------------------------------------------------

@@ -7,17 +7,15 @@ import time
 from fastapi import APIRouter
 
 from service.api.deps import ResourcesDep, ServiceDep
-from service.api.logs import note_request
 from service.api.schemas import (
     ScoredTranslation,
     SentenceTranslations,
-    Timings,
     TranslateRequest,
     TranslateResponse,
 )
 from service.api.serving import QueryService
 from service.mt.bundle import ModelBundle
-from service.mt.translate import translate_text
+from service.mt.translate import forest_translations
 
 router = APIRouter(prefix="/v1", tags=["translate"])
 
@@ -25,11 +23,19 @@ router = APIRouter(prefix="/v1", tags=["translate"])
 def run_translate(
     req: TranslateRequest, service: QueryService, bundle: ModelBundle
 ) -> TranslateResponse:
+    """The n-best translations of the text's sentences, read from its forests: decoded
+    through the query cache (as asked, not as a search's question rewrite), so translating
+    a text again, suggesting for it or searching it decodes it once."""
     t0 = time.perf_counter()
-    config = service.decoder(bundle).config
-    sentences = translate_text(bundle, req.query, nbest=req.nbest, config=config)
-    ms = (time.perf_counter() - t0) * 1000
-    note_request(decode_ms=ms, rank_ms=0.0, weights_version=bundle.active_weights().version)
+    decoded = service.decode(bundle, req.query, search=False)
+    t1 = time.perf_counter()
+    query = decoded.query
+    with decoded.lock:  # a cached forest's caches are filled by one request at a time
+        sentences = [
+            forest_translations(source, forest, query.weights, req.nbest)
+            for source, forest in zip(query.sentences, query.forests, strict=True)
+        ]
+    t2 = time.perf_counter()
     return TranslateResponse(
         sentences=[
             SentenceTranslations(
@@ -38,8 +44,7 @@ def run_translate(
             )
             for s in sentences
         ],
-        weights_version=bundle.active_weights().version,
-        timings=Timings(decode_ms=ms, rank_ms=0.0, total_ms=ms),
+        **decoded.response_fields(t0, t1, t2),
     )
 
 

@@ -8,6 +8,7 @@ forest (:mod:`service.mt.decoder`) and read out by Viterbi or by unique k-best e
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.errors import InvalidInputError
@@ -15,7 +16,7 @@ from service.forest.hypergraph import Derivation
 from service.forest.inference import fast_viterbi
 from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle
-from service.mt.decoder import DecoderConfig
+from service.mt.decoder import DecoderConfig, Forest
 from service.text import split_sentences
 from service.text.tokenize import source_tokens
 
@@ -44,17 +45,24 @@ def translate_text(
     if not text.strip():
         raise InvalidInputError("nothing to translate: the text is empty")
     decoder = bundle.decoder(config)
-    weights = decoder.weights
     sentences = split_sentences(text, bundle.src) if split else [text]
     out: list[SentenceTranslation] = []
     for sentence in sentences:
         tokens = source_tokens(sentence, bundle.src, decoder.splitter)
-        if not tokens:
-            continue
-        forest = decoder.forest(tokens)
-        if nbest == 1:
-            entries = [fast_viterbi(forest.hypergraph, weights)]
-        else:
-            entries = unique_kbest(forest.hypergraph, weights, nbest)
-        out.append(SentenceTranslation(tuple(tokens), entries))
+        if tokens:
+            out.append(forest_translations(tokens, decoder.forest(tokens), decoder.weights, nbest))
     return out
+
+
+def forest_translations(
+    source: Sequence[str], forest: Forest, weights: Mapping[str, float], nbest: int = 1
+) -> SentenceTranslation:
+    """The ``nbest`` best distinct translations of one decoded sentence (a forest decoded
+    once, here or in the service's query cache, is read out here)."""
+    if nbest < 1:
+        raise InvalidInputError(f"nbest must be at least 1, got {nbest}")
+    if nbest == 1:
+        entries = [fast_viterbi(forest.hypergraph, weights)]
+    else:
+        entries = unique_kbest(forest.hypergraph, weights, nbest)
+    return SentenceTranslation(tuple(source), entries)

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.metrics import CACHE_HITS, CACHE_MISSES
 from service.data import write_docs
 from service.index import build_docs_index
+from service.mt.bundle import ModelBundle
+from service.mt.translate import translate_text
 from service.records import Doc
 from tests.api.conftest import MakeClient
 
@@ -36,6 +39,40 @@ def test_translate_two_sentences(client: TestClient) -> None:
     assert [s["source"] for s in r.json()["sentences"]] == [
         "das haus ist groß .",
         "das auto ist rot .",
+    ]
+
+
+def _counter(client: TestClient, name: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} is not in /metrics")
+
+
+def test_translate_decodes_through_the_query_cache(
+    client: TestClient, toy_bundle: ModelBundle
+) -> None:
+    text = "Das Auto ist groß. Das Haus ist rot."
+    hits, misses = _counter(client, CACHE_HITS), _counter(client, CACHE_MISSES)
+    first = client.post("/v1/translate", json={"text": text, "lang": "de", "nbest": 3}).json()
+    again = client.post("/v1/translate", json={"text": text, "lang": "de", "nbest": 3}).json()
+    assert (first["cached"], again["cached"]) == (False, True)
+    assert (first["degraded"], first["degraded_reason"]) == (False, None)
+    assert again["sentences"] == first["sentences"]
+    assert _counter(client, CACHE_MISSES) == misses + 1
+    assert _counter(client, CACHE_HITS) == hits + 1
+    # a search and a suggestion of the same text find its forests decoded
+    search = client.post("/v1/search", json={"query": text, "lang": "de", "method": "dt"})
+    assert search.json()["cached"] is True
+    suggest = client.post("/v1/suggest", json={"sentence": text, "lang": "de"})
+    assert suggest.json()["cached"] is True
+    # the same translations as decoding the text afresh (the CLI's path)
+    fresh = translate_text(toy_bundle, text, nbest=3)
+    assert [[t["text"] for t in s["nbest"]] for s in first["sentences"]] == [
+        [d.text for d in s.nbest] for s in fresh
+    ]
+    assert [[t["score"] for t in s["nbest"]] for s in first["sentences"]] == [
+        [d.score for d in s.nbest] for s in fresh
     ]
 
 

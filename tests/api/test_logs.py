@@ -69,7 +69,7 @@ def test_one_record_per_request_with_the_query_fields(
     )
     assert (b["cached"], b["decode_ms"]) == (True, 0.0)
     assert a["duration_ms"] > 0 and records[0].getMessage().startswith("POST /v1/search 200 ")
-    assert (t["route"], t["lang"], t["method"], t["cached"]) == ("/v1/translate", "de", None, None)
+    assert (t["route"], t["lang"], t["method"], t["cached"]) == ("/v1/translate", "de", None, False)
     assert t["decode_ms"] is not None and t["decode_ms"] > 0
     assert (m["route"], m["status"], m["lang"], m["decode_ms"]) == ("other", 404, None, None)
 
