@@ -207,6 +207,12 @@ class SearchResponse(Served):
         "(as Elasticsearch's `hits.total.relation`)."
     )
     translation: str = Field(description="The query's 1-best translation.")
+    empty_reason: str | None = Field(
+        None,
+        description="Why there are no results, in words for the searcher: the translation "
+        "holds only common words (a lone 'wie' is 'as': nothing to search for), or names the "
+        "words of it no document holds.",
+    )
 
 
 # --- translate ---------------------------------------------------------------------------------

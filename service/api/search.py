@@ -40,6 +40,7 @@ from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.collection import Collection
 from service.errors import InvalidInputError
+from service.index.analysis import LONG_STOPWORDS
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.dt import one_best
@@ -57,6 +58,16 @@ def weighted_terms(index: InvertedIndex, terms: Iterable[str]) -> set[str]:
         if tid is not None and float(index.rsj[tid]) > 0:
             out.add(t)
     return out
+
+
+def _has_word(token: str) -> bool:
+    return any(ch.isalnum() for ch in token)
+
+
+def _says_something(token: str) -> bool:
+    """A translated word that can say what a searcher looks for: not punctuation and not a
+    common English word (:data:`~service.index.analysis.LONG_STOPWORDS`)."""
+    return _has_word(token) and token.lower() not in LONG_STOPWORDS
 
 
 def run_search(
@@ -103,8 +114,26 @@ def run_search(
             weighted = partial(weighted_terms, index)
         translation = one_best(decoded.query)
         default_terms = weighted(scorer.query_terms(decoded.query, ranking)) if scorer else set()
+    words = [w for sentence in translation for w in sentence]
+    content = [w for w in words if _says_something(w)]
+    hits = ranking.hits
+    reason = None
+    if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
+        hits, total, relation = [], 0, "eq"
+        what = "common words" if any(_has_word(w) for w in words) else "punctuation"
+        reason = (
+            f"nothing to search for: the query translates to {what} only "
+            f"({' '.join(words)!r}); add a word that says what you are looking for"
+        )
+    elif not hits:
+        found = weighted(content)
+        missing = [w for w in dict.fromkeys(content) if w not in found]
+        reason = "no document matched the query"
+        if missing:
+            reason += f": no document holds {', '.join(missing)} (the query's translation: "
+            reason += f"{' '.join(words)!r})"
     results: list[SearchHit] = []
-    for hit in ranking.hits[req.offset : depth]:
+    for hit in hits[req.offset : depth]:
         doc = index.doc(hit.docno)
         terms = default_terms
         if hit.explanation is not None:
@@ -129,6 +158,7 @@ def run_search(
         total=total,
         total_relation=relation,
         translation=" ".join(" ".join(s) for s in translation),
+        empty_reason=reason if not results else None,
         signature=ranking.signature,
         **fields,
     )

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from service.data import write_docs
+from service.index import build_docs_index
+from service.index.inverted import InvertedIndex
+from service.records import Doc
 from tests.api.conftest import MakeClient
 
 HOUSE = "das haus ist groß"
@@ -145,3 +150,45 @@ def test_concurrent_requests_agree(make_client: MakeClient) -> None:
         together = list(pool.map(run, queries))
     alone = [run(q) for q in queries]
     assert together == alone
+
+
+@pytest.mark.parametrize("method", ["bowfd", "dt", "psq"])
+def test_a_query_of_common_words_or_punctuation_finds_nothing_and_says_why(
+    make_client: MakeClient, tmp_path: Path, method: str
+) -> None:
+    # an index that keeps stopwords, where "the" is rare enough to weigh: without the rule a
+    # lone "das" (→ "the") would rank the documents holding "the"
+    docs = [Doc(f"d{i}", f"T{i}", text, "t") for i, text in enumerate(
+        ["the house is big", "a big car", "an old book", "a small dog", "a red tree", "new cars"]
+    )]  # fmt: skip
+    write_docs(tmp_path / "docs.jsonl", docs)
+    build_docs_index(tmp_path / "docs.jsonl", tmp_path / "idx", analysis="word")
+    assert InvertedIndex.load(tmp_path / "idx").term_id("the") is not None
+    client = make_client(doc_indexes=[tmp_path / "idx"])
+    r = client.post("/v1/search", json={"query": "das", "lang": "de", "method": method})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translation"] == "the"
+    assert (body["results"], body["total"], body["total_relation"]) == ([], 0, "eq")
+    assert body["empty_reason"].startswith("nothing to search for: the query translates to "
+                                           "common words only ('the')")  # fmt: skip
+    r = client.post("/v1/search", json={"query": "???", "lang": "de", "method": method})
+    assert r.json()["results"] == []
+    assert "translates to punctuation only" in r.json()["empty_reason"]
+    # a query that says something: results, and no reason
+    r = client.post("/v1/search", json={"query": "das haus", "lang": "de", "method": method})
+    assert r.json()["results"][0]["id"] == "d0" and r.json()["empty_reason"] is None
+
+
+def test_an_empty_result_names_the_words_no_document_holds(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    write_docs(tmp_path / "docs.jsonl", [Doc("d0", "Cars", "a red car", "t")])
+    build_docs_index(tmp_path / "docs.jsonl", tmp_path / "idx")
+    client = make_client(doc_indexes=[tmp_path / "idx"])
+    r = client.post("/v1/search", json={"query": "das haus", "lang": "de", "method": "dt"})
+    assert r.json()["results"] == []
+    assert r.json()["empty_reason"] == (
+        "no document matched the query: no document holds house (the query's translation: "
+        "'the house')"
+    )
