@@ -19,6 +19,7 @@ from fastapi_offline import FastAPIOffline
 from service import __version__
 from service.api import admin, collection, documents, ops, search, suggest, translate
 from service.api import page as web_page
+from service.api.asgi import route_patterns
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
 from service.api.logs import install_request_logging
@@ -70,10 +71,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_limits(app, settings)  # before metrics, so that metrics counts their answers
     app.add_middleware(MetricsMiddleware, metrics=metrics, after=lambda: ops.cache_gauges(app))
     install_request_logging(app)  # outermost: refusals are logged and carry a request id
-    for module in (search, translate, suggest, documents):
-        app.include_router(module.router)
-    app.include_router(admin.router)
-    app.include_router(collection.router)  # /v1/admin/documents, /v1/admin/collection
-    app.include_router(web_page.router)  # the web page at / and /static/*
-    app.include_router(ops.router)  # /healthz, /readyz, /metrics
+    routers = [m.router for m in (search, translate, suggest, documents, admin)] + [
+        collection.router,  # /v1/admin/documents, /v1/admin/collection
+        web_page.router,  # the web page at / and /static/*
+        ops.router,  # /healthz, /readyz, /metrics
+    ]
+    for router in routers:
+        app.include_router(router)
+    # the templates a request refused before routing is logged and counted under
+    app.state.route_templates = route_patterns(r for router in routers for r in router.routes)
     return app

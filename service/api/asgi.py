@@ -3,6 +3,10 @@ an ASGI request: the response status and the route template."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
+from starlette.routing import BaseRoute
 from starlette.types import Message, Scope, Send
 
 
@@ -20,6 +24,31 @@ class StatusSend:
         await self.send(message)
 
 
+RoutePatterns = list[tuple[re.Pattern[str], str]]
+
+
+def route_patterns(routes: Iterable[BaseRoute]) -> RoutePatterns:
+    """Each route's path pattern and template (what :func:`route_template` matches a path
+    against when no route handled the request)."""
+    out: RoutePatterns = []
+    for route in routes:
+        pattern, template = getattr(route, "path_regex", None), getattr(route, "path", None)
+        if pattern is not None and template is not None:
+            out.append((pattern, str(template)))
+    return out
+
+
 def route_template(scope: Scope) -> str:
-    """The path template of the route that handled the request (``other`` when none matched)."""
-    return str(getattr(scope.get("route"), "path", "other"))
+    """The path template of the route that handled the request, or of the route it was sent
+    to when a middleware answered before routing (a 413, 415 or non-UTF-8 body: the app's
+    ``state.route_templates``); ``other`` when the path is no route's."""
+    route = scope.get("route")
+    if route is not None:
+        return str(getattr(route, "path", "other"))
+    state = getattr(scope.get("app"), "state", None)
+    path = str(scope.get("path", ""))
+    patterns: RoutePatterns = getattr(state, "route_templates", [])
+    for pattern, template in patterns:
+        if pattern.match(path):
+            return template
+    return "other"

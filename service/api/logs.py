@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from contextvars import ContextVar
-from typing import Any, Literal, TextIO
+from typing import Any
 
 from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI
-from pythonjsonlogger.core import RESERVED_ATTRS
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.logging import DefaultFormatter
 
 from service.api.asgi import StatusSend, route_template
 
@@ -45,13 +42,8 @@ REQUEST_ID_HEADER = "X-Request-ID"
 REQUEST_LOGGER = "service.requests"
 QUERY_FIELDS = ("lang", "method", "decode_ms", "rank_ms", "cached", "degraded", "weights_version")
 
-LogFormat = Literal["auto", "json", "text"]
-
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}")
 _FIELDS: ContextVar[dict[str, Any] | None] = ContextVar("clir_request_fields", default=None)
-# record attributes that are not fields of a log line (uvicorn adds ``color_message``)
-_NOT_FIELDS = frozenset([*RESERVED_ATTRS, "taskName", "color_message"])
-_IN_MESSAGE = frozenset(["path", "http_method", "status", "duration_ms"])  # text: in the message
 
 
 def valid_request_id(value: str) -> bool:
@@ -132,61 +124,3 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-class TextFormatter(DefaultFormatter):
-    """uvicorn's terminal format, followed by the record's fields as ``key=value``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        extras = [
-            f"{k}={v}"
-            for k, v in record.__dict__.items()
-            if k not in _NOT_FIELDS and k not in _IN_MESSAGE and v is not None
-        ]
-        return " ".join([text, *extras]) if extras else text
-
-
-def resolve_format(log_format: LogFormat, stream: TextIO | None = None) -> Literal["json", "text"]:
-    """``auto``: text when ``stream`` (stderr) is a terminal, JSON otherwise."""
-    if log_format != "auto":
-        return log_format
-    stream = stream if stream is not None else sys.stderr
-    isatty = getattr(stream, "isatty", None)
-    return "text" if isatty is not None and isatty() else "json"
-
-
-def logging_config(
-    log_format: LogFormat, level: str = "info", stream: TextIO | None = None
-) -> dict[str, Any]:
-    """The ``dictConfig`` of the server's logs on stderr (uvicorn's ``log_config``)."""
-    fmt = resolve_format(log_format, stream)
-    formatter: dict[str, Any]
-    if fmt == "json":
-        formatter = {
-            "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "{levelname}{name}{message}",
-            "style": "{",
-            "rename_fields": {"levelname": "level", "name": "logger"},
-            "reserved_attrs": sorted(_NOT_FIELDS),
-            "timestamp": "time",
-        }
-    else:
-        formatter = {"()": "service.api.logs.TextFormatter", "fmt": "%(levelprefix)s %(message)s"}
-    handler = {
-        "class": "logging.StreamHandler",
-        "formatter": fmt,
-        "filters": ["request_id"],
-        "stream": "ext://sys.stderr",
-    }
-    lvl = level.upper()
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": "service.api.logs.RequestIdFilter"}},
-        "formatters": {fmt: formatter},
-        "handlers": {"default": handler},
-        "loggers": {
-            "uvicorn": {"handlers": ["default"], "level": lvl, "propagate": False},
-            "service": {"handlers": ["default"], "level": lvl, "propagate": False},
-        },
-        "root": {"handlers": ["default"], "level": "WARNING"},
-    }

@@ -63,7 +63,7 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
     """Run the app in ``workers`` processes (1: in this process, as ``uvicorn.run`` does)."""
     import uvicorn
 
-    from service.api.logs import logging_config
+    from service.logs import logging_config
 
     app = "service.api.app:create_app"
     options: dict[str, Any] = {

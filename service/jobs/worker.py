@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import logging.config
 import os
 import signal
 import subprocess
@@ -44,9 +45,10 @@ from service.errors import ClirError, JobCancelled
 from service.jobs.context import StoreJobContext
 from service.jobs.store import SHUTDOWN, Job, JobState, JobStore
 from service.jobs.tasks import resolve_task
+from service.logs import logging_config
 from service.settings import Settings, get_settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("service.jobs.worker")  # not "__main__" when run with -m
 
 
 def execute(
@@ -281,15 +283,17 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s worker %(process)d %(levelname)s %(message)s"
-    )
     try:
-        run_worker(
-            settings_from_env(), once=args.once, poll_s=args.poll_s, parent_pid=args.parent_pid
-        )
+        settings = settings_from_env()
     except ClirError as exc:
         print(f"worker: error: {exc}", file=sys.stderr)
+        return 1
+    # the API server's format (CLIR_LOG_FORMAT): one stream of JSON lines, or of text
+    logging.config.dictConfig(logging_config(settings.log_format, request_ids=False))
+    try:
+        run_worker(settings, once=args.once, poll_s=args.poll_s, parent_pid=args.parent_pid)
+    except ClirError as exc:
+        log.error("worker: %s", exc)
         return 1
     return 0
 

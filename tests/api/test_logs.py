@@ -16,8 +16,9 @@ import httpx2 as httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.logs import REQUEST_LOGGER, TextFormatter, logging_config, resolve_format
+from service.api.logs import REQUEST_LOGGER
 from service.index.inverted import InvertedIndex
+from service.logs import TextFormatter, logging_config, resolve_format
 from service.mt.bundle import ModelBundle
 from tests.servers import clir_serve, serve_env, wait_ready
 
@@ -83,6 +84,24 @@ def test_refused_requests_are_logged_too(
     (record,) = _records(caplog)
     assert (record.__dict__["status"], record.__dict__["lang"]) == (422, "xx")
     assert record.__dict__["request_id"] == r.headers["x-request-id"]
+
+
+def test_requests_refused_before_routing_name_their_route(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=REQUEST_LOGGER)
+    plain = client.post("/v1/search", content=b"haus", headers={"content-type": "text/plain"})
+    latin1 = client.post(
+        "/v1/translate", content='{"query": "groß"}'.encode("latin-1"),
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    wrong_method = client.delete("/v1/search")
+    assert (plain.status_code, latin1.status_code, wrong_method.status_code) == (415, 422, 405)
+    routes = [(r.__dict__["route"], r.__dict__["status"]) for r in _records(caplog)]
+    assert routes == [("/v1/search", 415), ("/v1/translate", 422), ("/v1/search", 405)]
+    metrics = client.get("/metrics").text
+    assert 'endpoint="/v1/search",method="POST",status="415"} 1' in metrics
+    assert 'endpoint="/v1/translate",method="POST",status="422"} 1' in metrics
 
 
 class _Stream(io.StringIO):

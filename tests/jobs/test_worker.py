@@ -3,6 +3,7 @@ whose job is failed as interrupted after a restart, and the API's embedded worke
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -318,3 +319,26 @@ def test_worker_env_carries_the_settings_but_not_the_admin_token(
     child = settings_from_env()
     assert child.admin_token is None
     assert (child.job_store, child.nbest_tr) == (tmp_path / "j.sqlite3", 10)
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_the_worker_writes_its_lines_in_the_servers_log_format(
+    settings: Settings, store: JobStore, log_format: Literal["json", "text"]
+) -> None:
+    job = store.submit("selftest", {"steps": 1, "seconds": 0.0})
+    settings = settings.model_copy(update={"log_format": log_format})
+    run = subprocess.run(
+        [sys.executable, "-m", "service.jobs.worker", "--once"],
+        env=worker_env(settings), cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr.decode()
+    assert store.get(job.id).state == "succeeded"
+    lines = run.stderr.decode().splitlines()
+    assert any(job.id in line for line in lines), lines
+    for line in lines:
+        if log_format == "json":
+            record = json.loads(line)  # every line is one JSON object
+            assert {"level", "logger", "message", "time"} <= set(record)
+        else:
+            assert not line.startswith("{") and line.split()[0].rstrip(":") in {"INFO", "WARNING"}
