@@ -122,5 +122,3 @@ class RequestIdFilter(logging.Filter):
             if rid is not None:
                 record.request_id = rid
         return True
-
-
