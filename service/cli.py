@@ -492,7 +492,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_weights(args: argparse.Namespace) -> int:
     from service.mt.bundle import load_bundle
     from service.retrieval.runner import load_index
-    from service.retrieval.versions import activate_version
+    from service.retrieval.versions import NotOfferedError, activate_version
     from service.settings import get_settings
 
     bundle = load_bundle(args.model)
@@ -502,7 +502,10 @@ def _cmd_weights(args: argparse.Namespace) -> int:
         if index_path is None:
             print("note: no document index: the version is not probed", file=sys.stderr)
         index = load_index(index_path) if index_path is not None else None
-        done = activate_version(bundle, args.activate, index, force=args.force)
+        try:
+            done = activate_version(bundle, args.activate, index, force=args.force)
+        except NotOfferedError as exc:
+            raise NotOfferedError(f"{exc} (--force activates it anyway)") from exc
         payload: dict[str, Any] = {
             "model": str(args.model),
             "version": done.record.version,

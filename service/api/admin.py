@@ -40,7 +40,7 @@ from service.index.inverted import InvertedIndex
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
-from service.retrieval.versions import activate_version, active_version_or_none
+from service.retrieval.versions import NotOfferedError, activate_version, active_version_or_none
 
 log = logging.getLogger(__name__)
 
@@ -433,7 +433,13 @@ def activate(
     malformed file, 409 for one the service cannot score with or, without ``force``, for a
     learned version that was not offered for activation)."""
     bundle = _pick_bundle(resources.models, lang, model)
-    done = activate_version(bundle, version, probe_index(resources.doc_index), force=force)
+    try:
+        done = activate_version(bundle, version, probe_index(resources.doc_index), force=force)
+    except NotOfferedError as exc:
+        raise NotOfferedError(
+            f"{exc} (to activate it anyway, add force=true to the query: "
+            f"POST /v1/admin/models/{version}/activate?force=true)"
+        ) from exc
     log.info("activated weights %s of %s (was %s)", version, bundle.name, done.previous)
     return ActivatedPublic(
         model=bundle.name,

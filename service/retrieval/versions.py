@@ -137,6 +137,11 @@ def active_version_or_none(bundle: ModelBundle) -> str | None:
         return None
 
 
+class NotOfferedError(ConflictError):
+    """A learned version its training did not offer for activation (the caller says how to
+    force it: ``?force=true`` over REST, ``--force`` in the CLI)."""
+
+
 def check_offered(record: WeightsVersion) -> None:
     """Refuse a version whose training did not offer it for activation."""
     m = record.metrics
@@ -149,9 +154,9 @@ def check_offered(record: WeightsVersion) -> None:
         )
     else:
         why = "it did not gain MAP on dev"
-    raise ConflictError(
+    raise NotOfferedError(
         f"refused: weights version {record.version} was not offered for activation: {why}; "
-        "activate it anyway with force"
+        "the active version keeps serving"
     )
 
 

@@ -342,6 +342,7 @@ def test_a_learned_version_not_offered_needs_force(admin: TestClient, bundle_cop
     r = admin.post("/v1/admin/models/lost/activate?lang=de", headers=AUTH)
     assert r.status_code == 409, r.text
     assert "not offered for activation" in r.text and "-0.0031" in r.text and "406" in r.text
+    assert "activate?force=true" in r.json()["detail"]  # how to do it anyway, in REST's words
     assert weights.active_version() == old and search(admin)["weights_version"] == old
     body = ok(admin.post("/v1/admin/models/lost/activate?lang=de&force=true", headers=AUTH))
     assert body["version"] == "lost" and search(admin)["weights_version"] == "lost"

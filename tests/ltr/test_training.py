@@ -252,7 +252,7 @@ def test_activation_is_offered_only_for_a_held_out_gain(
     from service.mt.bundle import load_bundle
 
     bundle = load_bundle(ltr_settings.model_bundles[0], state_root=ltr_settings.weights_state_dir)
-    with pytest.raises(ConflictError, match=r"not offered for activation.*force"):
+    with pytest.raises(ConflictError, match=r"not offered for activation.*keeps serving"):
         activate_version(bundle, result.version)
     assert store.active_version() == before
     activate_version(bundle, result.version, force=True)

@@ -128,4 +128,11 @@ def test_a_lex_version_serves_bowfd_search_and_leaves_the_bundle_alone(
     err = capsys.readouterr().err
     assert "refused" in err and "NoSuchFeature" in err
     assert load_bundle(DEMO).active_weights().version == "lex-test"
+    # a learned version its training did not offer: refused, naming the CLI's way to force it
+    store.save(default, version="lost", source="ltr", metrics={"activation_offered": 0.0})
+    assert main(["weights", "--model", str(DEMO), "--activate", "lost", *index]) == 1
+    assert "not offered for activation" in (err := capsys.readouterr().err) and "--force" in err
+    assert main(["weights", "--model", str(DEMO), "--activate", "lost", "--force", *index]) == 0
+    capsys.readouterr()
+    assert load_bundle(DEMO).active_weights().version == "lost"
     assert bundle_files() == shipped
