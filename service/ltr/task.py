@@ -356,8 +356,8 @@ def _offer(metrics: Mapping[str, float]) -> Offer:
     """Activation is offered when the learned weights gain MAP on the held-out queries (or,
     without a hold-out, on dev — where early stopping chose them, so only a weak check)."""
     if metrics["best_epoch"] == 0:
-        return Offer(False, "no epoch beat the starting weights on dev, so they were kept: "
-                     "nothing to activate")  # fmt: skip
+        return Offer(False, "no change: no epoch beat the starting weights on dev, so they "
+                     "were kept and no new version was stored: nothing to activate")  # fmt: skip
     if "heldout_map_gain" in metrics:
         gain = metrics["heldout_map_gain"]
         figures = (
@@ -446,9 +446,12 @@ def train_ltr(
     metrics["activation_offered"] = float(offer.offered)
     ctx.progress(1.0, offer.reason)
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
-    version = _store(bundle, outcome.weights, p, len(specs), metrics, active.version)
-    activated = p.activate and offer.offered
-    if activated:
+    # the starting weights kept: a copy of them is no new version
+    version = None
+    if outcome.best_epoch != 0:
+        version = _store(bundle, outcome.weights, p, len(specs), metrics, active.version)
+    activated = p.activate and offer.offered and version is not None
+    if activated and version is not None:
         _activate(bundle, version, index)
     return LtrResult(
         version=version,

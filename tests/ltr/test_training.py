@@ -117,7 +117,10 @@ def test_two_shards_average_the_shards_trained_alone(
     assert mixed != start
 
 
-def test_train_ltr_writes_a_version_with_metrics(ltr_settings: Settings) -> None:
+def test_train_ltr_writes_a_version_with_metrics(
+    ltr_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    force_a_learned_epoch(monkeypatch)  # an epoch that won: a new version (else: no change)
     ctx = Recorder()
     params = LtrParams(lang="de", epochs=3, patience=3, candidates=5, activate=True)
     result = train_ltr(params, ctx, settings=ltr_settings)
@@ -178,6 +181,8 @@ def test_kept_start_weights_skip_ranking_the_held_out_queries(
     assert m["best_epoch"] == 0 and m["heldout_queries"] == 2 and m["heldout_map_gain"] == 0.0
     assert not result.activated and m["activation_offered"] == 0.0
     assert "nothing to activate" in result.offer.reason
+    # no change, so no new version: a copy of the starting weights is not stored
+    assert result.version is None and result.offer.reason.startswith("no change")
 
 
 def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
@@ -260,7 +265,10 @@ def test_activation_is_offered_only_for_a_held_out_gain(
 
 
 @pytest.mark.parametrize("objective", ["listnet", "listmle", "listmle-te", "perceptron"])
-def test_every_objective_trains(ltr_settings: Settings, objective: str) -> None:
+def test_every_objective_trains(
+    ltr_settings: Settings, objective: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    force_a_learned_epoch(monkeypatch)  # the toy keeps its start weights: no version otherwise
     out = train_ltr(
         LtrParams(objective=objective, epochs=1, candidates=5, freeze_smt=True, lex=True),
         settings=ltr_settings,
@@ -294,7 +302,9 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
     toy_index: InvertedIndex,
     ltr_data: dict[str, Path],
     ltr_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    force_a_learned_epoch(monkeypatch)
     # Hieber & Riezler 2015, §3: a weight per English term (ir:<t>, added to v), learned with the
     # rest
     (spec,), start = make_specs(toy_bundle, toy_index, ltr_data, 1, freeze_smt=True)
@@ -387,8 +397,12 @@ def test_restricted_paths(ltr_settings: Settings, tmp_path: Path) -> None:
 
 
 def test_clir_train_ltr(
-    ltr_settings: Settings, ltr_data: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ltr_settings: Settings,
+    ltr_data: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    force_a_learned_epoch(monkeypatch)
     import json
 
     from service.cli import main
