@@ -153,6 +153,11 @@ class SearchRequest(RequestBody):
 class SearchHit(BaseModel):
     id: str
     title: str
+    origin: str = Field(
+        "",
+        description='The manual the document belongs to ("LibreOffice Calc help", "man '
+        'page, section 1 (commands)"): what tells same-titled results apart.',
+    )
     score: float
     snippet: str = Field(
         description="A passage of the document; matched English terms in <mark>, rest escaped."

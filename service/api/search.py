@@ -39,6 +39,7 @@ from service.api.schemas import SearchHit, SearchRequest, SearchResponse
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.collection import Collection
+from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.index.analysis import LONG_STOPWORDS
 from service.index.inverted import InvertedIndex
@@ -142,6 +143,7 @@ def run_search(
             SearchHit(
                 id=hit.doc_id,
                 title=doc.title,
+                origin=doc_origin(hit.doc_id, doc.source),
                 score=hit.score,
                 snippet=make_snippet(doc.text, terms),
                 explanation=explanation_json(hit.explanation),

@@ -303,6 +303,10 @@ def test_search_with_highlights_explanation_and_pages(
     assert summary == f"Results 1–10 of {count_text(api)} for “{QUERY}”"
     titles = [h.find_element(By.CSS_SELECTOR, ".result-title").text for h in hits]
     assert titles == [r["title"] for r in api["results"]]
+    # each says which manual it comes from (what tells same-titled pages apart)
+    origins = [h.find_element(By.CSS_SELECTOR, ".doc-origin").text for h in hits]
+    assert origins == [r["origin"] for r in api["results"]]
+    assert all(o.startswith("LibreOffice") for o in origins)
     # the snippet's matched English terms are highlighted, exactly those the API marked
     for hit, expected in zip(hits, api["results"], strict=True):
         marked = [m.text for m in hit.find_elements(By.CSS_SELECTOR, ".snippet mark")]

@@ -192,3 +192,26 @@ def test_an_empty_result_names_the_words_no_document_holds(
         "no document matched the query: no document holds house (the query's translation: "
         "'the house')"
     )
+
+
+def test_same_titled_results_say_which_manual_they_come_from(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    docs = [
+        Doc("lo:text/swriter/guide/print_preview.html", "Print Preview", "the house preview",
+            "libreoffice-help"),
+        Doc("lo:text/scalc/guide/print_preview.html", "Print Preview", "the house print",
+            "libreoffice-help"),
+        Doc("man:house.1", "house", "house manual", "manpage"),
+        *(Doc(f"d{i}", "Other", "a red car", "t") for i in range(4)),  # "house" weighs
+    ]  # fmt: skip
+    write_docs(tmp_path / "docs.jsonl", docs)
+    build_docs_index(tmp_path / "docs.jsonl", tmp_path / "idx")
+    client = make_client(doc_indexes=[tmp_path / "idx"])
+    r = client.post("/v1/search", json={"query": "das haus", "lang": "de", "method": "dt"})
+    origins = {h["id"]: h["origin"] for h in r.json()["results"]}
+    assert origins == {
+        "lo:text/swriter/guide/print_preview.html": "LibreOffice Writer help",
+        "lo:text/scalc/guide/print_preview.html": "LibreOffice Calc help",
+        "man:house.1": "man page, section 1 (commands)",
+    }

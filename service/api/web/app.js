@@ -589,7 +589,11 @@
     });
     return el("li", { className: "result", "data-doc-id": id }, [
       el("h3", { className: "result-title" }, [link]),
-      el("p", { className: "result-meta" }, [el("span", { className: "doc-id", text: id })]),
+      el("p", { className: "result-meta" }, [
+        hit.origin ? el("span", { className: "doc-origin", text: String(hit.origin) }) : null,
+        hit.origin ? " · " : null,
+        el("span", { className: "doc-id", text: id }),
+      ]),
       snippet,
       toggle,
       panel,
