@@ -225,10 +225,10 @@ class DtMethod(Method):
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, DirectTranslation)
         tokens = [t for sentence in plan for t in sentence]
-        top = scorer.index.bm25_topk(tokens, depth)
-        if count:
-            n, relation = scorer.count_retrieved(tokens, len(top.docs), depth)
-        else:
+        top, reached = scorer.index.bm25_topk_counted(tokens, depth)
+        relation: Relation = "eq"  # the documents holding a weighted term, counted in one pass
+        n = reached
+        if not count:
             n, relation = _uncounted(len(top.docs), depth)
         info = {"translation": " ".join(" ".join(s) for s in plan), "candidates": len(top.docs)}
         part = Partial(

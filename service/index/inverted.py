@@ -420,6 +420,17 @@ class InvertedIndex:
         are returned; ties go to the smaller document number. Equal to
         :meth:`rank_reference`.
         """
+        return self.rank_counted(term_ids, weights, k)[0]
+
+    def rank_counted(
+        self,
+        term_ids: Sequence[int] | npt.ArrayLike,
+        weights: Sequence[float] | npt.ArrayLike,
+        k: int,
+    ) -> tuple[Hits, int]:
+        """:meth:`rank`, and how many documents the terms reached (those a full ranking
+        would hold: :meth:`docs_containing_any` of the terms with a non-zero weight, counted
+        in the same pass)."""
         self._check_k(k)
         ids, ws = self._term_arrays(term_ids, weights)
         if self._post_weight is not None:
@@ -429,10 +440,10 @@ class InvertedIndex:
         else:  # a segment: the query terms' postings, weighted as they are read
             offsets, docs, wts = self.gather_postings(ids)
             rsj_of, kernel_ids = self.rsj[ids], np.arange(len(ids), dtype=np.int64)
-        top_docs, scores = accumulate_topk(
+        top_docs, scores, reached = accumulate_topk(
             offsets, docs, wts, rsj_of, kernel_ids, ws, self.n_docs, k
         )  # fmt: skip
-        return Hits(top_docs, scores)
+        return Hits(top_docs, scores), int(reached)
 
     def rank_reference(
         self,
@@ -448,8 +459,12 @@ class InvertedIndex:
 
     def bm25_topk(self, query_tokens: Iterable[str], k: int) -> Hits:
         """The top ``k`` documents by BM25; each occurrence of a query token adds its weight."""
+        return self.bm25_topk_counted(query_tokens, k)[0]
+
+    def bm25_topk_counted(self, query_tokens: Iterable[str], k: int) -> tuple[Hits, int]:
+        """:meth:`bm25_topk`, and how many documents hold a weighted query term."""
         ids, counts = self._query_terms(query_tokens)
-        return self.rank(ids, counts, k)
+        return self.rank_counted(ids, counts, k)
 
     def bm25_weighted(self, term_weights: Mapping[str, float], k: int) -> Hits:
         """The top ``k`` documents by Σ_t w_t·bm25(t, d); unknown terms are ignored."""

@@ -27,7 +27,7 @@ def _accumulate_topk(
     term_weights: npt.NDArray[np.float32],
     n_docs: int,
     k: int,
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], int]:
     scores = np.zeros(n_docs, dtype=np.float32)
     reached = np.zeros(n_docs, dtype=np.bool_)
     n_reached = 0
@@ -73,7 +73,7 @@ def _accumulate_topk(
                 j += 1
         cand, cand_scores = keep, keep_scores
     order = np.argsort(-cand_scores, kind="mergesort")  # stable: document order within ties
-    return cand[order], cand_scores[order]
+    return cand[order], cand_scores[order], n_reached
 
 
 def accumulate_topk(
@@ -85,11 +85,11 @@ def accumulate_topk(
     term_weights: npt.NDArray[np.float32],
     n_docs: int,
     k: int,
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], int]:
     """Top-k documents and scores of Σ_i term_weights[i]·bm25(term_ids[i], d), best first,
-    over the documents reached through a term with a non-zero weight and rsj. Term ids
-    must be valid (the caller checks)."""
-    result: tuple[Any, Any] = compiled(_accumulate_topk)(
+    over the documents reached through a term with a non-zero weight and rsj, and how many
+    documents that is. Term ids must be valid (the caller checks)."""
+    result: tuple[Any, Any, int] = compiled(_accumulate_topk)(
         offsets, post_docs, post_weight, rsj, term_ids, term_weights, n_docs, k
     )
     return result

@@ -46,7 +46,7 @@ class DirectTranslation(Scorer):
     ) -> tuple[list[Hit], dict[str, Any]]:
         """The top ``k`` hits of the sentences' 1-best ``translations`` (:func:`one_best`)."""
         tokens = [t for sentence in translations for t in sentence]
-        hits = self.index.bm25_topk(tokens, k)
+        hits, reached = self.index.bm25_topk_counted(tokens, k)
         text = " ".join(" ".join(s) for s in translations)
         out: list[Hit] = []
         for d, s in zip(hits.docs.tolist(), hits.scores.tolist(), strict=True):
@@ -54,7 +54,7 @@ class DirectTranslation(Scorer):
             if explain:
                 expl = DtExplanation(text, tuple(matched_terms(self.index, tokens, d)))
             out.append(Hit(d, self.index.doc_id(d), float(s), expl))
-        info = {"translation": text, "candidates": len(out)}
+        info = {"translation": text, "candidates": len(out), "reached": reached}
         return out, info
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
@@ -64,6 +64,9 @@ class DirectTranslation(Scorer):
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25
         reaches; a term with rsj 0 adds nothing)."""
+        reached = ranking.info.get("reached")
+        if isinstance(reached, int):  # counted by the ranking's own pass
+            return reached, "eq"
         return self.count_retrieved(_translation_tokens(query), len(ranking.hits), depth)
 
     def count_retrieved(self, tokens: Sequence[str], n: int, depth: int) -> tuple[int, Relation]:

@@ -396,5 +396,11 @@ def test_gathered_postings_are_the_per_term_postings(tmp_path: Path) -> None:
                 want = index.postings(t, among)
                 np.testing.assert_array_equal(got_docs[lo:hi], want.docs)
                 np.testing.assert_array_equal(got_w[lo:hi], want.weights)  # to the bit
+    # a ranking's count of the documents its terms reach: without the deleted ones
+    for index in indexes:
+        for _ in range(10):
+            ids = np.unique(rng.integers(0, index.n_terms, size=rng.integers(1, 8)))
+            _, reached = index.rank_counted(ids, np.ones(len(ids)), 3)
+            assert reached == len(index.docs_containing_any(ids.tolist()))
     with pytest.raises(InvalidInputError, match="term ids"):
         indexes[0].gather_postings([indexes[0].n_terms])

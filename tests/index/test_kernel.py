@@ -44,8 +44,12 @@ def test_kernel_equals_reference(tmp_path: Path, seed: int) -> None:
         ids = rng.choice(index.n_terms, size=n_terms, replace=False)
         weights = rng.choice([0.0, 1.0, 2.0, 0.5, -1.0, 0.3], size=n_terms)
         k = int(rng.integers(1, index.n_docs + 3))
-        fast = index.rank(ids, weights, k)
+        fast, reached = index.rank_counted(ids, weights, k)
         slow = index.rank_reference(ids, weights, k)
+        # the count is of the documents a full ranking holds (DT's retrieved)
+        weighted = [t for t, w in zip(ids.tolist(), weights.tolist(), strict=True) if w != 0]
+        assert reached == len(index.docs_containing_any(weighted))
+        assert reached == len(index.rank_reference(ids, weights, index.n_docs + 1).docs)
         np.testing.assert_array_equal(fast.docs, slow.docs)
         np.testing.assert_array_equal(fast.scores, slow.scores)
         assert fast.docs.dtype == np.int32 and fast.scores.dtype == np.float32
