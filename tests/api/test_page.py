@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -940,3 +940,45 @@ def test_explanation_terms_by_hand(page: WebDriver) -> None:
         assert terms == expected
         if explanation is not None:
             assert explanation_terms(explanation) == expected
+
+
+def result_titles(driver: WebDriver) -> list[str] | None:
+    """The titles on screen, or None while the list is being redrawn."""
+    try:
+        return [
+            h.find_element(By.CSS_SELECTOR, ".result-title").text
+            for h in results(driver, "search-results")
+        ]
+    except StaleElementReferenceException:
+        return None
+
+
+@pytest.mark.browser
+def test_the_search_lives_in_the_address(page: WebDriver) -> None:
+    search(page, QUERY)
+    first = result_titles(page)
+    shared = page.current_url
+    assert "q=" in shared and "lang=de" in shared and "method=bowfd" in shared
+    # the next page is an address of its own; back and forward move between them
+    page.find_element(By.ID, "search-next").click()
+    wait(page).until(lambda d: "page=2" in d.current_url and result_titles(d) != first)
+    second = result_titles(page)
+    assert second and page.find_element(By.ID, "search-page").text == "Page 2"
+    page.back()
+    wait(page).until(lambda d: "page=2" not in d.current_url and result_titles(d) == first)
+    page.forward()
+    wait(page).until(lambda d: "page=2" in d.current_url and result_titles(d) == second)
+    # a reload shows the same results, and so does the address opened afresh (a shared link)
+    page.refresh()
+    wait(page).until(lambda d: result_titles(d) == second)
+    page.get(shared)
+    wait(page).until(lambda d: result_titles(d) == first)
+    assert page.find_element(By.ID, "search-query").get_attribute("value") == QUERY
+    # the open tab is kept too
+    page.find_element(By.ID, "tab-translate").click()
+    assert "tab=translate" in page.current_url
+    page.refresh()
+    wait(page).until(
+        lambda d: d.find_element(By.ID, "tab-translate").get_attribute("aria-selected") == "true"
+    )
+    assert not page.find_element(By.ID, "panel-translate").get_attribute("hidden")

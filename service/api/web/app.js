@@ -363,16 +363,29 @@
 
   // ------------------------------------------------------------------ tabs
 
+  /** The open tab ("search", "translate"): the id of its tab button without "tab-". */
+  function selectTab(name, focus) {
+    const tabs = Array.from(document.querySelectorAll("[role=tab]"));
+    const tab = byId("tab-" + name) || tabs[0];
+    for (const t of tabs) {
+      const selected = t === tab;
+      t.setAttribute("aria-selected", selected ? "true" : "false");
+      t.tabIndex = selected ? 0 : -1;
+      byId(t.getAttribute("aria-controls")).hidden = !selected;
+    }
+    if (focus) tab.focus();
+  }
+
   function setupTabs() {
     const tabs = Array.from(document.querySelectorAll("[role=tab]"));
     function select(tab, focus) {
-      for (const t of tabs) {
-        const selected = t === tab;
-        t.setAttribute("aria-selected", selected ? "true" : "false");
-        t.tabIndex = selected ? 0 : -1;
-        byId(t.getAttribute("aria-controls")).hidden = !selected;
-      }
-      if (focus) tab.focus();
+      selectTab(tab.id.replace(/^tab-/, ""), focus);
+      // the open tab is part of the address (a reload or a shared link opens it again)
+      const params = new URLSearchParams(window.location.search);
+      if (tab.id === "tab-search") params.delete("tab");
+      else params.set("tab", tab.id.replace(/^tab-/, ""));
+      const query = params.toString() ? "?" + params.toString() : window.location.pathname;
+      window.history.replaceState(null, "", query + window.location.hash);
     }
     for (const tab of tabs) {
       tab.addEventListener("click", function () { select(tab, true); });
@@ -441,11 +454,54 @@
     if (!body.ready) text += " Not ready: " + String(body.detail) + ".";
     if (!body.pool_index) text += " No sentence pool: the translator tab cannot answer.";
     status.textContent = text;
+    restoreSearch(); // the languages are there: a reloaded or shared search can run
   }
 
   // ------------------------------------------------------------------ search tab
 
-  const searchState = { request: null, offset: 0, seq: 0 };
+  const searchState = { request: null, offset: 0, seq: 0, shown: null };
+
+  /** The address of a search and its page: ?q=…&lang=…&method=…[&k=…][&page=…]. */
+  function searchAddress(request, offset) {
+    const params = new URLSearchParams();
+    params.set("q", request.query);
+    params.set("lang", request.lang);
+    params.set("method", request.method);
+    if (request.k !== 10) params.set("k", String(request.k));
+    const page = Math.floor(offset / request.k) + 1;
+    if (page > 1) params.set("page", String(page));
+    return "?" + params.toString();
+  }
+
+  /** Show the search the address names (a reload, a shared link, back and forward). */
+  function restoreSearch() {
+    const params = new URLSearchParams(window.location.search);
+    selectTab(params.get("tab") || "search", false);
+    const query = params.get("q");
+    if (!query) {
+      if (searchState.request) { // back to before the first search
+        searchState.seq++;
+        searchState.request = null;
+        searchState.shown = null;
+        clearSearch();
+      }
+      return;
+    }
+    byId("search-query").value = query;
+    for (const [name, id] of [["lang", "search-lang"], ["method", "search-method"]]) {
+      const value = params.get(name);
+      const select = byId(id);
+      if (value && Array.from(select.options).some(function (o) { return o.value === value; })) select.value = value;
+    }
+    const k = parseInt(params.get("k") || "10", 10);
+    byId("search-k").value = String(Number.isFinite(k) && k > 0 ? k : 10);
+    const request = readSearchForm();
+    const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
+    const offset = (page - 1) * request.k;
+    if (searchState.shown === searchAddress(request, offset)) return; // on screen already
+    searchState.request = request;
+    runSearch(offset, false, false);
+  }
   const QUERY_ECHO_CHARS = 80;
 
   function readSearchForm() {
@@ -634,10 +690,15 @@
     showAlert(message);
   }
 
-  async function runSearch(offset, focusResults) {
+  async function runSearch(offset, focusResults, record) {
     const request = searchState.request;
     if (!request) return;
     const seq = ++searchState.seq;
+    const address = searchAddress(request, offset);
+    searchState.shown = address;
+    if (record !== false && window.location.search !== address) {
+      window.history.pushState(null, "", address); // back and forward move between searches
+    }
     const form = byId("search-form");
     const summary = byId("search-summary");
     const results = byId("search-results");
@@ -687,6 +748,7 @@
       if (focusResults) summary.focus();
     } catch (exc) {
       if (seq !== searchState.seq) return;
+      searchState.shown = null; // nothing of it on screen: going back to it searches again
       searchFailed(exc instanceof ApiError ? exc.message : "Unexpected error: " + exc);
     } finally {
       if (seq === searchState.seq) {
@@ -836,6 +898,7 @@
       }
     });
     window.addEventListener("hashchange", route);
+    window.addEventListener("popstate", restoreSearch);
   }
 
   // ------------------------------------------------------------------ translator tab
@@ -979,7 +1042,7 @@
     setupSuggest();
     setupDocView();
     route(); // a #doc= link opened in a new tab or reloaded
-    loadLanguages(0);
+    loadLanguages(0); // then the search the address names (restoreSearch)
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
