@@ -71,6 +71,15 @@ def _find(index: InvertedIndex | Collection | None, doc_id: str) -> Doc | None:
         return None
 
 
+def find_page(docs: InvertedIndex | Collection | None, sentence_id: str) -> Doc | None:
+    """The document-index page a pool sentence is on (:func:`page_ids`), if it holds it."""
+    for page_id in page_ids(sentence_id):
+        page = _find(docs, page_id)
+        if page is not None:
+            return page
+    return None
+
+
 def find_document(resources: Resources, doc_id: str) -> DocumentPublic:
     """The document ``doc_id`` of the document index, else the pool sentence of that id
     (with its page's title and id when the document index holds the page)."""
@@ -80,13 +89,12 @@ def find_document(resources: Resources, doc_id: str) -> DocumentPublic:
         return DocumentPublic(id=doc.id, title=doc.title, text=doc.text, source=doc.source)
     sentence = _find(pool, doc_id)
     if sentence is not None:
-        for page_id in page_ids(doc_id):
-            page = _find(docs, page_id)
-            if page is not None:
-                return DocumentPublic(
-                    id=sentence.id, title=page.title, text=sentence.text, source=POOL_SOURCE,
-                    page_id=page.id,
-                )  # fmt: skip
+        page = find_page(docs, doc_id)
+        if page is not None:
+            return DocumentPublic(
+                id=sentence.id, title=page.title, text=sentence.text, source=POOL_SOURCE,
+                page_id=page.id,
+            )  # fmt: skip
         return DocumentPublic(id=sentence.id, title="", text=sentence.text, source=POOL_SOURCE)
     index = get_doc_index(resources)  # none loaded: 503, the id may be in the missing index
     where = f"the index {index.path}"

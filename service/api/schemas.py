@@ -319,6 +319,10 @@ class Suggestion(BaseModel):
     text: str
     score: float = Field(description="Σ_t Pr(t|s)·Pr(d|t) (TR paper, Algorithm 1).")
     found_by: list[FoundBy]
+    page_id: str | None = Field(
+        None, description="The document-index page the sentence is on, when the index holds it."
+    )
+    page_title: str | None = Field(None, description="That page's title.")
 
 
 class PoolTranslation(BaseModel):

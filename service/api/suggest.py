@@ -12,6 +12,7 @@ import time
 from fastapi import APIRouter
 
 from service.api.deps import DocumentIndex, PoolIndexDep, ResourcesDep, ServiceDep
+from service.api.documents import find_page
 from service.api.schemas import (
     FoundBy,
     PoolTranslation,
@@ -27,7 +28,11 @@ router = APIRouter(prefix="/v1", tags=["suggest"])
 
 
 def run_suggest(
-    req: SuggestRequest, service: QueryService, bundle: ModelBundle, pool: DocumentIndex
+    req: SuggestRequest,
+    service: QueryService,
+    bundle: ModelBundle,
+    pool: DocumentIndex,
+    docs: DocumentIndex | None = None,
 ) -> SuggestResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked
@@ -35,17 +40,20 @@ def run_suggest(
     t1 = time.perf_counter()
     with decoded.lock:
         ranking = scorer.rank(decoded.query, req.k, explain=True)
-    results = [
-        Suggestion(
-            id=hit.doc_id,
-            text=pool.doc(hit.docno).text,
-            score=hit.score,
-            found_by=[
-                FoundBy(**f) for f in (explanation_json(hit.explanation) or {}).get("found_by", [])
-            ],
+    results = []
+    for hit in ranking.hits:
+        page = find_page(docs, hit.doc_id)  # where a translator reads it in context
+        found_by = (explanation_json(hit.explanation) or {}).get("found_by", [])
+        results.append(
+            Suggestion(
+                id=hit.doc_id,
+                text=pool.doc(hit.docno).text,
+                score=hit.score,
+                found_by=[FoundBy(**f) for f in found_by],
+                page_id=None if page is None else page.id,
+                page_title=None if page is None else page.title,
+            )
         )
-        for hit in ranking.hits
-    ]
     t2 = time.perf_counter()
     return SuggestResponse(
         results=results,
@@ -62,5 +70,6 @@ def suggest(
     """English reference sentences from the pool for a sentence to translate."""
     service.check_text(req.query, "query")
     bundle = service.bundle(resources.models, req.lang)
-    result: SuggestResponse = service.run(lambda: run_suggest(req, service, bundle, pool))
+    docs = resources.doc_index
+    result: SuggestResponse = service.run(lambda: run_suggest(req, service, bundle, pool, docs))
     return result

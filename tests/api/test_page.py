@@ -982,3 +982,28 @@ def test_the_search_lives_in_the_address(page: WebDriver) -> None:
         lambda d: d.find_element(By.ID, "tab-translate").get_attribute("aria-selected") == "true"
     )
     assert not page.find_element(By.ID, "panel-translate").get_attribute("hidden")
+
+
+@pytest.mark.browser
+def test_a_reference_sentence_opens_its_page_and_back_returns_to_it(
+    page: WebDriver, live_server: LiveServer
+) -> None:
+    sentence = "Wählen Sie eine Tabelle aus."
+    page.find_element(By.ID, "tab-translate").click()
+    page.find_element(By.ID, "suggest-sentence").send_keys(sentence, Keys.ENTER)
+    wait(page).until(lambda d: results(d, "suggest-results"))
+    api = live_server.post("/v1/suggest", {"query": sentence, "lang": "de", "nbest": 5, "k": 10})
+    on_pages = [r for r in api["results"] if r["page_id"]]
+    assert on_pages, "the demo pool's sentences are on pages of the demo index"
+    at = api["results"].index(on_pages[0])
+    item = results(page, "suggest-results")[at]
+    assert on_pages[0]["page_title"] in item.find_element(By.CSS_SELECTOR, ".result-meta").text
+    item.find_element(By.CSS_SELECTOR, ".reference-link").click()
+    wait(page).until(lambda d: d.find_element(By.ID, "doc-view").is_displayed())
+    wait(page).until(lambda d: d.find_element(By.ID, "doc-title").text)
+    assert page.find_element(By.ID, "doc-title").text == on_pages[0]["page_title"]
+    doc = live_server.get(f"/v1/documents/{on_pages[0]['page_id']}")
+    assert doc["id"] == on_pages[0]["page_id"]
+    page.find_element(By.ID, "doc-back").click()  # back to the suggestions, still there
+    wait(page).until(lambda d: d.find_element(By.ID, "panel-translate").is_displayed())
+    assert len(results(page, "suggest-results")) == len(api["results"])

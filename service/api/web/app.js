@@ -933,9 +933,19 @@
         });
       })),
     ]);
+    // the sentence opens its page (where a translator reads it in context), else itself
+    const target = item.page_id ? String(item.page_id) : String(item.id || "");
+    const link = el("a", { className: "reference-link", href: docHash(target, []), text: String(item.text || "") });
+    link.addEventListener("click", function (event) {
+      if (event.button === 0 && !event.ctrlKey && !event.metaKey && !event.shiftKey) docState.fromResults = true;
+    });
     return el("li", { className: "result suggestion" }, [
-      el("p", { className: "reference", text: String(item.text || "") }),
-      el("p", { className: "result-meta" }, [el("span", { className: "doc-id", text: String(item.id || "") })]),
+      el("p", { className: "reference" }, [link]),
+      el("p", { className: "result-meta" }, [
+        item.page_title ? el("span", { className: "page-title", text: "on “" + String(item.page_title) + "”" }) : null,
+        item.page_title ? " · " : null,
+        el("span", { className: "doc-id", text: String(item.id || "") }),
+      ]),
       el("div", { className: "diff-box" }, [
         el("span", { className: "label", text: "Differences to the best translation:" }),
       ].concat(renderDiff(best, String(item.text || "")))),
