@@ -211,6 +211,12 @@ class SearchResponse(Served):
         description="`eq`: `total` is the exact count; `gte`: `total` is a lower bound "
         "(as Elasticsearch's `hits.total.relation`)."
     )
+    total_max: int | None = Field(
+        None,
+        description="When `total` is a lower bound (`gte`), an upper bound of it: the documents "
+        "sharing a weighted English word with the query's translations (BOW-FD's candidates), "
+        "so a page can say 'of up to N' rather than only 'of 10+'.",
+    )
     translation: str = Field(description="The query's 1-best translation.")
     empty_reason: str | None = Field(
         None,

@@ -71,6 +71,19 @@ def _says_something(token: str) -> bool:
     return _has_word(token) and token.lower() not in LONG_STOPWORDS
 
 
+def _total_max(
+    info: dict[str, Any], total: int, relation: str, index: InvertedIndex | Collection
+) -> int | None:
+    """An upper bound of a lower-bound total: the candidates every sentence had (documents
+    sharing a weighted word with its forest; their union is no larger than their sum), at
+    most the collection."""
+    candidates = info.get("candidates")
+    if relation != "gte" or not isinstance(candidates, list) or not candidates:
+        return None
+    n_docs = index.snapshot.n_docs if isinstance(index, Collection) else index.n_docs
+    return max(total, min(sum(int(c) for c in candidates), n_docs))
+
+
 def run_search(
     req: SearchRequest,
     service: QueryService,
@@ -159,6 +172,7 @@ def run_search(
         results=results,
         total=total,
         total_relation=relation,
+        total_max=_total_max(ranking.info, total, relation, index),
         translation=" ".join(" ".join(s) for s in translation),
         empty_reason=reason if not results else None,
         signature=ranking.signature,

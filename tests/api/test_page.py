@@ -265,8 +265,11 @@ def visible_words(driver: WebDriver, root: WebElement, tag: str) -> list[str]:
 
 
 def count_text(api: dict[str, Any]) -> str:
-    """How the summary line shows a search response's total: "37", or "10+" (lower bound)."""
-    return f"{api['total']}{'+' if api['total_relation'] == 'gte' else ''}"
+    """How the summary line shows a search response's total: "37", "up to 630" (a lower
+    bound with an upper one), or "10+" (a lower bound)."""
+    if api["total_relation"] != "gte":
+        return str(api["total"])
+    return f"up to {api['total_max']}" if api.get("total_max") is not None else f"{api['total']}+"
 
 
 def marks_of(snippet: str) -> list[str]:
@@ -651,7 +654,7 @@ def test_the_summary_says_how_many_documents_were_retrieved(
     page: WebDriver, live_server: LiveServer, method: str, relation: str
 ) -> None:
     """DT knows its count ("of 37"); BOW-FD, which stops scoring once the page is certain,
-    a lower bound ("of 10+")."""
+    knows that at least 10 and at most its candidates were retrieved ("of up to 630")."""
     Select(page.find_element(By.ID, "search-method")).select_by_value(method)
     search(page, QUERY)
     api = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "method": method})
@@ -661,7 +664,8 @@ def test_the_summary_says_how_many_documents_were_retrieved(
     if relation == "eq":
         assert api["total"] > 10 and not summary.startswith("Results 1–10 of 10 ")
     else:
-        assert api["total"] == 10 and "of 10+ for" in summary
+        assert api["total"] == 10 and f"of up to {api['total_max']} for" in summary
+        assert api["total_max"] > 10  # the candidates: every page sharing a word
 
 
 @pytest.mark.browser
@@ -726,7 +730,9 @@ def test_a_search_error_clears_the_previous_results(page: WebDriver) -> None:
     search(page, QUERY)
     before = search_traces(page)
     assert before["results"] == 3 and before["pager"] is True
-    assert re.fullmatch(rf"Results 1–3 of \d+\+? for “{re.escape(QUERY)}”", str(before["summary"]))
+    assert re.fullmatch(
+        rf"Results 1–3 of (up to )?\d+\+? for “{re.escape(QUERY)}”", str(before["summary"])
+    )
     k.clear()
     k.send_keys("5000")
     page.find_element(By.ID, "search-query").send_keys(Keys.ENTER)
@@ -854,7 +860,7 @@ def test_a_long_query_is_cut_short_in_the_heading(page: WebDriver) -> None:
     summary = page.find_element(By.ID, "search-summary")
     echo = summary.find_element(By.CSS_SELECTOR, ".query-echo")
     short = query[:80].rstrip() + "…"
-    assert re.fullmatch(rf"Results 1–10 of \d+\+? for “{re.escape(short)}”", summary.text)
+    assert re.fullmatch(rf"Results 1–10 of (up to )?\d+\+? for “{re.escape(short)}”", summary.text)
     assert echo.get_attribute("title") == query
     assert int(echo.value_of_css_property("font-weight")) < 600  # not in bold
 

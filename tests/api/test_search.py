@@ -215,3 +215,15 @@ def test_same_titled_results_say_which_manual_they_come_from(
         "lo:text/scalc/guide/print_preview.html": "LibreOffice Calc help",
         "man:house.1": "man page, section 1 (commands)",
     }
+
+
+def test_a_lower_bound_total_comes_with_an_upper_bound(client: TestClient) -> None:
+    body = {"query": "das haus ist groß", "lang": "de", "method": "bowfd"}
+    page = client.post("/v1/search", json={**body, "k": 1}).json()
+    assert page["total_relation"] == "gte"
+    full = client.post("/v1/search", json={**body, "k": 1000}).json()
+    assert full["total_relation"] == "eq" and full["total_max"] is None
+    # the exact count lies between the bounds a short page gives
+    assert page["total"] <= full["total"] <= page["total_max"] <= 8  # the toy index's size
+    dt = client.post("/v1/search", json={**body, "method": "dt", "k": 1}).json()
+    assert dt["total_relation"] == "eq" and dt["total_max"] is None  # exact already

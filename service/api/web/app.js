@@ -720,10 +720,14 @@
         foundBy.set(String(hit.id), { explanation: hit.explanation, score: hit.score, query: request.query, method: request.method });
         results.append(renderHit(hit, offset + at + 1, seq));
       });
-      // "of 37": the documents the method retrieved; "of 10+" when that is a lower bound
-      const total = Number.isFinite(response.total)
-        ? " of " + response.total + (response.total_relation === "gte" ? "+" : "")
-        : "";
+      // "of 37": the documents the method retrieved; when that is a lower bound, "of up to
+      // 630" (the candidates: an upper bound), else "of 10+"
+      let total = "";
+      if (Number.isFinite(response.total)) {
+        if (response.total_relation !== "gte") total = " of " + response.total;
+        else if (Number.isFinite(response.total_max)) total = " of up to " + response.total_max;
+        else total = " of " + response.total + "+";
+      }
       const lead = hits.length
         ? "Results " + (offset + 1) + "–" + (offset + hits.length) + total + " for “"
         : (offset > 0 ? "No more results for “" : "No results for “");
