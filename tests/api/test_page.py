@@ -1013,3 +1013,20 @@ def test_a_reference_sentence_opens_its_page_and_back_returns_to_it(
     page.find_element(By.ID, "doc-back").click()  # back to the suggestions, still there
     wait(page).until(lambda d: d.find_element(By.ID, "panel-translate").is_displayed())
     assert len(results(page, "suggest-results")) == len(api["results"])
+
+
+@pytest.mark.browser
+def test_a_text_over_the_limit_is_explained_in_the_searchers_words(page: WebDriver) -> None:
+    # the input stops typing at the limit; a text that reaches the service anyway (pasted by a
+    # script, a limit lowered since the page loaded) is refused with the limit, not a setting
+    box = page.find_element(By.ID, "search-query")
+    assert box.get_attribute("maxlength") == str(MAX_QUERY_CHARS)
+    page.execute_script(
+        "arguments[0].removeAttribute('maxlength'); arguments[0].value = arguments[1];",
+        box, "Tabelle " * MAX_QUERY_CHARS,
+    )  # fmt: skip
+    box.send_keys(Keys.ENTER)
+    wait(page).until(lambda d: d.find_element(By.ID, "alert").is_displayed())
+    text = page.find_element(By.ID, "alert").text
+    assert text == f"Your text is too long: shorten it to at most {MAX_QUERY_CHARS} characters."
+    assert "CLIR_" not in text

@@ -310,6 +310,21 @@
     return data.detail !== undefined ? JSON.stringify(data.detail) : null;
   }
 
+  /** What went wrong, in a searcher's words where the page knows them better than the API. */
+  function errorMessage(response, data) {
+    if (response.status === 413) {
+      return "Your text is too long: shorten it" +
+        (pageLimits.maxQueryChars ? " to at most " + pageLimits.maxQueryChars + " characters." : ".");
+    }
+    if (response.status === 503 && response.headers.get("Retry-After")) {
+      return "The service is busy: try again in a few seconds.";
+    }
+    const detail = formatDetail(data) || response.statusText || "no details";
+    return "Error " + response.status + ": " + detail;
+  }
+
+  const pageLimits = { maxQueryChars: null };
+
   async function callApi(method, path, body) {
     const init = { method: method, headers: { Accept: "application/json" } };
     if (body !== undefined) {
@@ -330,8 +345,7 @@
       data = null;
     }
     if (!response.ok) {
-      const detail = formatDetail(data) || response.statusText || "no details";
-      throw new ApiError(response.status, "Error " + response.status + ": " + detail);
+      throw new ApiError(response.status, errorMessage(response, data));
     }
     return data;
   }
@@ -411,6 +425,7 @@
   /** The query inputs take at most the server's max_query_chars (index.html has a default). */
   function setMaxQueryChars(limit) {
     if (!Number.isInteger(limit) || limit < 1) return;
+    pageLimits.maxQueryChars = limit;
     for (const id of ["search-query", "suggest-sentence"]) byId(id).maxLength = limit;
   }
 
