@@ -10,20 +10,29 @@ must exist once, not once per process:
 * **one metrics view** — ``prometheus_client``'s multiprocess directory, created (or emptied of
   an earlier run's files) here before any API process starts and handed to them as
   ``PROMETHEUS_MULTIPROC_DIR`` (:mod:`service.api.metrics`);
-* **one log format** — the logging configuration of :mod:`service.api.logs`, which uvicorn
-  applies in every process.
+* **one log format** — the logging configuration of :mod:`service.logs`, which uvicorn
+  applies in every process;
+* **a dead process noticed at once** — uvicorn's supervisor pings each process and waits up to
+  ``CLIR_WORKER_HEALTHCHECK_S`` for the answer (long, because a process busy decoding answers
+  late); a process killed while a ping waits for it never answers, and the supervisor held
+  its own end of the pipe open, so the wait ran the whole timeout — two minutes at half the
+  capacity. :func:`watch_for_dead_processes` makes the wait look in every 0.2 s whether the
+  process still exists.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import pickle
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from service.errors import ConfigurationError
 from service.jobs.worker import EmbeddedWorker
 from service.settings import Settings
 
@@ -59,6 +68,35 @@ def metrics_directory(configured: Path | None) -> Iterator[str]:
     yield str(configured)
 
 
+def _watchful_healthcheck(self: Any, timeout: float) -> bool | None:
+    """uvicorn's ``Process._healthcheck`` (ping, then the startup flag, or None when no
+    answer comes in ``timeout``), that gives up as soon as the process is gone."""
+    try:
+        self.parent_conn.send(b"ping")
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.parent_conn.poll(min(0.2, max(0.0, deadline - time.monotonic()))):
+                started: bool = self.parent_conn.recv()
+                return started
+            if not self.process.is_alive() or time.monotonic() >= deadline:
+                return None
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return None
+
+
+def watch_for_dead_processes() -> None:
+    """Make uvicorn's supervisor notice a killed API process within a fraction of a second
+    (see the module text); fails loudly if uvicorn no longer has the method it replaces."""
+    from uvicorn.supervisors import multiprocess
+
+    if not callable(getattr(multiprocess.Process, "_healthcheck", None)):
+        raise ConfigurationError(
+            "this uvicorn's supervisor has no Process._healthcheck: service.api.processes "
+            "needs updating for it"
+        )
+    multiprocess.Process._healthcheck = _watchful_healthcheck  # type: ignore[method-assign]
+
+
 def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: int) -> None:
     """Run the app in ``workers`` processes (1: in this process, as ``uvicorn.run`` does)."""
     import uvicorn
@@ -80,6 +118,7 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
                 pass
         uvicorn.run(app, **options)
         return
+    watch_for_dead_processes()
     worker = EmbeddedWorker(settings) if settings.embedded_worker else None
     configured = settings.metrics_dir
     if configured is None and os.environ.get(MULTIPROC_ENV):

@@ -309,8 +309,7 @@ class QueryService:
         limit = self.settings.max_query_chars
         if len(text) > limit:
             raise InputTooLargeError(
-                f"the {what} has {len(text)} characters; at most {limit} are accepted: "
-                "shorten it"
+                f"the {what} has {len(text)} characters; at most {limit} are accepted: shorten it"
             )
         if not text.strip():
             raise InvalidInputError(f"the {what} is empty")

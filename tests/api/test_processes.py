@@ -239,3 +239,33 @@ def test_killing_an_api_process_never_lowers_the_totals(
     }
     assert sorted(memory) == now  # one series per live API process
     assert all(v > 10e6 for v in memory.values())
+
+
+def test_a_process_killed_while_the_supervisor_waits_for_it_is_replaced_in_seconds(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
+) -> None:
+    # The supervisor pings each process and waits up to CLIR_WORKER_HEALTHCHECK_S (120 s by
+    # default) for its answer. A process stopped, then killed, while a ping waits for it never
+    # answers: uvicorn's own wait ran the whole two minutes; the service's looks every 0.2 s
+    # whether the process is still there.
+    env = serve_env(toy_bundle.path, toy_index.path, tmp_path, CLIR_EMBEDDED_WORKER="false")
+    assert "CLIR_WORKER_HEALTHCHECK_S" not in env  # the default, 120 s
+    with clir_serve(env, tmp_path / "serve.log", *TWO_PROCESSES) as (proc, url):
+        wait_ready(url, proc, 90, tmp_path / "serve.log", times=3)
+        before = _api_children(proc.pid)
+        assert len(before) == 2, _children(proc.pid)
+        os.kill(before[0], signal.SIGSTOP)  # the next ping waits for an answer
+        time.sleep(2.0)
+        killed = time.monotonic()
+        os.kill(before[0], signal.SIGKILL)
+        while True:
+            now = _api_children(proc.pid)
+            if len(now) == 2 and before[0] not in now:
+                break
+            assert time.monotonic() - killed < 30, "not replaced within 30 s"
+            time.sleep(0.1)
+        replaced_after = time.monotonic() - killed
+        assert replaced_after < 5, replaced_after
+        wait_ready(url, proc, 90, tmp_path / "serve.log", times=3)
+        query = {"query": "das Haus ist groß", "lang": "de", "method": "dt", "k": 3}
+        assert httpx.post(f"{url}/v1/search", json=query, timeout=60).status_code == 200
