@@ -348,6 +348,47 @@ def quality(args: argparse.Namespace) -> None:
         record(f"quality/{bundle.src}/{set_name}/{Path(args.index).name}", figures)
 
 
+def end_to_end(args: argparse.Namespace) -> None:
+    """A fresh query as a searcher sends it: decoded, then ranked over the collection (shards
+    in threads), one query after another; p50/p95 of decode + rank per query."""
+    from service.collection import Collection, SnapshotSearcher
+    from service.data import read_queries
+    from service.mt.bundle import load_bundle
+    from service.retrieval.query import decode_query
+
+    bundle = load_bundle(args.model)
+    decoder = bundle.decoder()
+    coll = Collection(args.collection)
+    searcher = SnapshotSearcher(bundle, threads=0)
+    params = {"cascade": args.cascade} if args.cascade else {}
+    warm = decode_query(decoder, "Tabelle einfügen", "de", qid="warm-up")
+    searcher.rank(coll.snapshot, "bowfd", warm, args.k, params=params)
+    out: dict[str, Any] = {
+        "documents": coll.snapshot.n_docs,
+        "model": Path(args.model).name,
+        "shards": coll.snapshot.commit.shards,
+        "cascade": args.cascade,
+    }
+    for set_name in args.sets.split(","):
+        decode, rank, total = [], [], []
+        for q in list(read_queries(SETS[set_name]))[: args.limit]:
+            t0 = time.perf_counter()
+            dq = decode_query(decoder, q.text, "de", qid=q.qid)
+            t1 = time.perf_counter()
+            searcher.rank(coll.snapshot, "bowfd", dq, args.k, params=params)
+            t2 = time.perf_counter()
+            decode.append(t1 - t0), rank.append(t2 - t1), total.append(t2 - t0)
+        out[set_name] = {
+            "queries": len(total),
+            **{f"{name}_ms_{p}": round(percentile(xs, p) * 1000, 1)
+               for name, xs in (("decode", decode), ("rank", rank), ("end_to_end", total))
+               for p in (50, 95)},
+        }  # fmt: skip
+        print(json.dumps({set_name: out[set_name]}), file=sys.stderr)
+    tag = f"cascade{args.cascade}" if args.cascade else "exhaustive"
+    record(f"end-to-end/{coll.snapshot.n_docs}/{Path(args.model).name}/S{out['shards']}/{tag}", out)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -370,13 +411,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ray", action="store_true")
     p.add_argument("--psq", action="store_true", help="time PSQ too")
     p.add_argument("--tag", default="", help="recorded under search/N/MODEL/TAG")
+    p = sub.add_parser("e2e")
+    p.add_argument("--collection", type=Path, required=True)
+    p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
+    p.add_argument("--sets", default="paragraph")
+    p.add_argument("--limit", type=int, default=80)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--cascade", type=int, default=100, help="0: exhaustive BOW-FD")
     p = sub.add_parser("quality")
     p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
     p.add_argument("--index", type=Path, default=ROOT / "indexes" / "docs")
     p.add_argument("--sets", default="paragraph,short,question")
     p.add_argument("--limit", type=int, default=None)
     args = parser.parse_args(argv)
-    {"build": build, "add": add, "search": search, "quality": quality}[args.verb](args)
+    verbs = {"build": build, "add": add, "search": search, "e2e": end_to_end, "quality": quality}
+    verbs[args.verb](args)
 
 
 if __name__ == "__main__":
