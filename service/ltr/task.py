@@ -49,7 +49,6 @@ from service.ltr.objectives import OBJECTIVES
 from service.ltr.protocol import compare_runs, holdout_split, page_groups
 from service.ltr.shard import shard_specs
 from service.ltr.trainer import (
-    BUILD_SHARE,
     NullContext,
     Reporter,
     TrainOutcome,
@@ -428,7 +427,7 @@ def train_ltr(
         dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex)
 
         def progress(done: int, total: int) -> None:
-            rep.progress(BUILD_SHARE * (0.8 + 0.2 * done / total), f"decoding dev {done}/{total}")
+            rep.within(done / total, f"decoding dev {done}/{total}")
 
         built.append(DevSet.build(dec, dev_sel, check=rep.check, progress=progress))
         return built[0]
@@ -437,8 +436,10 @@ def train_ltr(
     backend = make_backend(p.backend, bundle=bundle, index=index, ray_address=settings.ray_address)
     share = HELDOUT_SHARE if held_sel is not None else 0.0
     with backend:
+        n_dev, n_train = len(dev_sel.queries), len(train_sel.queries)
         outcome = train(backend, specs, start, build_dev=build_dev, epochs=p.epochs,
-                        patience=p.patience, ctx=ScaledContext(ctx, 1.0 - share))  # fmt: skip
+                        patience=p.patience, ctx=ScaledContext(ctx, 1.0 - share),
+                        dev_share=n_dev / max(1, n_dev + n_train))  # fmt: skip
     Reporter(ctx).check()
     heldout = _heldout_metrics(bundle, index, held_sel, start, outcome, pop_limit, p, ctx)
     metrics = _metrics(outcome, train_sel, len(built[0].queries), len(specs), heldout)

@@ -46,6 +46,7 @@ class Reporter:
         self.interval = interval
         self._last = -1e9
         self._fraction = 0.0  # reported fractions never decrease (phases may overlap)
+        self.span = (0.0, 1.0)  # the part of the bar the current phase fills (:meth:`within`)
 
     def progress(self, fraction: float, message: str, force: bool = False) -> None:
         now = time.monotonic()
@@ -53,6 +54,11 @@ class Reporter:
             self._last = now
             self._fraction = max(self._fraction, min(1.0, max(0.0, fraction)))
             self.ctx.progress(self._fraction, message)
+
+    def within(self, fraction: float, message: str, force: bool = False) -> None:
+        """Report ``fraction`` of the current phase (its :attr:`span` of the bar)."""
+        lo, hi = self.span
+        self.progress(lo + (hi - lo) * fraction, message, force)
 
     def cancelled(self) -> bool:
         return bool(self.ctx.cancelled())
@@ -117,23 +123,35 @@ def train(
     patience: int,
     ctx: JobContext | None = None,
     keep_epoch_weights: bool = False,
+    dev_share: float = 0.2,
 ) -> TrainOutcome:
-    """Build the shards (and, meanwhile, the dev set), then run up to ``epochs`` epochs."""
+    """Build the shards (and, meanwhile, the dev set), then run up to ``epochs`` epochs.
+    ``dev_share``: the part of the building phase's bar the dev set's decoding fills (its
+    share of the queries decoded: the dev set often outnumbers the training queries);
+    ``build_dev`` reports through :meth:`Reporter.within`."""
     rep = Reporter(ctx or NullContext())
     table = _ProgressTable(len(specs))
+    dev_share = min(1.0, max(0.0, dev_share))
+    in_background = backend.builds_in_background  # the dev set first, while workers build
+    dev_span = (0.0, dev_share) if in_background else (1.0 - dev_share, 1.0)
+    train_span = (dev_share, 1.0) if in_background else (0.0, 1.0 - dev_share)
 
     def build_progress(shard: int, done: int, total: int) -> None:
         frac = table.update(shard, done, total)
-        rep.progress(BUILD_SHARE * 0.8 * frac, f"decoding training queries ({frac:.0%})")
+        lo, hi = train_span
+        rep.progress(BUILD_SHARE * (lo + (hi - lo) * frac),
+                     f"decoding training queries ({frac:.0%})")  # fmt: skip
 
     rep.progress(0.0, f"starting {len(specs)} shard(s) on backend {backend.name}", force=True)
     backend.launch(specs)
-    if backend.builds_in_background:  # decode the dev set while the workers build
+    rep.span = (BUILD_SHARE * dev_span[0], BUILD_SHARE * dev_span[1])
+    if in_background:
         dev = build_dev(rep)
         stats = backend.built(build_progress, rep.cancelled)
     else:
         stats = backend.built(build_progress, rep.cancelled)
         dev = build_dev(rep)
+    rep.span = (0.0, 1.0)
     rep.check()
     rep.progress(BUILD_SHARE, "evaluating the starting weights on dev", force=True)
     baseline, _ = dev.evaluate(start, rep.check)

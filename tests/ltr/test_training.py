@@ -97,6 +97,35 @@ def test_one_shard_mixing_equals_plain_training(
     assert not np.allclose(w, space.vector(start))  # training moved the weights
 
 
+@pytest.mark.parametrize("dev_share", [0.2, 0.8])
+def test_the_dev_pass_fills_its_share_of_the_progress_bar(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path], dev_share: float
+) -> None:
+    # decoding 260 dev queries after 50 training queries is most of a short job: its share of
+    # the building phase follows the queries' counts, so the bar moves while it runs
+    from service.ltr.trainer import BUILD_SHARE, Reporter
+
+    specs, start = make_specs(toy_bundle, toy_index, ltr_data, 1)
+    inner = dev_builder(toy_bundle, toy_index, ltr_data, start)
+    spans: list[tuple[float, float]] = []
+
+    def build(rep: Reporter) -> DevSet:
+        spans.append(rep.span)
+        for i in range(5):
+            rep.within(i / 4, f"decoding dev {i}/4", force=True)
+        return inner(rep)
+
+    ctx = Recorder()
+    train(InlineBackend(toy_bundle, toy_index), specs, start, build_dev=build, epochs=1,
+          patience=1, ctx=ctx, dev_share=dev_share)  # fmt: skip
+    low = BUILD_SHARE * (1 - dev_share)  # the inline backend decodes the training queries first
+    assert spans == [(pytest.approx(low), pytest.approx(BUILD_SHARE))]
+    dev = [f for f, m in ctx.reports if m.startswith("decoding dev")]
+    assert dev == pytest.approx([low + (BUILD_SHARE - low) * i / 4 for i in range(5)])
+    fractions = [f for f, _ in ctx.reports]
+    assert fractions == sorted(fractions)
+
+
 def test_two_shards_average_the_shards_trained_alone(
     toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path]
 ) -> None:
