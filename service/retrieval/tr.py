@@ -119,7 +119,9 @@ def query_vector(
 def cosine_candidates(
     index: InvertedIndex, tokens: Sequence[str]
 ) -> tuple[npt.NDArray[np.int32], FloatArray]:
-    """Every pool sentence sharing a term with ``t`` and its cosine with ``t`` (TR paper, eq. 2)."""
+    """Every pool sentence sharing a *word* with ``t`` and its cosine with ``t`` (TR paper,
+    eq. 2). The pool keeps punctuation as terms (they count in the cosine), but a sentence that
+    shares only punctuation with the translation ("?" with a question) is no suggestion."""
     ids, weights, qnorm = query_vector(index, tokens)
     if not ids:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
@@ -128,7 +130,8 @@ def cosine_candidates(
     for tid, w in zip(ids, weights, strict=True):
         post = index.postings(tid)
         num[post.docs] += w * np.log10(post.tfs.astype(np.float64) + 1.0)
-        reached[post.docs] = True
+        if any(ch.isalnum() for ch in index.term(tid)):
+            reached[post.docs] = True
     docs = np.flatnonzero(reached).astype(np.int32)
     dnorm = document_norms(index)[docs]
     return docs, num[docs] / (qnorm * dnorm)

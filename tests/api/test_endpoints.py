@@ -172,3 +172,19 @@ def test_ids_with_colons_and_slashes(make_client: MakeClient, tmp_path: Path) ->
     assert client.get("/v1/documents/lo:text/swriter/guide/y.html").status_code == 404
     metrics = client.get("/metrics").text
     assert 'endpoint="/v1/documents/{doc_id:path}",method="GET",status="404"} 1' in metrics
+
+
+def test_a_sentence_of_punctuation_is_never_suggested(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    from service.index import build_pool_index
+    from tests.api.conftest import write_pool
+
+    rows = [("p1", "the house is big ."), ("p2", "?"), ("p3", "."), ("p4", "a red car ?")]
+    build_pool_index(write_pool(tmp_path / "pool.tsv", rows), tmp_path / "pool")
+    client = make_client(pool_indexes=[tmp_path / "pool"])
+    r = client.post("/v1/suggest", json={"query": "Ist das Haus groß?", "lang": "de", "k": 10})
+    assert r.status_code == 200, r.text
+    ids = [s["id"] for s in r.json()["results"]]
+    assert "p1" in ids  # shares words
+    assert "p2" not in ids and "p3" not in ids  # share only punctuation

@@ -93,8 +93,10 @@ def test_eval_tr(toy_bundle_path: Path, tmp_path: Path, capsys: pytest.CaptureFi
         assert out["queries"] == 2
         assert out["f@1"] == pytest.approx(1.0)  # both references ranked first
         assert out["p@1"] == pytest.approx(1.0) and out["r@1"] == pytest.approx(1.0)
-        # f@5: 1 correct of 5 output and 1 reference sentences: 1/((5 + 1)/2)
-        assert out["f@5"] == pytest.approx(1 / 3)
+        # f@5: 1 correct of the output and 1 reference sentence: t1 outputs 5 sentences
+        # (1/((5 + 1)/2)), t2 four — "A big tree." shares only the full stop with "the dog is
+        # small .", and punctuation alone suggests nothing (1/((4 + 1)/2))
+        assert out["f@5"] == pytest.approx((1 / 3 + 2 / 5) / 2)
         assert out["mrr"] == pytest.approx(1.0)
 
 
