@@ -1004,10 +1004,19 @@ def test_a_reference_sentence_opens_its_page_and_back_returns_to_it(
     at = api["results"].index(on_pages[0])
     item = results(page, "suggest-results")[at]
     assert on_pages[0]["page_title"] in item.find_element(By.CSS_SELECTOR, ".result-meta").text
+    # the translator's sentence is an address too: a reload shows the same suggestions
+    assert "tab=translate" in page.current_url and "s=" in page.current_url
+    page.refresh()
+    wait(page).until(lambda d: len(results(d, "suggest-results")) == len(api["results"]))
+    item = results(page, "suggest-results")[at]
+    assert page.find_element(By.ID, "suggest-sentence").get_attribute("value") == sentence
     item.find_element(By.CSS_SELECTOR, ".reference-link").click()
     wait(page).until(lambda d: d.find_element(By.ID, "doc-view").is_displayed())
     wait(page).until(lambda d: d.find_element(By.ID, "doc-title").text)
     assert page.find_element(By.ID, "doc-title").text == on_pages[0]["page_title"]
+    # on its page the suggested sentence's words are marked
+    marked = {m.text.lower() for m in page.find_elements(By.CSS_SELECTOR, "#doc-text mark")}
+    assert marked and marked <= {w.lower().strip(".,;:!?") for w in on_pages[0]["text"].split()}
     doc = live_server.get(f"/v1/documents/{on_pages[0]['page_id']}")
     assert doc["id"] == on_pages[0]["page_id"]
     page.find_element(By.ID, "doc-back").click()  # back to the suggestions, still there

@@ -492,6 +492,10 @@
   function restoreSearch() {
     const params = new URLSearchParams(window.location.search);
     selectTab(params.get("tab") || "search", false);
+    if (params.get("tab") === "translate") {
+      restoreSuggest(params);
+      return;
+    }
     const query = params.get("q");
     if (!query) {
       if (searchState.request) { // back to before the first search
@@ -922,7 +926,18 @@
 
   // ------------------------------------------------------------------ translator tab
 
-  const suggestState = { seq: 0 };
+  const suggestState = { seq: 0, shown: null };
+
+  /** Suggestions for the sentence the address names (?tab=translate&s=…&lang=…). */
+  function restoreSuggest(params) {
+    const sentence = params.get("s");
+    if (!sentence || sentence === suggestState.shown) return;
+    byId("suggest-sentence").value = sentence;
+    const lang = params.get("lang");
+    const select = byId("suggest-lang");
+    if (lang && Array.from(select.options).some(function (o) { return o.value === lang; })) select.value = lang;
+    runSuggest(false);
+  }
 
   function renderDiff(translation, reference) {
     const ops = wordDiff(translation, reference);
@@ -953,8 +968,10 @@
       })),
     ]);
     // the sentence opens its page (where a translator reads it in context), else itself
+    // on its page, the sentence's words are marked: the translator finds it in its context
     const target = item.page_id ? String(item.page_id) : String(item.id || "");
-    const link = el("a", { className: "reference-link", href: docHash(target, []), text: String(item.text || "") });
+    const words = item.page_id ? String(item.text || "").split(/\s+/).filter(function (w) { return /[\p{L}\p{N}]/u.test(w); }) : [];
+    const link = el("a", { className: "reference-link", href: docHash(target, words), text: String(item.text || "") });
     link.addEventListener("click", function (event) {
       if (event.button === 0 && !event.ctrlKey && !event.metaKey && !event.shiftKey) docState.fromResults = true;
     });
@@ -982,9 +999,15 @@
     showDegraded("suggest-degraded", null);
   }
 
-  async function runSuggest() {
+  async function runSuggest(record) {
     const seq = ++suggestState.seq;
     const sentence = byId("suggest-sentence").value;
+    if (record !== false && sentence.trim()) { // the translator's sentence is an address too
+      const params = new URLSearchParams({ tab: "translate", s: sentence, lang: byId("suggest-lang").value });
+      const address = "?" + params.toString();
+      if (window.location.search !== address) window.history.pushState(null, "", address);
+    }
+    suggestState.shown = sentence;
     if (!sentence.trim()) {
       clearSuggest();
       showAlert("Type a sentence first.");
@@ -1045,7 +1068,7 @@
   function setupSuggest() {
     byId("suggest-form").addEventListener("submit", function (event) {
       event.preventDefault();
-      runSuggest();
+      runSuggest(true);
     });
   }
 
