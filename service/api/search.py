@@ -41,7 +41,7 @@ from service.api.snippets import make_snippet
 from service.collection import Collection
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
-from service.index.analysis import LONG_STOPWORDS
+from service.index.analysis import LONG_STOPWORDS, is_word
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.dt import one_best
@@ -61,14 +61,10 @@ def weighted_terms(index: InvertedIndex, terms: Iterable[str]) -> set[str]:
     return out
 
 
-def _has_word(token: str) -> bool:
-    return any(ch.isalnum() for ch in token)
-
-
 def _says_something(token: str) -> bool:
     """A translated word that can say what a searcher looks for: not punctuation and not a
     common English word (:data:`~service.index.analysis.LONG_STOPWORDS`)."""
-    return _has_word(token) and token.lower() not in LONG_STOPWORDS
+    return is_word(token) and token.lower() not in LONG_STOPWORDS
 
 
 def _total_max(
@@ -134,7 +130,7 @@ def run_search(
     reason = None
     if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
         hits, total, relation = [], 0, "eq"
-        what = "common words" if any(_has_word(w) for w in words) else "punctuation"
+        what = "common words" if any(is_word(w) for w in words) else "punctuation"
         reason = (
             f"nothing to search for: the query translates to {what} only "
             f"({' '.join(words)!r}); add a word that says what you are looking for"

@@ -60,7 +60,8 @@ LONG_STOPWORDS: frozenset[str] = frozenset(_LONG_STOP_TEXT.split())
 STEPS: tuple[str, ...] = ("word", "min2", "stop", "stop-long", "stem")
 
 
-def _has_alnum(token: str) -> bool:
+def is_word(token: str) -> bool:
+    """Whether ``token`` has a letter or digit (the ``word`` step keeps only those)."""
     return any(c.isalnum() for c in token)
 
 
@@ -128,7 +129,7 @@ class Analyzer:
         steps = self.steps
         if not token:
             return None
-        if "word" in steps and not _has_alnum(token):
+        if "word" in steps and not is_word(token):
             return None
         if "min2" in steps and len(token) < 2:
             return None

@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.forest.kbest import unique_kbest
+from service.index.analysis import is_word
 from service.index.bm25 import RsjPolicy
 from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Scorer, register
@@ -130,7 +131,7 @@ def cosine_candidates(
     for tid, w in zip(ids, weights, strict=True):
         post = index.postings(tid)
         num[post.docs] += w * np.log10(post.tfs.astype(np.float64) + 1.0)
-        if any(ch.isalnum() for ch in index.term(tid)):
+        if is_word(index.term(tid)):
             reached[post.docs] = True
     docs = np.flatnonzero(reached).astype(np.int32)
     dnorm = document_norms(index)[docs]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -499,27 +500,66 @@ def test_shards_sharing_a_board_merge_to_the_top_k(
     """Two halves of the documents ranked one after the other through one board (what
     shards searched at once share): the first posts the scores it found, the second prunes by
     them, and their lists merge to the top k of all documents."""
+    hg, smt, docs, _rng = _board_case(seed, n_docs)
+    names = list(docs)
+    parts = [(0, names[: n_docs // 2]), (1, names[n_docs // 2 :])]
+    cells, ranked = _through_one_board(hg, smt, docs, parts, v, k, seeded=False)
+    ranks, _ = board_ranks(k)
+    for slot, r in ranked:
+        if r.info["bounds"]:  # it posted the scores it found, at each rank
+            for col, m in enumerate(ranks.tolist()):
+                if m <= len(r.scores):
+                    assert cells[slot, col] >= r.scores[m - 1]
+    _assert_merged_top_k(hg, smt, docs, ranked, v, k)
+
+
+def _board_case(
+    seed: int, n_docs: int
+) -> tuple[Hypergraph, np.ndarray, dict[str, dict[str, float]], random.Random]:
+    """A random forest with a derivation, its SMT weights and ``n_docs`` random documents."""
     rng = random.Random(seed)
     hg = random_forest(rng, max_nodes=7, max_derivations=60)
     assume(all_trees(hg, hg.goal))
     smt = np.array(hg.edge_weights({f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}))
-    docs = random_docs(rng, n_docs)
+    return hg, smt, random_docs(rng, n_docs), rng
+
+
+def _through_one_board(
+    hg: Hypergraph,
+    smt: np.ndarray,
+    docs: Mapping[str, Mapping[str, float]],
+    parts: Sequence[tuple[int, Sequence[str]]],
+    v: float,
+    k: int,
+    *,
+    seeded: bool,
+) -> tuple[np.ndarray, list[tuple[int, SentenceRanking]]]:
+    """Each part (a board slot's documents) ranked in turn through one board, its documents
+    by id; ``seeded``: a slot's later parts start from its earlier parts' scores (a shard's
+    segments)."""
+    cells = np.full((2, len(board_ranks(k)[0])), -np.inf)
+    out: list[tuple[int, SentenceRanking]] = []
+    for slot, part in parts:
+        index = hand_index({n: docs[n] for n in part})
+        earlier = [r.scores for s, r in out if s == slot]
+        own = np.concatenate(earlier) if seeded and earlier else None
+        r = rank_sentence(prepare_sentence(hg, smt, index), v, k, board=Board(cells, slot),
+                          seed=own)  # fmt: skip
+        ids = np.array([index.doc_id(d) for d in r.docs.tolist()], dtype=object)
+        out.append((slot, replace(r, docs=ids)))
+    return cells, out
+
+
+def _assert_merged_top_k(
+    hg: Hypergraph,
+    smt: np.ndarray,
+    docs: Mapping[str, Mapping[str, float]],
+    ranked: Sequence[tuple[int, SentenceRanking]],
+    v: float,
+    k: int,
+) -> None:
     names = list(docs)
-    halves = [names[: n_docs // 2], names[n_docs // 2 :]]
-    ranks, _ = board_ranks(k)
-    cells = np.full((2, len(ranks)), -np.inf)
-    got: list[tuple[float, str]] = []
-    for slot, half in enumerate(halves):
-        index = hand_index({n: docs[n] for n in half})
-        ranked = rank_sentence(prepare_sentence(hg, smt, index), v, k, board=Board(cells, slot))
-        got += [
-            (s, index.doc_id(d))
-            for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist(), strict=True)
-        ]
-        if ranked.info["bounds"]:  # it posted the scores it found, at each rank
-            for r, m in enumerate(ranks.tolist()):
-                if m <= len(ranked.scores):
-                    assert cells[slot, r] >= ranked.scores[m - 1]
+    got = [(s, d) for _, r in ranked for d, s in zip(r.docs, r.scores.tolist(), strict=True)]
     whole = hand_index(docs)
     cand, ref = reference_scores(hg, smt, whole, v)
     want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]
@@ -588,31 +628,9 @@ def test_a_shards_later_segment_seeded_with_its_earlier_ones_merges_to_the_top_k
 ) -> None:
     """Slot 0 is a shard of two segments: the second starts from the first's scores (its
     heap holds both, so it posts the shard's ranks); slot 1 is another shard on the board."""
-    rng = random.Random(seed)
-    hg = random_forest(rng, max_nodes=7, max_derivations=60)
-    assume(all_trees(hg, hg.goal))
-    smt = np.array(hg.edge_weights({f: float(rng.randint(-2, 2)) for f in ("f1", "f2", "f3")}))
-    docs = random_docs(rng, n_docs)
+    hg, smt, docs, rng = _board_case(seed, n_docs)
     names = list(docs)
     a, b = sorted(rng.sample(range(1, n_docs), 2))
     parts = [(0, names[:a]), (1, names[a:b]), (0, names[b:])]
-    ranks, _ = board_ranks(k)
-    cells = np.full((2, len(ranks)), -np.inf)
-    got: list[tuple[float, str]] = []
-    first: list[float] = []
-    for slot, part in parts:
-        index = hand_index({n: docs[n] for n in part})
-        prep = prepare_sentence(hg, smt, index)
-        own = np.asarray(first) if slot == 0 and first else None
-        ranked = rank_sentence(prep, v, k, board=Board(cells, slot), seed=own)
-        found = [
-            (s, index.doc_id(d))
-            for d, s in zip(ranked.docs.tolist(), ranked.scores.tolist(), strict=True)
-        ]
-        got += found
-        if slot == 0:
-            first += [s for s, _ in found]
-    whole = hand_index(docs)
-    cand, ref = reference_scores(hg, smt, whole, v)
-    want = [(float(ref[p]), whole.doc_id(int(cand[p]))) for p in top_k_order(cand, ref, k)]
-    assert sorted(got, key=lambda x: (-x[0], names.index(x[1])))[:k] == want
+    _, ranked = _through_one_board(hg, smt, docs, parts, v, k, seeded=True)
+    _assert_merged_top_k(hg, smt, docs, ranked, v, k)

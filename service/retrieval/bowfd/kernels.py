@@ -401,12 +401,14 @@ def bound_margin(viterbi: float) -> float:
     return _EPS * (1.0 + abs(viterbi))
 
 
-def fast_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
-    """Every candidate's lower and upper bound (:func:`_bounds_kernel`)."""
+def fast_bounds(
+    prep: PreparedSentence, rows: FloatArray, factor: float
+) -> tuple[FloatArray, FloatArray]:
+    """Every candidate's lower and upper bound (:func:`_bounds_kernel`) from its IR rows
+    (``prep.ir_rows(v)``)."""
     n = len(prep.docs)
     lower, upper = np.empty(n), np.empty(n)
     if n:
-        rows, factor = prep.ir_rows(v)
         _kernel("bounds")(
             prep.doc_ptr, prep.doc_terms, np.ascontiguousarray(rows, dtype=np.float64),
             prep.best_through, prep.max_count, float(factor), float(prep.viterbi), lower, upper,
@@ -432,14 +434,16 @@ def _run(
     block: int = DEFAULT_BLOCK,
     board: Board | None = None,
     seed: FloatArray | None = None,
+    ir: tuple[FloatArray, float] | None = None,
 ) -> tuple[FloatArray, int]:
+    """``ir``: ``prep.ir_rows(v)`` when the caller has it already."""
     f = prep.live
     order = np.ascontiguousarray(order, dtype=np.int64)
     out = np.empty(len(order), dtype=np.float64)
     bounded = upper is not None
     ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
     eps = bound_margin(prep.viterbi)
-    rows, factor = prep.ir_rows(v)
+    rows, factor = prep.ir_rows(v) if ir is None else ir
     scored = _kernel("block")(
         f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
         prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,

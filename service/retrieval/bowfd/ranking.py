@@ -34,7 +34,7 @@ def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray
     is t_i scores at most g_i in SMT and C_i in bonus. :func:`reference_bounds` is the same
     in numpy.
     """
-    return fast_bounds(prep, v)
+    return fast_bounds(prep, *prep.ir_rows(v))
 
 
 def reference_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
@@ -102,7 +102,7 @@ def rank_sentence(
     rows, factor = prep.ir_rows(v)
     use_bounds = bounds and factor >= 0 and n > k and bool(np.all(rows >= 0))
     if use_bounds:
-        lower, upper = doc_bounds(prep, v)
+        lower, upper = fast_bounds(prep, rows, factor)
         if seed is not None and len(seed) >= k:
             floor = max(floor, float(np.partition(seed, len(seed) - k)[len(seed) - k]))
         if board is None:
@@ -114,13 +114,13 @@ def rank_sentence(
         order = keep[np.argsort(-upper[keep], kind="stable")]
         out, scored = _run(
             prep, v, order, upper=upper, theta0=theta0, k=k, block=block, board=board,
-            seed=seed,
+            seed=seed, ir=(rows, factor),
         )  # fmt: skip
         cand, scores = order[:scored], out[:scored]
         bounded = {"theta0": theta0, "above_theta0": len(order)}
     else:
         cand = np.arange(n, dtype=np.int64)
-        scores, scored = _run(prep, v, cand, block=block)
+        scores, scored = _run(prep, v, cand, block=block, ir=(rows, factor))
         bounded = {}
     docs = prep.docs[cand]
     pos = top_k_order(docs, scores, k)
