@@ -4,13 +4,18 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 LOCK   := constraints.txt
+REQS   := requirements
 # `make serve` installs the service alone, from wheels (no compiler); the extras `train`
 # (eflomal, compiled) and `ray` come with the targets that need them (`make test`: `dev`).
 STAMP       := $(VENV)/.installed-stamp
 TRAIN_STAMP := $(VENV)/.installed-train-stamp
 DEV_STAMP   := $(VENV)/.installed-dev-stamp
-# Every install is pinned by $(LOCK), packages built from source get their build tools from it.
-PIP    := $(BIN)/python -m pip install --quiet --constraint $(LOCK) --build-constraint $(LOCK)
+# Each environment installs from its hashed lock $(REQS)/<env>.txt (the pins of $(LOCK), every
+# file's sha256): pip refuses a download whose hash differs. Packages built from source get their
+# build tools pinned by $(LOCK); the project itself goes in last, editable and without deps,
+# and `pip check` confirms that the lock held everything it needs.
+PIP_LOCKED := $(BIN)/python -m pip install --quiet --require-hashes --build-constraint $(LOCK) -r
+PIP_SELF   := $(BIN)/python -m pip install --quiet --no-deps --build-constraint $(LOCK) -e .
 DATA   ?= ../shared/data
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
@@ -18,31 +23,43 @@ WORKERS ?=
 
 .PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose lock
 
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(REQS)/serve.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --constraint $(LOCK) pip
+	$(PIP_LOCKED) $(REQS)/serve.txt
 	@# kenlm now comes from the ufal.kenlm wheel; both install the module `kenlm`
 	@$(BIN)/python -m pip uninstall --quiet --yes kenlm 2>/dev/null || true
-	$(PIP) -e .
+	$(PIP_SELF)
+	$(BIN)/python -m pip check
 	@touch $(STAMP)
 
-$(TRAIN_STAMP): $(STAMP)
-	$(PIP) -e '.[train]'
+$(TRAIN_STAMP): $(STAMP) $(REQS)/train.txt
+	$(PIP_LOCKED) $(REQS)/train.txt
 	@touch $@
 
-$(DEV_STAMP): $(STAMP)
-	$(PIP) -e '.[dev]'
+$(DEV_STAMP): $(STAMP) $(REQS)/dev.txt
+	$(PIP_LOCKED) $(REQS)/dev.txt
+	$(BIN)/python -m pip check
 	@touch $@ $(TRAIN_STAMP)
 
 install: $(STAMP)
 
 # Re-pin $(LOCK) after a change of pyproject.toml's dependencies or constraints.in (keeps the
-# other pins; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release).
+# other pins; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release), then
+# compile each environment's hashed lock from those pins: serve (the service alone), train
+# (+ eflomal), dev (`make test`: train, ray and the test tools) and image (docker/Dockerfile).
 LOCK_ARGS ?=
+UV_COMPILE = $(BIN)/uv pip compile --universal --python-version 3.11 --native-tls \
+	--custom-compile-command 'make lock' --quiet
 lock: $(STAMP)
-	$(PIP) uv
-	$(BIN)/uv pip compile pyproject.toml constraints.in --all-extras --universal \
-		--python-version 3.11 --native-tls --custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
+	$(BIN)/python -m pip install --quiet --constraint $(LOCK) uv
+	$(UV_COMPILE) pyproject.toml constraints.in --all-extras $(LOCK_ARGS) -o $(LOCK)
+	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in -o $(REQS)/serve.txt
+	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in --extra train \
+		-o $(REQS)/train.txt
+	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in --extra dev \
+		-o $(REQS)/dev.txt
+	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in --extra train \
+		--extra ray $(REQS)/image.in -o $(REQS)/image.txt
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check service tests bench
