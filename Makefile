@@ -23,8 +23,10 @@ WORKERS ?=
 
 .PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose lock
 
-$(STAMP): pyproject.toml $(REQS)/serve.txt
+$(STAMP): pyproject.toml $(REQS)/tools.txt $(REQS)/serve.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# first the locked pip itself: a new venv's pip may predate --build-constraint
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(REQS)/tools.txt
 	$(PIP_LOCKED) $(REQS)/serve.txt
 	@# kenlm now comes from the ufal.kenlm wheel; both install the module `kenlm`
 	@$(BIN)/python -m pip uninstall --quiet --yes kenlm 2>/dev/null || true
@@ -45,14 +47,16 @@ install: $(STAMP)
 
 # Re-pin $(LOCK) after a change of pyproject.toml's dependencies or constraints.in (keeps the
 # other pins; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release), then
-# compile each environment's hashed lock from those pins: serve (the service alone), train
-# (+ eflomal), dev (`make test`: train, ray and the test tools) and image (docker/Dockerfile).
+# compile each environment's hashed lock from those pins: tools (pip, setuptools, wheel), serve
+# (the service alone), train (+ eflomal), dev (`make test`: train, ray and the test tools) and
+# image (docker/Dockerfile).
 LOCK_ARGS ?=
 UV_COMPILE = $(BIN)/uv pip compile --universal --python-version 3.11 --native-tls \
 	--custom-compile-command 'make lock' --quiet
 lock: $(STAMP)
 	$(BIN)/python -m pip install --quiet --constraint $(LOCK) uv
 	$(UV_COMPILE) pyproject.toml constraints.in --all-extras $(LOCK_ARGS) -o $(LOCK)
+	$(UV_COMPILE) -c $(LOCK) --generate-hashes $(REQS)/tools.in -o $(REQS)/tools.txt
 	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in -o $(REQS)/serve.txt
 	$(UV_COMPILE) -c $(LOCK) --generate-hashes pyproject.toml $(REQS)/tools.in --extra train \
 		-o $(REQS)/train.txt

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REQS = ROOT / "requirements"
-ENVS = ("serve", "train", "dev", "image")
+ENVS = ("tools", "serve", "train", "dev", "image")
 
 # `name==version ; marker` at the start of a line; a hashed lock continues it with `\`.
 PIN = re.compile(
@@ -84,6 +84,7 @@ def test_each_environment_gets_its_dependencies_and_no_more() -> None:
         for extra, specs in project["optional-dependencies"].items()
     }
     tools = {"pip", "setuptools", "wheel"}
+    assert tools <= names("tools") and not base & names("tools")
     assert base | tools <= names("serve")
     assert not (extras["train"] | extras["ray"] | extras["dev"]) & names("serve")  # no compiler
     assert base | extras["train"] <= names("train") and not extras["ray"] & names("train")
@@ -97,6 +98,9 @@ def test_make_and_the_dockerfile_install_from_the_hashed_locks() -> None:
     assert "PIP_LOCKED := $(BIN)/python -m pip install --quiet --require-hashes" in makefile
     for env in ("serve", "train", "dev"):
         assert f"$(PIP_LOCKED) $(REQS)/{env}.txt" in makefile
+    # a new venv's pip predates --build-constraint: the locked pip goes in first
+    first = makefile.index("pip install --quiet --require-hashes -r $(REQS)/tools.txt")
+    assert first < makefile.index("$(PIP_LOCKED) $(REQS)/serve.txt")
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text(encoding="utf-8")
     assert "ARG LOCK=requirements/image.txt" in dockerfile
     assert "pip install --require-hashes -r lock.txt" in dockerfile
