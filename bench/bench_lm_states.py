@@ -1,7 +1,7 @@
 """LM state minimisation: search quality against cdec, speed and forest size.
 
 The compiled decoder with ``DecoderConfig.minimise_lm_states`` on (the default: left and
-right LM states minimised as KenLM's chart states, :mod:`service.mt.lm_context`) and off (the
+right LM states minimised as KenLM's chart states, :mod:`service.mt.lm.context`) and off (the
 first and last ``n-1`` words), alternating per sentence in one process:
 
 1. **cdec peer** (``cdec``): cdec's de-en example (``../shared/peers/cdec-nc-wmt11``: its
@@ -52,8 +52,7 @@ from service.mt.cdec_format import import_cdec
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import DecoderConfig
 from service.mt.grammar import load_grammar
-from service.mt.lm import KenLM
-from service.mt.lm_table import load_lm_table
+from service.mt.lm import KenLM, load_lm_table
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.data import load_dev_pairs
 from service.retrieval.query import decode_query

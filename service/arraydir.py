@@ -1,7 +1,7 @@
 """Files on disk: SHA-256 checksums and directories of ``.npy`` arrays written atomically.
 
 Three artifacts are such directories: the inverted index (:mod:`service.index.storage`), the
-binary grammar (:mod:`service.mt.grammar`) and the LM table cache (:mod:`service.mt.lm_table`).
+binary grammar (:mod:`service.mt.grammar`) and the LM table cache (:mod:`service.mt.lm.cache`).
 They share this module's writer and reader; each keeps its own manifest (format name, version
 key, JSON layout), so the bytes on disk are what they were before the three shared code.
 

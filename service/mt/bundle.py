@@ -50,7 +50,7 @@ from service.text.compounds import COMPOUND_RULES, CompoundSplitter
 from service.text.questions import QUESTION_LANGS, QuestionRewriter
 
 if TYPE_CHECKING:
-    from service.mt.lm_table import LmTable
+    from service.mt.lm import LmTable
 
 MANIFEST = "manifest.json"
 BUNDLE_FORMAT = 1
@@ -161,7 +161,7 @@ class ModelBundle:
     @cached_property
     def lm_table(self) -> LmTable:
         """The LM as arrays for compiled code, memory-mapped from its cache beside the ARPA."""
-        from service.mt.lm_table import load_lm_table  # numba is imported only when needed
+        from service.mt.lm import load_lm_table  # numba is imported only when needed
 
         path = getattr(self.lm, "path", None)  # the file the LM itself was loaded from
         if path is None:

@@ -2,7 +2,7 @@
 
 :class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
 :func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
-sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm_table`), and
+sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm.table`), and
 returns the +LM forest as a :class:`~service.forest.hypergraph.Hypergraph` built from arrays: node
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
@@ -45,9 +45,7 @@ from service.mt.decoder import (
     weighted_rule_scores,
 )
 from service.mt.grammar import Grammar
-from service.mt.lm import BOS, EOS, LanguageModel
-from service.mt.lm_context import Boundary
-from service.mt.lm_table import LmTable
+from service.mt.lm import BOS, EOS, Boundary, LanguageModel, LmTable
 from service.mt.rules import (
     GLUE,
     LANGUAGE_MODEL,

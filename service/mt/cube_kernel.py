@@ -6,7 +6,7 @@ its rules sorted by −LM score and its tails' +LM items sorted by score plus LM
 rule's best corner in the heap at the start (or, with ``all_rules`` off, the rules as one more
 axis), a binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM
 node, the popped candidate's neighbours pushed in dimension order, and candidates recombined
-into +LM nodes by their minimised LM boundary (:mod:`service.mt.lm_context`: left state,
+into +LM nodes by their minimised LM boundary (:mod:`service.mt.lm.context`: left state,
 right state, whether the item is full). Every choice that decides the shape
 of the forest — chart order, cube order, heap tie-breaks, the stable sort of a cell's items,
 the boundary semantics of ``combine_ids`` and ``finish_ids`` and their order of additions — is
@@ -15,18 +15,18 @@ the reference's, so the forests are identical node for node and edge for edge
 
 LM contexts are packed into one ``uint64``: up to three decoder word ids (the LM order is at
 most 4) of 21 bits each, stored as id + 1, newest in the low bits, 0 the empty context. A
-context and a word are scored through :func:`service.mt.lm_table.logp10`, and the next context
-minimised through :func:`~service.mt.lm_table.droppable`, memoised per sentence in an
-open-addressing table; left-state steps (:func:`~service.mt.lm_table.left_extends_ids`) have a
+context and a word are scored through :func:`service.mt.lm.kernels.logp10`, and the next context
+minimised through :func:`~service.mt.lm.kernels.droppable`, memoised per sentence in an
+open-addressing table; left-state steps (:func:`~service.mt.lm.kernels.left_extends_ids`) have a
 memo of their own, and a full item's backoff charge reads
-:func:`~service.mt.lm_table.backoff10`. Word ids are the grammar's target vocabulary, then
+:func:`~service.mt.lm.kernels.backoff10`. Word ids are the grammar's target vocabulary, then
 ``<s>`` and ``</s>``, then the sentence's pass-through words outside the vocabulary.
 
 The kernel takes and returns only arrays and scalars; it allocates its scratch space per call
 and releases the GIL (``nogil``), so several sentences decode in parallel threads.
 
 Numba's on-disk cache keys a compiled function on its own source file only: after changing
-:func:`service.mt.lm_table.logp10` without touching this file, delete this module's cache
+:func:`service.mt.lm.kernels.logp10` without touching this file, delete this module's cache
 (``service/mt/__pycache__/cube_kernel*.nb*``) or the kernel keeps the old lookup inlined.
 """
 
@@ -37,7 +37,7 @@ import math
 import numpy as np
 from numba import njit
 
-from service.mt.lm_table import backoff10, droppable, left_extends_ids, logp10
+from service.mt.lm import backoff10, droppable, left_extends_ids, logp10
 
 BITS = 21  # bits per word id in a packed context
 MAX_CONTEXT = 3  # words per packed context: LM order at most 4
@@ -96,7 +96,7 @@ def _unpack(ctx, base, extra, buf):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _step(ctx, d, mask, minimise, lm, base, extra, buf, memo_c, memo_w, memo_v, memo_x, memo_n):  # type: ignore[no-untyped-def]
     """Natural-log p(word ``d`` | packed context ``ctx``) and the minimised context after it
-    (:meth:`service.mt.lm_context.ContextTable.step`), memoised for the sentence."""
+    (:meth:`service.mt.lm.context.ContextTable.step`), memoised for the sentence."""
     size = np.uint64(memo_c.shape[0] - 1)
     h = ctx * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(d + 1) * np.uint64(0xC2B2AE3D27D4EB4F)
     slot = np.int64((h ^ (h >> np.uint64(29))) & size)
@@ -129,7 +129,7 @@ def _step(ctx, d, mask, minimise, lm, base, extra, buf, memo_c, memo_w, memo_v, 
 @njit(cache=True, nogil=True)
 def _left_step(left, d, minimise, st, base, extra, buf, lm_c, lm_v, lm_n):  # type: ignore[no-untyped-def]
     """Whether left state ``left`` (fewer than ``h`` words) extends by word ``d``
-    (:meth:`service.mt.lm_context.ContextTable.left_step`), memoised for the sentence."""
+    (:meth:`service.mt.lm.context.ContextTable.left_step`), memoised for the sentence."""
     if not minimise:
         return True
     key = (left << _B) | np.uint64(d + 1)
@@ -152,7 +152,7 @@ def _left_step(left, d, minimise, st, base, extra, buf, lm_c, lm_v, lm_n):  # ty
 
 @njit(cache=True, nogil=True)
 def _charge(ctx, j, st, base, extra, buf):  # type: ignore[no-untyped-def]
-    """:func:`service.mt.lm_context.charge`: the backoffs of the suffixes of ``ctx`` longer
+    """:func:`service.mt.lm.context.charge`: the backoffs of the suffixes of ``ctx`` longer
     than ``j`` words, shortest first, in natural log."""
     keys, backoffs, uni_backoffs, _, _ = st
     n = _unpack(ctx, base, extra, buf)
@@ -253,9 +253,9 @@ def decode_chart(  # type: ignore[no-untyped-def]
     ``m_nopt`` options from ``m_optlo`` in the option arrays (rule id, w·φ, LM OOV count),
     sorted by decreasing score (stable). ``pass_sym[i]``/``pass_oov[i]``: the pass-through word
     of source word ``i``. ``h`` is the LM order − 1 (0 without LM), ``base``/``extra`` map
-    decoder word ids to LM ids, ``lm`` is :meth:`service.mt.lm_table.LmTable.arrays` and ``st``
-    :meth:`~service.mt.lm_table.LmTable.structure_arrays`; ``minimise``: minimised LM states
-    (:mod:`service.mt.lm_context`); ``all_rules``: every rule's best corner starts in the heap
+    decoder word ids to LM ids, ``lm`` is :meth:`service.mt.lm.LmTable.arrays` and ``st``
+    :meth:`~service.mt.lm.LmTable.structure_arrays`; ``minimise``: minimised LM states
+    (:mod:`service.mt.lm.context`); ``all_rules``: every rule's best corner starts in the heap
     (``DecoderConfig.cube_rules``).
 
     Returns node arrays (label, i, j, left, right, full), edge arrays (head, tail 0, tail 1,

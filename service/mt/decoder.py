@@ -18,7 +18,7 @@ rules, sorted by their −LM score, are one more axis, and only the best rule st
 pushed. A popped candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed
 by (label, span, LM boundary) — candidates with equal boundaries recombine into one node. The
 boundaries are KenLM's minimised chart states (Heafield 2011, §4.1; ``minimise_lm_states``,
-:mod:`service.mt.lm_context`), so more candidates recombine and the pop limit reaches further.
+:mod:`service.mt.lm.context`), so more candidates recombine and the pop limit reaches further.
 On cdec's own de-en example (bench/README.md, "LM states and cube rules") this search finds
 cdec's model score on all 100 sentences at pop 200, where the lazy rule axis with unminimised
 states lost on 37. Every edge carries its full feature vector: the rule's features,
@@ -40,7 +40,7 @@ full bundles to about 1/20 of the nodes and 1/10 of the edges, bench/README.md, 
 unreachable +LM nodes"). ``DecodeStats.search_nodes``/``search_edges`` keep the search's own
 counts.
 
-Speed: candidates are scored with :func:`service.mt.lm_context.combine_ids`, the
+Speed: candidates are scored with :func:`service.mt.lm.context.combine_ids`, the
 tested fast form of ``combine`` over interned LM contexts whose steps are memoised per thread
 across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
 a new +LM node; and the cyclic garbage collector is paused during the search
@@ -71,13 +71,15 @@ from service.errors import (
 from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.grammar import Grammar, SentenceGrammar
-from service.mt.lm import BOS, LanguageModel, NgramStructure
-from service.mt.lm_context import (
+from service.mt.lm import (
+    BOS,
     EMPTY_TAIL,
     NO_STRUCTURE,
     Boundary,
     ContextTable,
     IdTail,
+    LanguageModel,
+    NgramStructure,
     combine_ids,
     finish_ids,
 )
@@ -121,7 +123,7 @@ class DecoderConfig:
     # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
     # Off only to measure or inspect the search's whole output.
     prune_unreachable: bool = True
-    # recombine +LM items on minimised LM states (:mod:`service.mt.lm_context`: left states of
+    # recombine +LM items on minimised LM states (:mod:`service.mt.lm.context`: left states of
     # the words that can still change, right states of the words the LM can still use; Heafield
     # 2011, §4.1). Exact either way; off only to measure what it buys.
     minimise_lm_states: bool = True

@@ -7,7 +7,7 @@ Stages, each resumable (:mod:`service.mt.training.stages`) in the work directory
 3. ``grammar`` lexical table, Hiero rule extraction (Chiang 2007 §3.2) and rule features,
                pruned to ``rule_table_limit`` target sides per source side, stored binary;
 4. ``lm``      4-gram interpolated modified Kneser-Ney LM on the English text (ARPA), and its
-               hash table for compiled code (:mod:`service.mt.lm_table`, verified, cached);
+               hash table for compiled code (:mod:`service.mt.lm.cache`, verified, cached);
 5. ``bundle``  default weights, the manifest, and an atomic swap of ``<out>``.
 
 A stage reruns only if its inputs or settings changed; a bundle whose manifest records the
@@ -46,7 +46,7 @@ from service.mt.bundle import (
     WEIGHTS_DIR,
 )
 from service.mt.grammar import write_encoded
-from service.mt.lm_table import load_lm_table
+from service.mt.lm import load_lm_table
 from service.mt.rules import ALL_FEATURES
 from service.mt.training.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
 from service.mt.training.extract import (

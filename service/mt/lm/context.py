@@ -50,10 +50,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.mt.lm import NgramStructure
-
-BOS = "<s>"
-EOS = "</s>"
+from service.mt.lm.model import NgramStructure
+from service.mt.lm.symbols import BOS, EOS
 
 # log p(word | context): natural log; ``context`` holds at most n-1 preceding words and may
 # start with "<s>".

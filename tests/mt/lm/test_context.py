@@ -11,13 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.mt.lm import ArpaLM, KenLM
-from service.mt.lm_context import (
+from service.mt.lm import (
     EMPTY_TAIL,
     NO_STRUCTURE,
+    ArpaLM,
     Boundary,
     ContextTable,
+    KenLM,
     Piece,
+    build_lm_table,
     combine,
     combine_ids,
     estimate,
@@ -26,10 +28,8 @@ from service.mt.lm_context import (
     id_tail,
     sentence_logprob,
 )
-from service.mt.lm_table import build_lm_table
-from tests.mt.random_arpa import WORDS, write_random_arpa
-
-TOY_ARPA = Path(__file__).resolve().parent.parent / "data" / "toy_bigram.arpa"
+from tests.mt.lm.random_arpa import WORDS, write_random_arpa
+from tests.mt.lm.toy_lm import TOY_BIGRAM as TOY_ARPA
 
 
 def toy_logp(context: tuple[str, ...], word: str) -> float:

@@ -23,7 +23,7 @@ from service.mt.lm import (
     load_language_model,
 )
 from service.mt.training.lm_estimate import LMPLZ_DISCOUNT_FALLBACK, estimate_kneser_ney, write_arpa
-from tests.mt.toy_lm import TOY_ARPA
+from tests.mt.lm.toy_lm import TOY_ARPA
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ def test_toy_structure_by_hand(toy_lm: LanguageModel) -> None:
 
 
 def test_structure_of_each_model(toy_arpa: Path) -> None:
-    from service.mt.lm_table import LmTable
+    from service.mt.lm import LmTable
 
     arpa = ArpaLM(toy_arpa)
     assert arpa.structure() is arpa
@@ -267,7 +267,7 @@ def test_load_errors(tmp_path: Path) -> None:
         ArpaLM(garbage)
     truncated = tmp_path / "truncated.arpa"
     truncated.write_text(TOY_ARPA.replace("-0.3\tb </s>\n", ""), encoding="utf-8")
-    with pytest.raises(DataFormatError, match="differ from the header"):
+    with pytest.raises(DataFormatError, match="its header declares"):
         ArpaLM(truncated)
     with pytest.raises(ConfigurationError, match="kenlm"):
         load_language_model(garbage, "srilm")
