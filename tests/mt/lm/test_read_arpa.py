@@ -18,8 +18,9 @@ from service.mt.lm import (
     build_lm_table,
 )
 from service.mt.lm.arpa_scan import parse_float32
-from service.mt.lm.read_arpa import exact_float32
+from service.mt.lm.read_arpa import exact_float32, read_arpa
 from tests.mt.lm.toy_lm import (
+    PRUNED_ARPA,
     TOY_ARPA,
     TOY_CASES,
     write,
@@ -126,3 +127,37 @@ def test_separators_like_arpalm_and_gzip(tmp_path: Path) -> None:
     assert ArpaLM(arpa).logp(("<s>", "a"), "b") == pytest.approx(table.logp(("<s>", "a"), "b"))
     with pytest.raises(MissingResourceError):
         build_lm_table(tmp_path / "none.arpa")
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), MALFORMED)
+def test_arpalm_refuses_what_the_table_refuses(
+    tmp_path: Path, old: str, new: str, line: int | None, message: str
+) -> None:
+    arpa = write(tmp_path, TOY_ARPA.replace(old, new, 1))
+    with pytest.raises(DataFormatError, match=message) as err:
+        ArpaLM(arpa)
+    assert err.value.line_no == line
+
+
+@pytest.mark.parametrize("text", [TOY_ARPA, PRUNED_ARPA], ids=["toy", "pruned"])
+def test_the_reference_reads_the_numbers_the_table_reads(tmp_path: Path, text: str) -> None:
+    # one parse: ArpaLM's float64 numbers as written, the arrays the same rounded to float32,
+    # a probability as -|p| and a missing or zero backoff as -0.0 (KenLM's storage)
+    arpa = read_arpa(write(tmp_path, text.replace("-0.7\t</s>", "0\t</s>")))
+    entries = arpa.entries()
+    assert len(entries) == sum(arpa.counts) and ArpaLM(arpa.path).entries == entries
+    assert entries[("</s>",)] == (0.0, 0.0) and entries[("a", "b")] == (-0.5, -0.25)
+
+    def stored(p: float, b: float) -> tuple[int, int]:
+        return (
+            int(np.float32(-abs(p)).view(np.int32)),
+            int((np.float32(b) if b else np.float32(-0.0)).view(np.int32)),
+        )
+
+    for i, word in enumerate(arpa.words):
+        got = (int(arpa.uni_probs[i].view(np.int32)), int(arpa.uni_backoffs[i].view(np.int32)))
+        assert got == stored(*entries[(word,)]), word
+    for row in range(arpa.ngram_words.shape[0]):
+        ngram = tuple(arpa.words[i] for i in arpa.ngram_words[row].tolist() if i >= 0)
+        p, b = arpa.ngram_probs[row], arpa.ngram_backoffs[row]
+        assert (int(p.view(np.int32)), int(b.view(np.int32))) == stored(*entries[ngram]), ngram
