@@ -16,9 +16,10 @@ top-1000 lists are identical (same documents in the same order, same scores). A 
 sweep, the fast search without bounds and with a per-term IR weight on every term
 (``per_term_weights``) are timed on the same forests. ``v`` = 1.0.
 
-The model: ``models/de-en`` if it exists, else ``$CLIR_BENCH_MODEL``, else ``/tmp/bowfd-model``
-(train one with ``clir train-model ... --out /tmp/bowfd-model --limit 100000``).
-Writes ``bench/results/bowfd_speed.json``. Run with ``nice -n 10 python -m bench.bench_bowfd``.
+The model: ``--model``, else ``models/de-en`` if it exists, else ``/tmp/bowfd-model`` (train
+one with ``clir train-model ... --out /tmp/bowfd-model --limit 100000``); ``--queries`` the
+first N dev queries (20). Writes ``bench/results/bowfd_speed.json`` (``--out``). Run with
+``nice -n 10 python -m bench bowfd``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.errors import MissingResourceError
 from service.forest.inference import viterbi_scores
 from service.index.inverted import InvertedIndex
@@ -55,15 +57,15 @@ from service.retrieval.bowfd import (
 from service.retrieval.query import decode_query
 
 RESULTS = RESULTS_DIR / "bowfd_speed.json"
-N_QUERIES = int(os.environ.get("CLIR_BENCH_QUERIES", "20"))
 K = 1000
 V = 1.0
 BLOCKS = (8, 16, 32, 64)
 
 
-def _model_path() -> Path:
-    for cand in (ROOT / "models/de-en", Path(os.environ.get("CLIR_BENCH_MODEL", "/nonexistent")),
-                 Path("/tmp/bowfd-model")):  # fmt: skip
+def _model_path(given: Path | None) -> Path:
+    if given is not None:
+        return given
+    for cand in (ROOT / "models/de-en", Path("/tmp/bowfd-model")):
         if (cand / "manifest.json").exists():
             return cand
     raise MissingResourceError(
@@ -91,8 +93,17 @@ def reference_rank(query: DecodedQuery, index: InvertedIndex, k: int) -> tuple[A
     return docs[:k], scores[:k]
 
 
-def main() -> None:
-    model = _model_path()
+@dataclass(frozen=True)
+class Params:
+    queries: Annotated[int, Help("the first N German dev queries")] = 20
+    model: Annotated[Path | None, Help("bundle (default: models/de-en, else /tmp/bowfd-model)")] = (
+        None
+    )
+    out: Annotated[Path, Help("JSON output")] = RESULTS
+
+
+def run(params: Params) -> None:
+    model = _model_path(params.model)
     print(f"model {model}", file=sys.stderr)
     bundle = load_bundle(model)
     index = InvertedIndex.load(ROOT / "indexes/docs")
@@ -100,7 +111,7 @@ def main() -> None:
     rows = [
         line.rstrip("\n").split("\t")
         for line in (DATA / "clir/lohelp-de/queries.dev.tsv").read_text().splitlines()
-    ][:N_QUERIES]
+    ][: params.queries]
     fast = BowFdScorer(index, v=V)
     # warm up: compile/load the numba kernels outside the timings
     warm = decode_query(decoder, rows[0][1].split(".")[0] or "Haus", "de")
@@ -212,11 +223,14 @@ def main() -> None:
         "scoring_s_total_by_variant": {name: round(sum(times), 3) for name, times in sweep.items()},
         "per_query": per_query,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    signatures = {"bundle": bundle_signature(bundle), "index": index.signature(),
+                  "scorer": fast.signature()}  # fmt: skip
+    write_result(params.out, result, params, signatures=signatures, indent=2)
     print(json.dumps(result["summary"], indent=2))
     print(json.dumps(result["scoring_s_total_by_variant"], indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("bowfd")

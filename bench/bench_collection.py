@@ -11,38 +11,43 @@ of the length), differ from each other (no exact score ties, unlike plain copies
 the bound-pruned search stop early), and put near-duplicates of every relevant page beside it:
 a harder candidate set than WikiCLIR's more varied articles, so the timings are pessimistic.
 
-Verbs (each appends its figures to ``bench/results/collection.json`` under a key):
+Benchmarks (``python -m bench collection-<verb>``; each adds its figures, stamped, to
+``bench/results/collection.json`` under a key):
 
-* ``build --copies C --shards S [--workers W] --out DIR``: stream the collection into a new
-  collection (segments flushed as the buffer fills, each shard merged at the end), with wall
-  and CPU time, peak RSS of the writer and of its workers, and the size on disk.
-* ``quality [--model M --index I]``: what the cascade costs in MAP and recall on the German
-  dev sets (paragraph, short, question) against exhaustive BOW-FD, with p-values.
-* ``add --collection DIR --n N``: add N new documents (copies with a new suffix), commit, and
-  time until a search in another ``Collection`` finds them.
-* ``search --collection DIR --model M``: rank time p50/p95 of DT, PSQ, BOW-FD (exhaustive and
-  cascades) for paragraph, short and question queries (German dev sets; queries decoded once,
-  outside the timing), in one process over the S shards in turn (``local``) and at once in
-  threads (``threads``), and fanned out to S Ray workers (``ray``), alternating per query.
+* ``collection-build --copies C --shards S [--workers W] --out DIR``: stream the collection
+  into a new collection (segments flushed as the buffer fills, each shard merged at the end),
+  with wall and CPU time, peak RSS of the writer and of its workers, and the size on disk.
+* ``collection-quality [--model M --index I]``: what the cascade costs in MAP and recall on the
+  German dev sets (paragraph, short, question) against exhaustive BOW-FD, with p-values.
+* ``collection-add --collection DIR --n N``: add N new documents (copies with a new suffix),
+  commit, and time until a search in another ``Collection`` finds them.
+* ``collection-search --collection DIR --model M``: rank time p50/p95 of DT, PSQ, BOW-FD
+  (exhaustive and cascades) for paragraph, short and question queries (German dev sets; queries
+  decoded once, outside the timing), in one process over the S shards in turn (``local``) and at
+  once in threads (``threads``), and fanned out to S Ray workers (``ray``), alternating per
+  query.
+* ``collection-e2e --collection DIR``: a fresh query end to end (decoded, then ranked).
+
+``python -m bench.bench_collection <verb> ...`` (``build``, ``add``, ``search``, ``e2e``,
+``quality``) still runs them.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
 import random
 import resource
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT, percentile
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, percentile, write_result
 
 RESULTS = RESULTS_DIR / "collection.json"
 DOCS = DATA / "clir" / "docs.jsonl.gz"
@@ -74,18 +79,12 @@ def documents(copies: int, suffix: str = "r", start: int = 0) -> Iterator[Any]:
                 yield Doc(new_id, o.get("title", ""), "\n".join(kept), o.get("source", ""))
 
 
-def record(key: str, figures: dict[str, Any]) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    data[key] = {**figures, "machine": os.uname().nodename, "cpus": os.cpu_count(),
-                 "revision": _revision(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
-    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(json.dumps({key: data[key]}, indent=1))
-
-
-def _revision() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
-    return out.stdout.decode().strip()
+def record(
+    key: str, figures: dict[str, Any], params: Any, signatures: dict[str, Any] | None = None
+) -> None:
+    """``figures`` under ``key`` of the results file (the other keys kept), stamped."""
+    write_result(RESULTS, figures, params, signatures=signatures, key=key, sort_keys=True)
+    print(json.dumps({key: figures}, indent=1))
 
 
 def _du(path: Path) -> int:
@@ -157,7 +156,16 @@ class MemorySampler:
         return {f"peak_{k}": round(v) for k, v in sorted(self.peak.items())}
 
 
-def build(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class BuildParams:
+    copies: Annotated[int, Help("the collection and C-1 perturbed replicas")] = 1
+    shards: Annotated[int, Help("shards")] = 1
+    workers: Annotated[int, Help("worker processes")] = 1
+    buffer_mb: Annotated[float, Help("segment buffer")] = 32.0
+    out: Annotated[Path, Help("the new collection's directory")] = Path("collections/x1-S1")
+
+
+def build(args: BuildParams) -> None:
     from service.collection import build_collection
     from service.index.build import build_params
 
@@ -180,10 +188,18 @@ def build(args: argparse.Namespace) -> None:
             "disk_mb": round(_du(Path(args.out)) / 1e6),
             **memory.figures(),
         },
+        args,
     )
 
 
-def add(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class AddParams:
+    collection: Annotated[Path, Help("the collection")] = Path("collections/x1-S1")
+    n: Annotated[int, Help("documents to add")] = 10_000
+    workers: Annotated[int, Help("worker processes")] = 1
+
+
+def add(args: AddParams) -> None:
     from service.collection import Collection, CollectionWriter
 
     reader = Collection(args.collection)
@@ -212,10 +228,25 @@ def add(args: argparse.Namespace) -> None:
             "merge_seconds": round(time.perf_counter() - t1, 1), "merged_segments": len(merged),
             "peak_rss_mb": round(_peak_mb(resource.RUSAGE_SELF)), **memory.figures(),
         },
+        args,
     )  # fmt: skip
 
 
-def search(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class SearchParams:
+    collection: Annotated[tuple[Path, ...], Help("collections to rank over")] = (
+        Path("collections/x1-S1"),
+    )
+    model: Annotated[Path, Help("bundle")] = ROOT / "models" / "de-en"
+    sets: Annotated[str, Help("German dev sets, comma-separated")] = "paragraph,short,question"
+    limit: Annotated[int, Help("the first N queries of each set")] = 30
+    k: Annotated[int, Help("ranking depth")] = 10
+    ray: Annotated[bool, Help("also fan out to Ray workers")] = False
+    psq: Annotated[bool, Help("time PSQ too")] = False
+    tag: Annotated[str, Help("recorded under search/N/MODEL/TAG")] = ""
+
+
+def search(args: SearchParams) -> None:
     """Every collection and backend ranks each decoded query in turn (alternating, so that
     load on the shared machine hits them alike); p50/p95 per set, method and configuration."""
     from service.collection import Collection, SnapshotSearcher
@@ -292,7 +323,8 @@ def search(args: argparse.Namespace) -> None:
                 out[set_name][name]["vs_S1_p50"] = round(percentile(ratios, 50), 3)
         print(json.dumps({set_name: out[set_name]}), file=sys.stderr)
     tag = f"/{args.tag}" if args.tag else ""
-    record(f"search/{colls[0].snapshot.n_docs}/{Path(args.model).name}{tag}", out)
+    record(f"search/{colls[0].snapshot.n_docs}/{Path(args.model).name}{tag}", out, args,
+           {"bundle": bundle_signature(bundle)})  # fmt: skip
 
 
 CASCADES: dict[str, dict[str, Any]] = {
@@ -304,7 +336,17 @@ CASCADES: dict[str, dict[str, Any]] = {
 QUALITY_METRICS = ("map", "recall@100", "recall@1000", "ndcg@10", "mrr")
 
 
-def quality(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class QualityParams:
+    model: Annotated[Path, Help("bundle")] = ROOT / "models" / "de-en"
+    index: Annotated[Path, Help("the dev index the judgments belong to")] = (
+        ROOT / "indexes" / "docs"
+    )
+    sets: Annotated[str, Help("dev sets, comma-separated")] = "paragraph,short,question"
+    limit: Annotated[int | None, Help("the first N queries of each set (default: all)")] = None
+
+
+def quality(args: QualityParams) -> None:
     """What the cascade costs in MAP and recall on the dev sets: every query decoded once and
     ranked at depth 1000 by DT, exhaustive BOW-FD and BOW-FD over DT's top 1000 and top 100
     (the cascade returns at most N documents), on the dev index the judgments belong to."""
@@ -345,10 +387,23 @@ def quality(args: argparse.Namespace) -> None:
             figures[name]["p_map_vs_exhaustive"] = round(
                 randomization_test(per_query[name], per_query["bowfd"], 10_000, 0), 4
             )
-        record(f"quality/{bundle.src}/{set_name}/{Path(args.index).name}", figures)
+        signatures = {"bundle": bundle_signature(bundle), "index": index.signature(),
+                      "scorers": {n: sc.signature() for n, sc in scorers.items()}}  # fmt: skip
+        record(f"quality/{bundle.src}/{set_name}/{Path(args.index).name}", figures, args,
+               signatures)  # fmt: skip
 
 
-def end_to_end(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class EndToEndParams:
+    collection: Annotated[Path, Help("the collection")] = Path("collections/x1-S1")
+    model: Annotated[Path, Help("bundle")] = ROOT / "models" / "de-en"
+    sets: Annotated[str, Help("German dev sets, comma-separated")] = "paragraph"
+    limit: Annotated[int, Help("the first N queries of each set")] = 80
+    k: Annotated[int, Help("ranking depth")] = 10
+    cascade: Annotated[int, Help("BOW-FD over DT's top N (0: exhaustive BOW-FD)")] = 100
+
+
+def end_to_end(args: EndToEndParams) -> None:
     """A fresh query as a searcher sends it: decoded, then ranked over the collection (shards
     in threads), one query after another; p50/p95 of decode + rank per query."""
     from service.collection import Collection, SnapshotSearcher
@@ -377,7 +432,9 @@ def end_to_end(args: argparse.Namespace) -> None:
             t1 = time.perf_counter()
             searcher.rank(coll.snapshot, "bowfd", dq, args.k, params=params)
             t2 = time.perf_counter()
-            decode.append(t1 - t0), rank.append(t2 - t1), total.append(t2 - t0)
+            decode.append(t1 - t0)
+            rank.append(t2 - t1)
+            total.append(t2 - t0)
         out[set_name] = {
             "queries": len(total),
             **{f"{name}_ms_{p}": round(percentile(xs, p) * 1000, 1)
@@ -386,47 +443,18 @@ def end_to_end(args: argparse.Namespace) -> None:
         }  # fmt: skip
         print(json.dumps({set_name: out[set_name]}), file=sys.stderr)
     tag = f"cascade{args.cascade}" if args.cascade else "exhaustive"
-    record(f"end-to-end/{coll.snapshot.n_docs}/{Path(args.model).name}/S{out['shards']}/{tag}", out)
+    key = f"end-to-end/{coll.snapshot.n_docs}/{Path(args.model).name}/S{out['shards']}/{tag}"
+    record(key, out, args, {"bundle": bundle_signature(bundle)})
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="verb", required=True)
-    p = sub.add_parser("build")
-    p.add_argument("--copies", type=int, default=1)
-    p.add_argument("--shards", type=int, default=1)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--buffer-mb", type=float, default=32.0)
-    p.add_argument("--out", type=Path, required=True)
-    p = sub.add_parser("add")
-    p.add_argument("--collection", type=Path, required=True)
-    p.add_argument("--n", type=int, default=10_000)
-    p.add_argument("--workers", type=int, default=1)
-    p = sub.add_parser("search")
-    p.add_argument("--collection", type=Path, nargs="+", required=True)
-    p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
-    p.add_argument("--sets", default="paragraph,short,question")
-    p.add_argument("--limit", type=int, default=30)
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--ray", action="store_true")
-    p.add_argument("--psq", action="store_true", help="time PSQ too")
-    p.add_argument("--tag", default="", help="recorded under search/N/MODEL/TAG")
-    p = sub.add_parser("e2e")
-    p.add_argument("--collection", type=Path, required=True)
-    p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
-    p.add_argument("--sets", default="paragraph")
-    p.add_argument("--limit", type=int, default=80)
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--cascade", type=int, default=100, help="0: exhaustive BOW-FD")
-    p = sub.add_parser("quality")
-    p.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
-    p.add_argument("--index", type=Path, default=ROOT / "indexes" / "docs")
-    p.add_argument("--sets", default="paragraph,short,question")
-    p.add_argument("--limit", type=int, default=None)
-    args = parser.parse_args(argv)
-    verbs = {"build": build, "add": add, "search": search, "e2e": end_to_end, "quality": quality}
-    verbs[args.verb](args)
+VERBS = {"build": "collection-build", "add": "collection-add", "search": "collection-search",
+         "e2e": "collection-e2e", "quality": "collection-quality"}  # fmt: skip
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m bench.bench_collection VERB ...: python -m bench NAME ...
+    from bench.cli import run as run_benchmark
+    from bench.registry import get
+
+    if len(sys.argv) < 2 or sys.argv[1] not in VERBS:
+        raise SystemExit(f"usage: python -m bench.bench_collection {{{','.join(VERBS)}}} ...")
+    run_benchmark(get(VERBS[sys.argv[1]]), sys.argv[2:])

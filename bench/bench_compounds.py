@@ -9,7 +9,7 @@
   by the dynamic programme; and words packed with known parts ("text" × 15), by both — the
   enumeration visits every split, so its time grows exponentially with the number of parts.
 
-Writes ``bench/results/compounds.json``. Run: ``.venv/bin/python -m bench.bench_compounds``.
+Writes ``bench/results/compounds.json`` (``--out``). Run: ``.venv/bin/python -m bench compounds``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import json
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
 
 from bench.bench_querysets import load_set
-from bench.common import RESULTS_DIR, ROOT
+from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.mt.bundle import load_bundle
 from service.retrieval.query import query_sentences
 from service.text.compounds import best_split, best_split_reference
@@ -38,8 +40,14 @@ def _time(fn: Callable[[], Any]) -> float:
     return best
 
 
-def main() -> dict[str, Any]:
-    bundle = load_bundle(ROOT / "models" / "de-en")
+@dataclass(frozen=True)
+class Params:
+    model: Annotated[Path, Help("bundle (with a compound splitter)")] = ROOT / "models" / "de-en"
+    out: Annotated[Path, Help("JSON output")] = RESULTS_DIR / "compounds.json"
+
+
+def run(p: Params) -> dict[str, Any]:
+    bundle = load_bundle(p.model)
     sp = bundle.compound_splitter
     assert sp is not None
     rule, count = sp.rule, sp.part_count
@@ -64,7 +72,7 @@ def main() -> dict[str, Any]:
     packed_dp = _time(lambda: [best_split(w, count, rule) for w in packed])
     packed_ref = _time(lambda: [best_split_reference(w, count, rule) for w in packed])
     result = {
-        "bundle": "models/de-en",
+        "bundle": f"models/{bundle.name}",
         "split_words_in_dev_queries": len(candidates),
         "examples": {w: list(sp.split_word(w)) for w in candidates[:12]},
         "dp_ms_per_word": 1000 * dp / len(candidates),
@@ -78,12 +86,12 @@ def main() -> dict[str, Any]:
         "packed_reference_ms_per_word": 1000 * packed_ref / len(packed),
         "repeats": REPEATS,
     }
-    (RESULTS_DIR / "compounds.json").write_text(
-        json.dumps(result, indent=1, ensure_ascii=False) + "\n"
-    )
+    write_result(p.out, result, p, signatures={"bundle": bundle_signature(bundle)})
     print(json.dumps(result, indent=1, ensure_ascii=False))
     return result
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("compounds")

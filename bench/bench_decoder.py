@@ -42,23 +42,21 @@ interpolation; figures recorded before it was shared used the nearest rank, the 
 Raw per-sentence / per-query times are kept in the JSON.
 
 Output: ``{"models": {model: {"speed": [...], "query": {...}, "identity": {...}}},
-"machine_note": ..., "date": ..., "settings": ...}`` in ``--out`` (default
+"machine_note": ..., "date": ..., "settings": ..., "stamp": ...}`` in ``--out`` (default
 ``bench/results/decoder.json``); progress goes to stderr.
 
 Run (the reference is slow: the default run takes about 15 min per model)::
 
-    .venv/bin/python -m bench.bench_decoder                      # de-en and zh-en, if present
-    .venv/bin/python -m bench.bench_decoder --model de-en --out bench/results/decoder.json
-    .venv/bin/python -m bench.bench_decoder --model zh-en --out bench/results/decoder_zh.json
-    .venv/bin/python -m bench.bench_decoder --model demo-de-en --per-length 3 --pops 50,200 \\
-        --identity 5 --out /tmp/decoder_demo.json                # quick check
-    .venv/bin/python -m bench.bench_decoder --model de-en --per-length 0 --query-count 0 \\
+    .venv/bin/python -m bench decoder                      # de-en and zh-en, if present
+    .venv/bin/python -m bench decoder --model de-en --out bench/results/decoder.json
+    .venv/bin/python -m bench decoder --model zh-en --out bench/results/decoder_zh.json
+    .venv/bin/python -m bench decoder-demo                 # quick check on the demo bundle
+    .venv/bin/python -m bench decoder --model de-en --per-length 0 --query-count 0 \\
         --identity 200 --out bench/results/decoder_identity_de.json     # identity only
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import math
@@ -70,10 +68,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT, percentile
+from bench.common import (
+    DATA,
+    RESULTS_DIR,
+    ROOT,
+    Help,
+    bundle_signature,
+    jsonable,
+    percentile,
+    write_result,
+)
 from service.data import load_queries
 from service.forest.inference import fast_viterbi
 from service.forest.kbest import kbest, unique_kbest
@@ -106,10 +114,6 @@ def median_ms(xs: Sequence[float], digits: int = 1) -> float:
 
 def ratio(num: Sequence[float], den: Sequence[float]) -> float:
     return round(sum(num) / sum(den), 2) if sum(den) > 0 else math.nan
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def load_sources(bundle: ModelBundle) -> list[Sentence]:
@@ -413,7 +417,7 @@ def bench_identity(
 
 
 # --- driver ---------------------------------------------------------------------------------
-def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def bench_model(name: str, args: Params) -> dict[str, Any]:
     log(f"{name}: loading the bundle")
     bundle, t_load = timed(load_bundle, ROOT / "models" / name)
     sources = load_sources(bundle)
@@ -439,41 +443,43 @@ def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "first_compiled_call_s": round(t_first, 2),
     }
     if args.per_length > 0:
-        result["speed"] = bench_speed(bundle, wv, sources, args.pops, args.lengths, args.per_length)
+        result["speed"] = bench_speed(
+            bundle, wv, sources, list(args.pops), list(args.lengths), args.per_length
+        )
     if args.query_count > 0:
         result["query"] = bench_query(
             bundle, wv, args.query_tokens, args.query_count, args.query_pop
         )
     if args.identity > 0:
-        result["identity"] = bench_identity(bundle, wv, sources, args.identity, args.identity_pops)
+        result["identity"] = bench_identity(
+            bundle, wv, sources, args.identity, list(args.identity_pops)
+        )
+    result["signature"] = bundle_signature(bundle)
     return result
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description="Reference vs compiled decoder: speed, typical query, identity.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+@dataclass(frozen=True)
+class Params:
+    model: Annotated[
+        tuple[str, ...], Help("bundles under models/ (default: de-en and zh-en, if present)")
+    ] = ()
+    per_length: Annotated[int, Help("sentences per length (0: skip)")] = 10
+    pops: Annotated[tuple[int, ...], Help("pop limits")] = (50, 200, 1000)
+    lengths: Annotated[tuple[int, ...], Help("sentence lengths")] = (5, 10, 20, 30)
+    identity: Annotated[int, Help("identity sentences (0: skip)")] = 0
+    identity_pops: Annotated[tuple[int, ...], Help("pop limits of the identity check")] = (
+        50,
+        200,
+        1000,
     )
-    p.add_argument(
-        "--model",
-        action="append",
-        help="bundle under models/ (repeatable); default: de-en and zh-en, those present",
-    )
-    p.add_argument("--per-length", type=int, default=10, help="sentences per length (0: skip)")
-    p.add_argument("--pops", type=_ints, default=[50, 200, 1000], help="pop limits, comma list")
-    p.add_argument("--lengths", type=_ints, default=[5, 10, 20, 30], help="sentence lengths")
-    p.add_argument("--identity", type=int, default=0, help="identity sentences (0: skip)")
-    p.add_argument("--identity-pops", type=_ints, default=[50, 200, 1000], help="pop limits")
-    p.add_argument("--query-tokens", type=int, default=50, help="typical query size, tokens")
-    p.add_argument("--query-count", type=int, default=20, help="typical queries (0: skip)")
-    p.add_argument("--query-pop", type=int, default=200, help="pop limit for the queries")
-    p.add_argument("--out", type=Path, default=OUT, help="JSON output")
-    return p.parse_args(argv)
+    query_tokens: Annotated[int, Help("typical query size, tokens")] = 50
+    query_count: Annotated[int, Help("typical queries (0: skip)")] = 20
+    query_pop: Annotated[int, Help("pop limit for the queries")] = 200
+    out: Annotated[Path, Help("JSON output")] = OUT
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    models = args.model or [m for m in DEFAULT_MODELS if (ROOT / "models" / m).is_dir()]
+def run(args: Params) -> None:
+    models = list(args.model) or [m for m in DEFAULT_MODELS if (ROOT / "models" / m).is_dir()]
     load_start = os.getloadavg()
     started = time.perf_counter()
     results: dict[str, Any] = {}
@@ -492,13 +498,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"wall time {time.perf_counter() - started:.0f} s"
         ),
         "date": dt.datetime.now().isoformat(timespec="seconds"),
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        | {"model": models},
+        "settings": jsonable(args) | {"model": models},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    signatures = {name: r.pop("signature") for name, r in results.items()}
+    write_result(args.out, report, args, signatures=signatures)
     log(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("decoder")

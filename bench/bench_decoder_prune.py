@@ -27,14 +27,12 @@ its active weights, on the full bundles (``models/de-en``, ``models/zh-en``):
 Medians are :func:`statistics.median`. Output: ``bench/results/decoder_prune.json`` (``--out``);
 progress on stderr. Run (about 6 min for both full models on 2 shared cores)::
 
-    nice -n 5 .venv/bin/python -m bench.bench_decoder_prune
-    .venv/bin/python -m bench.bench_decoder_prune --models demo-de-en --index demo --sentences 10 \\
-        --queries 5 --memory-queries 2 --out /tmp/prune.json     # quick check
+    nice -n 5 .venv/bin/python -m bench decoder-prune
+    .venv/bin/python -m bench decoder-prune-demo     # quick check on the demo bundle and index
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gc
 import json
@@ -44,10 +42,12 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.bench_decoder import DATA, ROOT, load_sources, log, ms, percentile, timed
+from bench.bench_decoder import load_sources, log, ms, timed
+from bench.common import DATA, ROOT, Help, bundle_signature, jsonable, percentile, write_result
 from service.api.serving import BYTES_PER_ARRAY_EDGE, query_bytes
 from service.data import load_queries
 from service.forest.inference import fast_viterbi
@@ -299,7 +299,7 @@ def bench_memory(
     }
 
 
-def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def bench_model(name: str, args: Params) -> dict[str, Any]:
     bundle = load_bundle(ROOT / "models" / name)
     log(f"model {name}")
     sentences = pick_sentences(bundle, args.sentences)
@@ -311,31 +311,37 @@ def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
         out["queries"], chosen = bench_queries(bundle, index, args.queries)
         if args.memory_queries:
             out["memory"] = bench_memory(bundle, index, chosen, args.memory_queries)
+    out["signature"] = bundle_signature(bundle)
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default="de-en,zh-en")
-    p.add_argument("--pops", default="200,1000")
-    p.add_argument("--sentences", type=int, default=60)
-    p.add_argument("--queries", type=int, default=50)
-    p.add_argument("--memory-queries", type=int, default=10)
-    p.add_argument("--index", default="docs")
-    p.add_argument("--out", type=Path, default=OUT)
-    args = p.parse_args(argv)
+@dataclass(frozen=True)
+class Params:
+    models: Annotated[str, Help("bundles under models/, comma-separated")] = "de-en,zh-en"
+    pops: Annotated[str, Help("pop limits, comma-separated")] = "200,1000"
+    sentences: Annotated[int, Help("dev sentences")] = 60
+    queries: Annotated[int, Help("dev queries (0: skip)")] = 50
+    memory_queries: Annotated[int, Help("queries measured with tracemalloc (0: skip)")] = 10
+    index: Annotated[str, Help("document index under indexes/")] = "docs"
+    out: Annotated[Path, Help("JSON output")] = OUT
+
+
+def run(args: Params) -> None:
     result: dict[str, Any] = {"models": {}}
     for name in args.models.split(","):
         result["models"][name] = bench_model(name, args)
-    result["settings"] = {k: str(v) for k, v in vars(args).items()}
+    result["settings"] = {k: str(v) for k, v in jsonable(args).items()}
     result["machine_note"] = (
         f"{platform.machine()}, {os.cpu_count()} shared cores, load "
         f"{os.getloadavg()[0]:.1f} at the end; one process, pruned and unpruned alternating"
     )
     result["date"] = dt.datetime.now().isoformat(timespec="seconds")
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    signatures = {name: r.pop("signature") for name, r in result["models"].items()}
+    write_result(args.out, result, args, signatures=signatures)
     log(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("decoder-prune")

@@ -13,7 +13,7 @@ of the encoded arrays. Last, the unique rules of the old behaviour (loose phrase
 minimum count) on a prefix of the corpus, for comparison (run after the peak-memory figures are
 taken). Writes ``bench/results/extract_rules.json``.
 
-    nice -n 10 .venv/bin/python -m bench.bench_extract [N]     # N pairs; default: all
+    nice -n 10 .venv/bin/python -m bench extract [N]     # N pairs; default: all
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from pathlib import Path
+from typing import Annotated, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from bench.common import DATA as SHARED_DATA
-from bench.common import RESULTS_DIR
+from bench.common import RESULTS_DIR, Help, write_result
 from service.data.formats import read_parallel
 from service.mt.training.align import align_corpus, symmetrize
 from service.mt.training.extract import (
@@ -86,14 +88,23 @@ def _gapped(counts: RuleCounts) -> int:
     return int(((rows == 1) | (rows == 2)).any(axis=1)[counts.source_id].sum())
 
 
-def main(n_pairs: int | None = None) -> None:
+@dataclass(frozen=True)
+class Params:
+    pairs: Annotated[
+        int | None, Help("the first N sentence pairs (default: all)", positional=True)
+    ] = None
+    out: Annotated[Path, Help("JSON output")] = OUT
+
+
+def run(p: Params) -> None:
+    n_pairs = p.pairs
     stages = _Stages()
     cleaner = CorpusCleaner("de", "en")
 
     def clean() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         return [
-            (p.source, p.target)
-            for p in itertools.islice(cleaner.clean(read_parallel(DATA)), n_pairs)
+            (pair.source, pair.target)
+            for pair in itertools.islice(cleaner.clean(read_parallel(DATA)), n_pairs)
         ]
 
     pairs = stages.run("read_clean_tokenize", clean)
@@ -171,8 +182,7 @@ def main(n_pairs: int | None = None) -> None:
             "unique_rules": len(counts),
             "cpu_seconds": round(time.process_time() - c, 1),
         }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_result(p.out, result, p, indent=2)
     print(json.dumps(result, indent=2))
 
 
@@ -215,4 +225,6 @@ def _prefix(corpus: EncodedCorpus, n: int) -> EncodedCorpus:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else None)
+    from bench.cli import main_for
+
+    main_for("extract")

@@ -13,26 +13,27 @@ Issue targets on this 2-core machine: the grammar loads in under 10 s, looking u
 a 20-word sentence takes under 50 ms. Timings are wall-clock on a shared machine; load times
 are with a warm page cache (the grammar was just written).
 
-Run: ``nice -n 10 .venv/bin/python -m bench.bench_grammar [--rules N]``.
+Run: ``nice -n 10 .venv/bin/python -m bench grammar [--rules N]`` (``grammar-quick``: 100,000
+rules).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from bench.common import DATA as SHARED_DATA
-from bench.common import RESULTS_DIR, ROOT, percentile
+from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.data.formats import read_parallel
 from service.forest.csr import ptr_from_counts
 from service.mt.grammar import (
@@ -223,12 +224,14 @@ def build_grammar(n_rules: int, rng: np.random.Generator) -> tuple[EncodedRules,
     return enc, tests
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rules", type=int, default=10_000_000)
-    ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args(argv if argv is not None else [])
+@dataclass(frozen=True)
+class Params:
+    rules: Annotated[int, Help("synthetic rules")] = 10_000_000
+    seed: Annotated[int, Help("random seed")] = 13
+    out: Annotated[Path, Help("JSON output")] = RESULTS
+
+
+def run(args: Params) -> None:
     rng = np.random.default_rng(args.seed)
     enc, tests = build_grammar(args.rules, rng)
     n_rules = len(enc)
@@ -300,12 +303,13 @@ def main(argv: list[str] | None = None) -> None:
             "notes": "warm page cache; lookup = Grammar.filter (all rules of all spans as "
             "contiguous id blocks); 'and_rule_lists' also builds per-span (rule, gaps) lists",
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_result(args.out, result, args, indent=2)
         print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from bench.cli import main_for
+
+    main_for("grammar")

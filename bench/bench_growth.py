@@ -12,24 +12,24 @@ Memory: a fresh subprocess loads both model bundles and both indexes as the serv
 (:func:`service.api.resources.load_resources`), answers one German and one Chinese query with
 each method, and reports its peak resident set size (``VmHWM``) and current RSS.
 
-Writes ``bench/results/growth.json``. Run: ``nice -n 10 .venv/bin/python -m bench.bench_growth``.
+Writes ``bench/results/growth.json`` (``--out``).
+Run: ``nice -n 10 .venv/bin/python -m bench growth``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_queries
 from service.data.formats import read_docs
 from service.errors import InvalidInputError
@@ -153,6 +153,7 @@ def growth(n_queries: int, sizes: tuple[int, ...]) -> dict[str, Any]:
         out["sizes"][f"x{copies}"] = row
         print(json.dumps({f"x{copies}": row}), file=sys.stderr)
         del index, bowfd, dt
+    out["signature"] = bundle_signature(bundle)
     base = out["sizes"][f"x{sizes[0]}"]
     for row in out["sizes"].values():
         row["bowfd_ratio_to_x1"] = round(row["bowfd_ms_mean"] / base["bowfd_ms_mean"], 2)
@@ -167,21 +168,26 @@ def memory() -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--queries", type=int, default=30)
-    ap.add_argument("--sizes", default="1,2,4")
-    ap.add_argument("--skip-memory", action="store_true")
-    args = ap.parse_args()
+@dataclass(frozen=True)
+class Params:
+    queries: Annotated[int, Help("the first N German dev queries")] = 30
+    sizes: Annotated[tuple[int, ...], Help("replications of the collection")] = (1, 2, 4)
+    skip_memory: Annotated[bool, Help("skip the serving process's memory")] = False
+    out: Annotated[Path, Help("JSON output")] = RESULTS_DIR / "growth.json"
+
+
+def run(args: Params) -> None:
     result: dict[str, Any] = {}
     if not args.skip_memory:
         result["memory"] = memory()
         print(json.dumps(result["memory"]), file=sys.stderr)
-    result["growth"] = growth(args.queries, tuple(int(x) for x in args.sizes.split(",")))
-    out = RESULTS_DIR / "growth.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    result["growth"] = growth(args.queries, args.sizes)
+    signatures = {"bundle": result["growth"].pop("signature")}
+    write_result(args.out, result, args, signatures=signatures)
     print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("growth")

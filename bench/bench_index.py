@@ -10,7 +10,7 @@ timed alternately in the same process; ratios are ours / theirs.
 
 Queries (200 each, seeded): ``tr_refs`` = English reference sentences of ``tr/de-en`` dev
 (qrels joined with the pool), ``doc30`` = the first 30 words of random documents.
-Writes ``bench/results/index.json``. Run with ``nice -n 10 python -m bench.bench_index``.
+Writes ``bench/results/index.json`` (``--out``). Run with ``nice -n 10 python -m bench index``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, write_result
 from service.data import load_qrels, read_docs, read_pool
 from service.errors import ConfigurationError
 from service.index import (
@@ -127,7 +128,12 @@ def _overlap(ours: list[np.ndarray], theirs: list[tuple[np.ndarray, np.ndarray]]
     return round(float(np.mean(vals)), 5)
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Params:
+    out: Annotated[Path, Help("JSON output")] = RESULTS
+
+
+def run(p: Params) -> None:
     import bm25s
     from rank_bm25 import BM25Okapi
 
@@ -231,10 +237,11 @@ def main() -> None:
                 ),
             }
             print(json.dumps(result["speed"][set_name]), file=sys.stderr)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_result(p.out, result, p, signatures={"tokenizer": name}, indent=2)
     print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("index")

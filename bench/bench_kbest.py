@@ -21,8 +21,8 @@ so ratios are per sentence, summarised by their median. The figures of the previ
 (the object-based extractor with its cap of 100·k derivations against the array-based Python
 one) are kept in ``bench/results/kbest_before.json``.
 
-Writes ``bench/results/kbest.json``. Run: ``nice .venv/bin/python -m bench.bench_kbest``
-(about 5 minutes).
+Writes ``bench/results/kbest.json`` (``--out``). Run: ``nice .venv/bin/python -m bench kbest``
+(about 5 minutes; ``kbest-demo``: three sentences).
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.forest import kbest_kernel
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import fast_viterbi, inside
@@ -104,7 +106,15 @@ def _median(xs: list[float], digits: int = 2) -> float:
     return round(statistics.median(xs), digits)
 
 
-def main(n: int = SENTENCES) -> None:
+@dataclass(frozen=True)
+class Params:
+    sentences: Annotated[int, Help("dev sentences of tr/de-en")] = SENTENCES
+    ks: Annotated[tuple[int, ...], Help("list sizes k")] = KS
+    out: Annotated[Path, Help("JSON output")] = OUT
+
+
+def run(p: Params) -> None:
+    n, ks = p.sentences, p.ks
     bundle = load_bundle(ROOT / "models" / "demo-de-en")
     dec = bundle.decoder()
     weights = dec.weights
@@ -125,7 +135,7 @@ def main(n: int = SENTENCES) -> None:
             "log10_derivations": round(math.log10(count), 1) if count > 0 else None,
         }
         order = ENGINES if i % 2 == 0 else ENGINES[::-1]
-        for k in KS:
+        for k in ks:
             cell: dict[str, Any] = {}
             same: dict[str, list[Derivation]] = {}
             budget: dict[str, list[Derivation]] = {}
@@ -158,7 +168,7 @@ def main(n: int = SENTENCES) -> None:
         print(json.dumps(row), file=sys.stderr)
 
     summary: dict[str, Any] = {}
-    for k in KS:
+    for k in ks:
         col = [r[f"k{k}"] for r in rows]
         s: dict[str, Any] = {
             "same_work_py_ms_median": _median([c["same_work_py_ms"] for c in col]),
@@ -193,11 +203,12 @@ def main(n: int = SENTENCES) -> None:
         "summary": summary,
         "sentences_detail": rows,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_result(p.out, results, p, signatures={"bundle": bundle_signature(bundle)})
     for key, s in summary.items():
         print(key, json.dumps(s))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else SENTENCES)
+    from bench.cli import main_for
+
+    main_for("kbest")

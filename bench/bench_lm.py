@@ -10,7 +10,7 @@ model from the same tokenised text and both models are compared on the same held
 Note: the LM text contains the English of every LibreOffice help page, dev pages included
 (data README §4), so the held-out perplexity is optimistic for those sentences.
 
-Run: ``nice -n 10 .venv/bin/python -m bench.bench_lm`` → ``bench/results/lm.json``.
+Run: ``nice -n 10 .venv/bin/python -m bench lm`` → ``bench/results/lm.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR
+from bench.common import DATA, RESULTS_DIR, Help, write_result
 from service.data.io import iter_lines
 from service.mt.lm import KenLM
 from service.mt.training.lm_estimate import (
@@ -150,7 +151,12 @@ def run_lmplz(lmplz: str, text: Path, arpa: Path, workdir: Path) -> dict[str, An
     }
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Params:
+    out: Annotated[Path, Help("JSON output")] = RESULTS
+
+
+def run(p: Params) -> None:
     results: dict[str, Any] = {"order": ORDER, "lm_text": str(DATA / "lm" / "en.txt.gz")}
     workdir = Path(tempfile.mkdtemp(prefix="bench_lm_", dir=os.environ.get("BENCH_TMP")))
     try:
@@ -223,10 +229,11 @@ def main() -> None:
         print(f"lmplz: {results['lmplz']}", file=sys.stderr)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_result(p.out, results, p, indent=2)
     print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("lm")

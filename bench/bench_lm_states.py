@@ -23,13 +23,12 @@ first and last ``n-1`` words), alternating per sentence in one process:
 
 Output ``bench/results/lm_states.json`` (``--out``); progress on stderr. Run::
 
-    nice -n 5 .venv/bin/python -m bench.bench_lm_states              # about 10 min
-    .venv/bin/python -m bench.bench_lm_states --parts cdec --pops 200  # one part
+    nice -n 5 .venv/bin/python -m bench lm-states              # about 10 min
+    .venv/bin/python -m bench lm-states --parts cdec --pops 200  # one part
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gzip
 import json
@@ -39,15 +38,16 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from bench.bench_decoder import load_sources
-from bench.common import DATA, RESULTS_DIR, ROOT, percentile
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.data import load_qrels, load_queries
 from service.evaluation import evaluate, randomization_test
 from service.forest.inference import fast_viterbi
-from service.mt.bundle import load_bundle
+from service.mt.bundle import load_bundle, read_manifest
 from service.mt.cdec_format import import_cdec
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import DecoderConfig
@@ -309,31 +309,47 @@ def run_retrieval(models: list[str], max_queries: int | None) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parts = ["cdec", "bundles", "bleu", "retrieval"]
-    ap.add_argument("--parts", nargs="+", default=parts, choices=parts)
-    ap.add_argument("--max-queries", type=int, default=None)
-    ap.add_argument("--pops", nargs="+", type=int, default=[50, 200, 1000])
-    ap.add_argument("--models", nargs="+", default=["de-en", "zh-en"])
-    ap.add_argument("--sentences", type=int, default=60)
-    ap.add_argument("--out", type=Path, default=RESULTS_DIR / "lm_states.json")
-    args = ap.parse_args(argv)
+Part = Literal["cdec", "bundles", "bleu", "retrieval"]
+
+
+@dataclass(frozen=True)
+class Params:
+    parts: Annotated[tuple[Part, ...], Help("parts to run")] = (
+        "cdec",
+        "bundles",
+        "bleu",
+        "retrieval",
+    )
+    max_queries: Annotated[int | None, Help("the first N dev queries (default: all)")] = None
+    pops: Annotated[tuple[int, ...], Help("pop limits")] = (50, 200, 1000)
+    models: Annotated[tuple[str, ...], Help("bundles under models/")] = ("de-en", "zh-en")
+    sentences: Annotated[int, Help("dev sentences per bundle")] = 60
+    out: Annotated[Path, Help("JSON output")] = RESULTS_DIR / "lm_states.json"
+
+
+def run(args: Params) -> None:
     result: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": platform.platform(),
     }
     if "cdec" in args.parts:
-        result["cdec"] = run_cdec(args.pops)
+        result["cdec"] = run_cdec(list(args.pops))
     if "bundles" in args.parts:
-        result["bundles"] = run_bundles(args.models, args.pops, args.sentences)
+        result["bundles"] = run_bundles(list(args.models), list(args.pops), args.sentences)
     if "bleu" in args.parts:
-        result["bleu"] = run_bleu(args.models)
+        result["bleu"] = run_bleu(list(args.models))
     if "retrieval" in args.parts:
-        result["retrieval"] = run_retrieval(args.models, args.max_queries)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+        result["retrieval"] = run_retrieval(list(args.models), args.max_queries)
+    signatures = {
+        name: {"model": name, "build_key": read_manifest(ROOT / "models" / name).get("build_key")}
+        for name in args.models
+        if (ROOT / "models" / name / "manifest.json").exists()
+    }
+    write_result(args.out, result, args, signatures=signatures)
     log(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("lm-states")

@@ -37,12 +37,11 @@ and the Ray backend; ``--probe-slots 0`` and ``--train-clients 0`` skip the prob
 training phase.
 
 Writes ``bench/results/load.json`` (``--out``). A short proof run:
-``nice -n 10 python -m bench.bench_load --demo --duration 10 --out bench/results/load_demo.json``.
+``nice -n 10 python -m bench load --demo --duration 10 --out bench/results/load_demo.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -56,11 +55,11 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx2
 
-from bench.common import DATA, RESULTS_DIR, ROOT, percentile
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.settings import Settings
 
 RESULTS = RESULTS_DIR / "load.json"
@@ -385,7 +384,7 @@ TRAIN_JOB = {"lang": "de", "objective": "hinge", "freeze_smt": True, "epochs": 3
 
 
 def training_phase(
-    args: argparse.Namespace, base_env: dict[str, str], queries: list[str], log_dir: Path
+    args: Params, base_env: dict[str, str], queries: list[str], log_dir: Path
 ) -> dict[str, Any]:
     """Idle vs while a training job runs: same server (cache off), same request sequence."""
     env = {
@@ -434,7 +433,7 @@ def training_phase(
 
 
 def overload_probe(
-    args: argparse.Namespace,
+    args: Params,
     queries: list[str],
     probe_env: dict[str, str],
     probe_clients: int,
@@ -462,48 +461,38 @@ def overload_probe(
         server.stop()
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--demo", action="store_true", help="serve the committed demo bundle")
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
-    p.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="API processes (one per core)"
-    )
-    p.add_argument("--duration", type=float, default=120.0, help="seconds per phase")
-    p.add_argument("--max-requests", type=int, default=200_000, help="requests per phase")
-    p.add_argument(
-        "--warmup", type=float, default=60.0, help="seconds of warm-up load (largest client count)"
-    )
-    p.add_argument(
-        "--queue-timeout", type=float, default=600.0, help="queue_timeout_s of the load phases"
-    )
-    p.add_argument(
-        "--probe-slots", type=int, default=2, help="max_concurrency of the probe (0: no probe)"
-    )
-    p.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="CLIR_KEY=VALUE",
-        help="a setting of the served configuration, repeatable (e.g. a collection as "
-        'CLIR_DOC_INDEXES=["/data/wiki"] and CLIR_SEARCH_BACKEND=ray)',
-    )
-    p.add_argument("--probe-duration", type=float, default=None, help="default: --duration/4")
-    p.add_argument("--ready-timeout", type=float, default=900.0)
-    p.add_argument("--queries", type=Path, default=DATA / "clir/lohelp-de/queries.dev.tsv")
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument(
-        "--cache-mb", type=int, default=None, help="forest_cache_mb per process (default: setting)"
-    )
-    p.add_argument("--train-clients", type=int, default=16, help="0: no training phase")
-    args = p.parse_args(argv)
+@dataclass(frozen=True)
+class Params:
+    demo: Annotated[bool, Help("serve the committed demo bundle")] = False
+    clients: Annotated[tuple[int, ...], Help("concurrent clients per phase")] = (1, 4, 16, 64)
+    workers: Annotated[int, Help("API processes (one per core)")] = os.cpu_count() or 1
+    duration: Annotated[float, Help("seconds per phase")] = 120.0
+    max_requests: Annotated[int, Help("requests per phase")] = 200_000
+    warmup: Annotated[float, Help("seconds of warm-up load (largest client count)")] = 60.0
+    queue_timeout: Annotated[float, Help("queue_timeout_s of the load phases")] = 600.0
+    probe_slots: Annotated[int, Help("max_concurrency of the probe (0: no probe)")] = 2
+    env: Annotated[
+        tuple[str, ...],
+        Help(
+            "CLIR_KEY=VALUE settings of the served configuration (e.g. a collection as "
+            'CLIR_DOC_INDEXES=["/data/wiki"] and CLIR_SEARCH_BACKEND=ray)'
+        ),
+    ] = ()
+    probe_duration: Annotated[float | None, Help("default: --duration/4")] = None
+    ready_timeout: Annotated[float, Help("seconds to wait for /readyz")] = 900.0
+    queries: Annotated[Path, Help("query file")] = DATA / "clir/lohelp-de/queries.dev.tsv"
+    out: Annotated[Path, Help("JSON output")] = RESULTS
+    cache_mb: Annotated[int | None, Help("forest_cache_mb per process (default: setting)")] = None
+    train_clients: Annotated[int, Help("0: no training phase")] = 16
 
+
+def run(args: Params) -> None:
     queries = load_queries(args.queries)
     base_env = dict(DEMO_ENV) if args.demo else {}
     for item in args.env:
         key, sep, value = item.partition("=")
         if not sep or not key.startswith("CLIR_"):
-            p.error(f"--env takes CLIR_KEY=VALUE, got {item!r}")
+            raise SystemExit(f"--env takes CLIR_KEY=VALUE, got {item!r}")
         base_env[key] = value
     args.out.parent.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="bench_load_"))  # the servers' logs
@@ -576,11 +565,13 @@ def main(argv: list[str] | None = None) -> None:
             result["training"][k]["errors_5xx"] for k in ("idle", "while_training")
         )
 
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_result(args.out, result, args, signatures={"served": base_env}, indent=2)
     print(f"wrote {args.out}", file=sys.stderr)
     if result["errors_5xx"]:
         print(f"FAIL: {result['errors_5xx']} answers with 5xx in the load phases", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("load")

@@ -31,26 +31,25 @@ built without its page (so no training query is lost), and ``--cv K`` cross-vali
 dev queries themselves.
 
 Nothing is written to the bundle. Writes ``bench/results/ltr_<lang>.json`` (or ``--out``). Run:
-``nice -n 10 .venv/bin/python -m bench.bench_ltr de --train 500 --stop 150 --epochs 8``.
+``nice -n 10 .venv/bin/python -m bench ltr de --train 500 --stop 150 --epochs 8``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pickle
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from bench.jackknife import fold_of_query
 from service.evaluation import detectable_difference, evaluate, randomization_test
 from service.ltr.backends import Backend, InlineBackend, make_backend
@@ -114,7 +113,7 @@ def _save_cache(path: Path | None, key: dict[str, Any], data: dict[str, Any]) ->
     tmp.replace(path)
 
 
-def _options(args: argparse.Namespace, objective: str) -> dict[str, float]:
+def _options(args: Params, objective: str) -> dict[str, float]:
     """The objective's learning settings from ``--rho``/``--eps`` (LtrParams' rule)."""
     return LtrParams(objective=objective, rho=args.rho, eps=args.eps).objective_options()
 
@@ -179,7 +178,7 @@ def _jackknife_build(
 
 
 def cross_validate(
-    args: argparse.Namespace,
+    args: Params,
     result: dict[str, Any],
     shard: Shard,
     spec: ShardSpec,
@@ -269,58 +268,66 @@ def cross_validate(
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("lang", choices=["de", "zh"])
-    ap.add_argument("--train", type=int, default=300, help="training queries (first N)")
-    ap.add_argument(
-        "--stop",
-        type=int,
-        default=150,
-        help="held-out training queries for early stopping (after the first N)",
-    )
-    ap.add_argument("--dev", type=int, default=None, help="dev queries (first M; default all)")
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--patience", type=int, default=3)
-    ap.add_argument("--candidates", type=int, default=100)
-    ap.add_argument("--objectives", default=",".join(OBJECTIVES))
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument(
-        "--runs",
-        help="objective:variant pairs to train (instead of objectives x variants); "
-        "'none' for the backend timing only",
-    )
-    ap.add_argument("--no-timing", action="store_true", help="skip the backend wall times")
-    ap.add_argument("--out", type=Path)
-    ap.add_argument(
-        "--train-model",
-        type=Path,
-        help="decode the training and stopping queries with this bundle (one built without "
-        "their pages' parallel paragraphs); dev queries use the serving model",
-    )
-    ap.add_argument(
-        "--jackknife",
-        type=Path,
-        help="decode each training and stopping query with the bench.jackknife bundle "
-        "(DIR/fold-K) that never saw its page; dev queries use the serving model",
-    )
-    ap.add_argument("--dev-from", type=Path, help="take the decoded dev queries from this cache")
-    ap.add_argument("--cv", type=int, default=0, help="K-fold cross-validation on dev (0: off)")
-    ap.add_argument(
-        "--cv-runs",
-        default="hinge:frozen,hinge:lex,hinge:v,perceptron:lex",
-        help="objective:variant pairs for --cv; a variant ending in +train also trains on the "
-        "training queries",
-    )
-    ap.add_argument("--rho", type=float, default=LtrParams().rho, help="Adadelta decay")
-    ap.add_argument("--eps", type=float, default=LtrParams().eps, help="Adadelta epsilon")
-    ap.add_argument(
-        "--cache",
-        type=Path,
-        help="pickle of the decoded training, stopping and dev examples: written after "
-        "decoding, reused by a later run with the same queries and starting weights",
-    )
-    args = ap.parse_args()
+_LTR = LtrParams()  # the product's learning settings
+
+
+@dataclass(frozen=True)
+class Params:
+    lang: Annotated[Literal["de", "zh"], Help("query language", positional=True)] = "de"
+    train: Annotated[int, Help("training queries (first N)")] = 300
+    stop: Annotated[
+        int, Help("held-out training queries for early stopping (after the first N)")
+    ] = 150
+    dev: Annotated[int | None, Help("dev queries (first M; default all)")] = None
+    epochs: Annotated[int, Help("epochs")] = 10
+    patience: Annotated[int, Help("epochs without a better stopping MAP")] = 3
+    candidates: Annotated[int, Help("candidates per query")] = 100
+    objectives: Annotated[str, Help("objectives, comma-separated")] = ",".join(OBJECTIVES)
+    variants: Annotated[str, Help("variants, comma-separated")] = ",".join(VARIANTS)
+    runs: Annotated[
+        str | None,
+        Help(
+            "objective:variant pairs to train (instead of objectives x variants); "
+            "'none' for the backend timing only"
+        ),
+    ] = None
+    timing: Annotated[bool, Help("the backend wall times")] = True
+    out: Annotated[Path | None, Help("result file (default: results/ltr_<lang>.json)")] = None
+    train_model: Annotated[
+        Path | None,
+        Help(
+            "decode the training and stopping queries with this bundle (one built without "
+            "their pages' parallel paragraphs); dev queries use the serving model"
+        ),
+    ] = None
+    jackknife: Annotated[
+        Path | None,
+        Help(
+            "decode each training and stopping query with the bench.jackknife bundle "
+            "(DIR/fold-K) that never saw its page; dev queries use the serving model"
+        ),
+    ] = None
+    dev_from: Annotated[Path | None, Help("take the decoded dev queries from this cache")] = None
+    cv: Annotated[int, Help("K-fold cross-validation on dev (0: off)")] = 0
+    cv_runs: Annotated[
+        str,
+        Help(
+            "objective:variant pairs for --cv; a variant ending in +train also trains on the "
+            "training queries"
+        ),
+    ] = "hinge:frozen,hinge:lex,hinge:v,perceptron:lex"
+    rho: Annotated[float, Help("Adadelta decay")] = _LTR.rho
+    eps: Annotated[float, Help("Adadelta epsilon")] = _LTR.eps
+    cache: Annotated[
+        Path | None,
+        Help(
+            "pickle of the decoded training, stopping and dev examples: written after "
+            "decoding, reused by a later run with the same queries and starting weights"
+        ),
+    ] = None
+
+
+def run(args: Params) -> None:
     if args.jackknife and args.train_model:
         raise SystemExit("--jackknife and --train-model exclude each other")
 
@@ -331,6 +338,7 @@ def main() -> None:
     index_path = ROOT / "indexes" / "docs"
     bundle = load_bundle(model)
     index = load_index(index_path)
+    signatures = {"bundle": bundle_signature(bundle), "index": index.signature()}
     active = bundle.active_weights()
     start = start_weights(active.weights, 1.0)
     pop_limit = 200
@@ -422,8 +430,7 @@ def main() -> None:
 
     def save() -> None:
         result["seconds"] = round(time.perf_counter() - t0, 1)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(out_path, result, args, signatures=signatures)
 
     def record(outcome: TrainOutcome, seconds: float, **keys: Any) -> dict[str, Any]:
         _, best = dev.evaluate(outcome.weights)
@@ -482,7 +489,7 @@ def main() -> None:
         cross_validate(args, result, shard, spec, dev, dev_sel, start, base_ap, bundle, index,
                        save)  # fmt: skip
 
-    if not args.no_timing:
+    if args.timing:
         for backend_name, shards in (("local", 1), ("local", 2), ("ray", 2)):
             specs = shard_specs(
                 train_sel, shards, model=str(model), index=str(index_path), start=start,
@@ -502,4 +509,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("ltr")

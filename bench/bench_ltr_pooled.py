@@ -30,13 +30,12 @@ sets the top-level keys (``queries``, ``objective``, ``map_default``, ``map_lear
 ``p_map``, ``detectable``, ``dev_map_default``, ``dev_map_learned``; the short form's under
 ``short``) from that run's rows. ``--table FILES`` prints bench/README.md's table. Run::
 
-    nice -n 10 .venv/bin/python -m bench.bench_ltr_pooled de --examples var/ltr/de-short.pkl \\
+    nice -n 10 .venv/bin/python -m bench ltr-pooled de --examples var/ltr/de-short.pkl \\
         --runs hinge:lex,listmle-te:lex --folds 5
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -44,16 +43,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
 from bench.bench_ltr import VARIANTS
-from bench.common import RESULTS_DIR, ROOT
+from bench.common import RESULTS_DIR, ROOT, Help, stamp, write_result
 from bench.ltr_examples import FORMS, load
-from service.data.io import atomic_write
 from service.evaluation import evaluate
 from service.ltr.backends import InlineBackend
 from service.ltr.examples import DevSet, QueryExample
@@ -135,8 +133,9 @@ def _round(x: Any) -> Any:
 
 
 class Runner:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: Params) -> None:
         self.args = args
+        assert args.examples is not None, "--examples is required"
         data = load(args.examples)
         self.key = data["key"]
         self.lang, self.form = self.key["lang"], self.key["form"]
@@ -279,34 +278,39 @@ class Runner:
         })  # fmt: skip
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("lang", choices=["de", "zh"])
-    ap.add_argument("--examples", type=Path, help="bench.ltr_examples output")
-    ap.add_argument("--runs", default="hinge:lex")
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--groups", choices=["page", "linked"], default="page")
-    ap.add_argument("--stop-by", choices=["candidates", "ranking"], default="candidates")
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--patience", type=int, default=3)
-    ap.add_argument(
-        "--default",
-        help="the run whose figures become the file's top-level keys (its paragraph row, "
-        "page groups, candidate-list stop; the short form's under 'short')",
+@dataclass(frozen=True)
+class Params:
+    lang: Annotated[Literal["de", "zh"], Help("query language", positional=True)] = "de"
+    examples: Annotated[Path | None, Help("bench.ltr_examples output")] = None
+    runs: Annotated[str, Help("runs objective:variant[:option=value], comma-separated")] = (
+        "hinge:lex"
     )
-    ap.add_argument(
-        "--merge", nargs="+", type=Path, help="fold these result files into --out, then stop"
+    folds: Annotated[int, Help("folds")] = 5
+    groups: Annotated[Literal["page", "linked"], Help("fold groups")] = "page"
+    stop_by: Annotated[Literal["candidates", "ranking"], Help("early stopping on")] = "candidates"
+    epochs: Annotated[int, Help("epochs")] = 10
+    patience: Annotated[int, Help("epochs without a better stopping MAP")] = 3
+    default: Annotated[
+        str | None,
+        Help(
+            "the run whose figures become the file's top-level keys (its paragraph row, "
+            "page groups, candidate-list stop; the short form's under 'short')"
+        ),
+    ] = None
+    merge: Annotated[tuple[Path, ...], Help("fold these result files into --out, then stop")] = ()
+    in_sample: Annotated[
+        bool,
+        Help("instead of cross-validating, train and rank on all queries (the capacity bound)"),
+    ] = False
+    out: Annotated[Path | None, Help("result file (default: results/ltr_pooled_<lang>.json)")] = (
+        None
     )
-    ap.add_argument(
-        "--in-sample",
-        action="store_true",
-        help="instead of cross-validating, train and rank on all queries (the capacity bound)",
-    )
-    ap.add_argument("--out", type=Path)
-    ap.add_argument("--table", nargs="+", type=Path, help="print the markdown table of these files")
-    args = ap.parse_args()
+    table: Annotated[tuple[Path, ...], Help("print the markdown table of these files")] = ()
+
+
+def run(args: Params) -> None:
     if args.table:
-        print(table(args.table))
+        print(table(list(args.table)))
         return
     out_path = args.out or RESULTS_DIR / f"ltr_pooled_{args.lang}.json"
     if args.merge:
@@ -318,13 +322,13 @@ def main() -> None:
                         record(out_path, form, info, kind, row)
     else:
         if args.examples is None:
-            ap.error("--examples is required (unless --table or --merge)")
+            raise SystemExit("--examples is required (unless --table or --merge)")
         run_all(args, out_path)
     if args.default:
         set_default(out_path, args.default)
 
 
-def run_all(args: argparse.Namespace, out_path: Path) -> None:
+def run_all(args: Params, out_path: Path) -> None:
     t0 = time.perf_counter()
     runner = Runner(args)
     if runner.lang != args.lang:
@@ -341,11 +345,12 @@ def run_all(args: argparse.Namespace, out_path: Path) -> None:
         if args.in_sample:
             row = runner.in_sample(run)
             print(json.dumps(row), file=sys.stderr)
-            record(out_path, runner.form, info, "in_sample", {**row, "setup": setup})
+            row = {**row, "setup": setup, "stamp": stamp(args)}
+            record(out_path, runner.form, info, "in_sample", row)
             continue
         row = runner.cross_validate(run)
         print(json.dumps({k: row[k] for k in ("run", "pooled", "dev", "seconds")}), file=sys.stderr)
-        record(out_path, runner.form, info, "runs", {**row, "setup": setup})
+        record(out_path, runner.form, info, "runs", {**row, "setup": setup, "stamp": stamp(args)})
     print(json.dumps({"out": str(out_path), "seconds": round(time.perf_counter() - t0, 1)}))
 
 
@@ -367,8 +372,7 @@ def record(out_path: Path, form: str, info: dict[str, Any], kind: str, row: dict
 
 
 def _write(path: Path, result: dict[str, Any]) -> None:
-    with atomic_write(path) as tmp:
-        tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    write_result(path, result)
 
 
 def summarise_moves(moved: dict[str, Any]) -> dict[str, Any]:
@@ -445,4 +449,6 @@ def table(paths: list[Path]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("ltr-pooled")

@@ -3,7 +3,7 @@ of ``clir train-model`` (from each bundle's manifest), rule counts, grammar size
 load time, rule lookup time for 20-word sentences, KenLM load time, and LM perplexity on the
 English side of the dev parallel data (``tr/<src>-en`` dev references).
 
-Writes ``bench/results/models.json``. Run: ``.venv/bin/python -m bench.bench_models``.
+Writes ``bench/results/models.json`` (``--out``). Run: ``.venv/bin/python -m bench models``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import json
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT, percentile
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.mt.bundle import GRAMMAR_DIR, LM_FILE, read_manifest
 from service.mt.grammar import load_grammar
 from service.mt.lm import KenLM
@@ -78,16 +79,29 @@ def bench_bundle(path: Path) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Params:
+    models: Annotated[tuple[str, ...], Help("bundles under models/ (those present)")] = (
+        "de-en",
+        "zh-en",
+    )
+    out: Annotated[Path, Help("JSON output")] = OUT
+
+
+def run(p: Params) -> None:
     results: dict[str, Any] = {}
-    for name in ("de-en", "zh-en"):
+    signatures: dict[str, Any] = {}
+    for name in p.models:
         path = ROOT / "models" / name
         if (path / "manifest.json").exists():
             print(f"benchmarking {path}")
             results[name] = bench_bundle(path)
-    OUT.write_text(json.dumps(results, indent=1) + "\n")
+            signatures[name] = {"model": name, "build_key": read_manifest(path).get("build_key")}
+    write_result(p.out, results, p, signatures=signatures)
     print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("models")

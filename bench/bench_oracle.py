@@ -8,29 +8,32 @@ first 60 words reach MAP 0.609 with another BM25 implementation.
 
 This bounds what DT, PSQ and BOW-FD can gain over each other: they all translate a German
 (or Chinese) text whose English original is the mate's opening. Writes
-``bench/results/oracle.json``. Run: ``.venv/bin/python -m bench.bench_oracle``.
+``bench/results/oracle.json`` (``--out``). Run: ``.venv/bin/python -m bench oracle``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, jsonable, write_result
 from service.data import load_qrels, load_queries
 from service.evaluation import CLIR_METRICS, evaluate
 from service.retrieval.runner import load_index
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--words", type=int, nargs="+", default=[30, 50, 60])
-    ap.add_argument("--out", type=Path, default=RESULTS_DIR / "oracle.json")
-    args = ap.parse_args()
-    index = load_index(ROOT / "indexes" / "docs")
-    result: dict[str, Any] = {"index": "indexes/docs", "depth": 1000, "runs": {}}
+@dataclass(frozen=True)
+class Params:
+    words: Annotated[tuple[int, ...], Help("the mate's first N tokens")] = (30, 50, 60)
+    index: Annotated[Path, Help("document index")] = ROOT / "indexes" / "docs"
+    out: Annotated[Path, Help("JSON output")] = RESULTS_DIR / "oracle.json"
+
+
+def run(args: Params) -> None:
+    index = load_index(args.index)
+    result: dict[str, Any] = {"index": jsonable(args.index), "depth": 1000, "runs": {}}
     for src in ("de", "zh"):
         qdir = DATA / "clir" / f"lohelp-{src}"
         queries = load_queries(qdir / "queries.dev.tsv")
@@ -48,8 +51,10 @@ def main() -> None:
             ev = evaluate(run, qrels, CLIR_METRICS)
             result["runs"][f"{src}/mate_first_{n}"] = {**ev.as_json(), "queries": len(run)}
             print(src, n, json.dumps(ev.as_json()))
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result, args, signatures={"index": index.signature()})
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("oracle")

@@ -14,8 +14,9 @@ Reports MAP, NDCG, NDCG@10 and MRR per (set, index, method), the paired randomiz
 BOW-FD against DT and PSQ per index. Writes ``bench/results/querysets_<lang>.json`` (or
 ``--out``).
 
-Run: ``.venv/bin/python -m bench.bench_querysets de --index none=/tmp/ix/none
---index word+min2=indexes/docs [--sets short,question] [--methods dt,bowfd]``. Queries are
+Run: ``.venv/bin/python -m bench querysets de --index none=/tmp/ix/none
+--index word+min2=indexes/docs [--sets short,question] [--methods dt,bowfd]``
+(``querysets-demo``: the demo bundle and index). Queries are
 decoded as the service decodes them (compounds the grammar does not know split,
 :mod:`service.text.compounds`); ``--compounds`` ranks each index twice instead, ``<index>``
 without splitting and ``<index>+compounds`` with it, and tests the second against the first;
@@ -25,14 +26,14 @@ without splitting and ``<index>+compounds`` with it, and tests the second agains
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_qrels, load_queries, read_docs
 from service.data.querysets import ceiling_queries, short_queries
 from service.errors import InvalidInputError
@@ -83,17 +84,64 @@ def english_pages() -> dict[str, tuple[str, str]]:
             if d.id.startswith("lo:")}  # fmt: skip
 
 
-def main(
-    lang: str,
+@dataclass(frozen=True)
+class Params:
+    lang: Annotated[Literal["de", "zh"], Help("query language", positional=True)] = "de"
+    index: Annotated[
+        tuple[str, ...],
+        Help("NAME=PATH of an index to rank against (repeatable; the first is the baseline)"),
+    ] = (f"docs={ROOT / 'indexes' / 'docs'}",)
+    sets: Annotated[str, Help("dev sets, comma-separated")] = "paragraph,short,question"
+    methods: Annotated[str, Help("methods, comma-separated")] = "dt,psq,bowfd"
+    max_queries: Annotated[int | None, Help("the first N queries of each set (default: all)")] = (
+        None
+    )
+    out: Annotated[Path | None, Help("result file (default: results/querysets_<lang>.json)")] = None
+    compounds: Annotated[
+        bool,
+        Help(
+            "rank every query without and with the bundle's compound splitting ('<index>' and "
+            "'<index>+compounds'; the latter is what the service does)"
+        ),
+    ] = False
+    questions: Annotated[
+        bool,
+        Help(
+            "rank every query without and with the bundle's question rewriting ('<index>' and "
+            "'<index>+questions'; the latter is what the service does)"
+        ),
+    ] = False
+    model: Annotated[Path | None, Help("bundle (default: models/<lang>-en)")] = None
+    write_short: Annotated[
+        bool, Help("write the short dev/train query sets to bench/querysets and stop")
+    ] = False
+    table: Annotated[
+        tuple[Path, ...], Help("print the markdown table of these files and stop")
+    ] = ()
+
+
+def run(p: Params) -> None:
+    """The command line's entry: the benchmark, or one of the two helpers."""
+    if p.write_short:
+        print("\n".join(map(str, write_short_sets())))
+        return
+    if p.table:
+        print(markdown([json.loads(path.read_text()) for path in p.table]))
+        return
+    indexes = {n: Path(x) for n, _, x in (item.partition("=") for item in p.index)}
+    out = p.out or RESULTS_DIR / f"querysets_{p.lang}.json"
+    rank_sets(p, indexes, p.sets.split(","), p.methods.split(","), out)
+
+
+def rank_sets(
+    p: Params,
     indexes: dict[str, Path],
     sets: list[str],
     methods: list[str],
-    max_queries: int | None,
     out: Path,
-    compounds: bool = False,
-    questions: bool = False,
 ) -> dict[str, Any]:
-    bundle = load_bundle(ROOT / "models" / f"{lang}-en")
+    lang, max_queries, compounds, questions = p.lang, p.max_queries, p.compounds, p.questions
+    bundle = load_bundle(p.model or ROOT / "models" / f"{lang}-en")
     loaded = {name: load_index(path) for name, path in indexes.items()}
     base = next(iter(loaded))
     config = DecoderConfig(use_lm=True)
@@ -118,6 +166,8 @@ def main(
     for set_name in sets:
         queries, qrels = load_set(set_name, lang)
         queries = {q: t for q, t in list(queries.items())[:max_queries] if q in qrels}
+        if max_queries is not None:  # judge the first N queries only, not the rest as misses
+            qrels = {q: qrels[q] for q in queries}
         runs: dict[tuple[str, str], dict[str, dict[str, float]]] = {k: {} for k in scorers}
         seconds = dict.fromkeys(scorers, 0.0)
         decode_s = 0.0
@@ -183,7 +233,8 @@ def main(
         for key, cfg in entry["configs"].items():
             print(f"{lang} {set_name:9} {key:28} " + " ".join(
                 f"{m} {cfg[m]:.4f}" for m in METRICS), file=sys.stderr)  # fmt: skip
-        out.write_text(json.dumps(result, indent=1) + "\n")  # after every set: partial results
+        signatures = {"bundle": bundle_signature(bundle), "indexes": result["indexes"]}
+        write_result(out, result, p, signatures=signatures)  # after every set: partial results
     return result
 
 
@@ -215,53 +266,6 @@ def markdown(results: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("lang", nargs="?", choices=("de", "zh"))
-    ap.add_argument(
-        "--index",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="an index to rank against (repeatable; the first is the baseline)",
-    )
-    ap.add_argument("--sets", default="paragraph,short,question")
-    ap.add_argument("--methods", default="dt,psq,bowfd")
-    ap.add_argument("--max-queries", type=int)
-    ap.add_argument("--out", type=Path)
-    ap.add_argument(
-        "--compounds",
-        action="store_true",
-        help="rank every query without and with the bundle's compound splitting "
-        "('<index>' and '<index>+compounds'; the latter is what the service does)",
-    )
-    ap.add_argument(
-        "--questions",
-        action="store_true",
-        help="rank every query without and with the bundle's question rewriting "
-        "('<index>' and '<index>+questions'; the latter is what the service does)",
-    )
-    ap.add_argument(
-        "--write-short",
-        action="store_true",
-        help="write the short dev/train query sets to bench/querysets and exit",
-    )
-    ap.add_argument(
-        "--table",
-        nargs="+",
-        type=Path,
-        metavar="JSON",
-        help="print the markdown table of these result files and exit",
-    )
-    args = ap.parse_args()
-    if args.write_short:
-        print("\n".join(map(str, write_short_sets())))
-        sys.exit(0)
-    if args.table:
-        print(markdown([json.loads(p.read_text()) for p in args.table]))
-        sys.exit(0)
-    idx = {n: Path(p) for n, _, p in (x.partition("=") for x in args.index)} or {
-        "docs": ROOT / "indexes" / "docs"
-    }
-    main(args.lang, idx, args.sets.split(","), args.methods.split(","), args.max_queries,
-         args.out or RESULTS_DIR / f"querysets_{args.lang}.json", args.compounds,
-         args.questions)  # fmt: skip
+    from bench.cli import main_for
+
+    main_for("querysets")

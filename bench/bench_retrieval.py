@@ -9,21 +9,22 @@ With ``--rsj-index NAME=PATH`` (repeatable) DT, PSQ and BOW-FD at the best ``v``
 from the same +LM forests, against indexes built with another rsj policy (``clir build-index
 --rsj keep|drop``), to measure the choice for terms in more than half the documents on dev.
 
-Writes ``bench/results/retrieval_<src>.json``.
-Run: ``.venv/bin/python -m bench.bench_retrieval de [--max-queries N] [--rsj-index keep=PATH]``.
+Writes ``bench/results/retrieval_<src>.json`` (``--out``).
+Run: ``.venv/bin/python -m bench retrieval de [--max-queries N] [--rsj-index keep=PATH]``
+(``retrieval-demo``: the demo bundle and index).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, evaluate, randomization_test
@@ -67,20 +68,34 @@ def _configs(
     return out
 
 
-def main(
-    src: str = "de",
-    max_queries: int | None = None,
-    rsj_indexes: dict[str, Path] | None = None,
-    psq_rsj: bool = False,
-    bowfd_rsj: bool = False,
-    ablation: bool = True,
-) -> None:
+@dataclass(frozen=True)
+class Params:
+    src: Annotated[Literal["de", "zh"], Help("source language", positional=True)] = "de"
+    max_queries: Annotated[int | None, Help("the first N dev queries (default: all)")] = None
+    rsj_index: Annotated[
+        tuple[str, ...], Help("NAME=PATH of an index with another rsj policy")
+    ] = ()
+    psq_rsj: Annotated[bool, Help("also run PSQ on the --rsj-index indexes")] = False
+    bowfd_rsj: Annotated[bool, Help("also BOW-FD on the --rsj-index ones")] = False
+    ablation: Annotated[bool, Help("also the runs without the LM")] = True
+    model: Annotated[Path | None, Help("bundle (default: models/<src>-en)")] = None
+    index: Annotated[Path, Help("document index")] = ROOT / "indexes" / "docs"
+    out: Annotated[
+        Path | None, Help("result file (default: bench/results/retrieval_<src>.json)")
+    ] = None
+
+
+def run(p: Params) -> None:
     """Stream the queries: decode one (with and without the LM), rank it with every
     configuration, keep only the rankings (a 50-word query's forests hold ~75 MB, so the
     forests of a whole query set do not fit in memory)."""
-    bundle = load_bundle(ROOT / "models" / f"{src}-en")
-    indexes = {"floor": load_index(ROOT / "indexes" / "docs")}
-    indexes.update({name: load_index(path) for name, path in (rsj_indexes or {}).items()})
+    src, max_queries, psq_rsj, bowfd_rsj, ablation = (
+        p.src, p.max_queries, p.psq_rsj, p.bowfd_rsj, p.ablation
+    )  # fmt: skip
+    rsj_indexes = {n: Path(x) for n, _, x in (item.partition("=") for item in p.rsj_index)}
+    bundle = load_bundle(p.model or ROOT / "models" / f"{src}-en")
+    indexes = {"floor": load_index(p.index)}
+    indexes.update({name: load_index(path) for name, path in rsj_indexes.items()})
     rsj_names = [n for n in indexes if n != "floor"]
     qdir = DATA / "clir" / f"lohelp-{src}"
     queries = dict(islice(load_queries(qdir / "queries.dev.tsv").items(), max_queries))
@@ -154,21 +169,13 @@ def main(
         "dt": round(dec + result["configs"]["dt+lm"]["rank_s_per_query"], 3),
         "bowfd": round(dec + result["configs"][f"bowfd_v{best_v}+lm"]["rank_s_per_query"], 3),
     }
-    out = RESULTS_DIR / f"retrieval_{src}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    signatures = {"bundle": bundle_signature(bundle),
+                  "indexes": {n: ix.signature() for n, ix in indexes.items()}}  # fmt: skip
+    write_result(p.out or RESULTS_DIR / f"retrieval_{src}.json", result, p, signatures=signatures)
     print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("src", nargs="?", default="de", choices=("de", "zh"))
-    ap.add_argument("--max-queries", type=int)
-    ap.add_argument("--rsj-index", action="append", default=[], metavar="NAME=PATH")
-    ap.add_argument(
-        "--psq-rsj", action="store_true", help="also run PSQ on the --rsj-index indexes"
-    )
-    ap.add_argument("--bowfd-rsj", action="store_true", help="also BOW-FD on the --rsj-index ones")
-    ap.add_argument("--no-ablation", action="store_true", help="skip the runs without the LM")
-    args = ap.parse_args()
-    rsj = {n: Path(p) for n, _, p in (x.partition("=") for x in args.rsj_index)}
-    main(args.src, args.max_queries, rsj, args.psq_rsj, args.bowfd_rsj, not args.no_ablation)
+    from bench.cli import main_for
+
+    main_for("retrieval")

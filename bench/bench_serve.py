@@ -16,20 +16,19 @@ Ray Serve is not a dependency of the service; this needs it beside it::
         /tmp/sv/lib/python3.11/site-packages/main.pth
     RAY=$(.venv/bin/python -c 'import ray; print(ray.__version__)')
     /tmp/sv/bin/pip install "ray[serve]==$RAY"
-    /tmp/sv/bin/python bench/bench_serve.py --collection DIR --model models/de-en --limit 20
+    /tmp/sv/bin/python -m bench serve --collection DIR --model models/de-en --limit 20
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from bench.common import RESULTS_DIR, ROOT, percentile
+from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, percentile, write_result
 
 RESULTS = RESULTS_DIR / "serve.json"
 RUNS: list[tuple[str, str, dict[str, Any]]] = [
@@ -82,15 +81,17 @@ class ServeSearcher:
         return final_ranking(snapshot, query, final, lead.signature(query), {}, {})
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--collection", type=Path, required=True)
-    ap.add_argument("--model", type=Path, default=ROOT / "models" / "de-en")
-    ap.add_argument("--sets", default="paragraph,short")
-    ap.add_argument("--limit", type=int, default=20)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--concurrency", type=int, default=8)
-    args = ap.parse_args()
+@dataclass(frozen=True)
+class Params:
+    collection: Annotated[Path, Help("the collection")] = Path("collections/x10-S2")
+    model: Annotated[Path, Help("bundle")] = ROOT / "models" / "de-en"
+    sets: Annotated[str, Help("German dev sets, comma-separated")] = "paragraph,short"
+    limit: Annotated[int, Help("the first N queries of each set")] = 20
+    k: Annotated[int, Help("ranking depth")] = 10
+    concurrency: Annotated[int, Help("concurrent calls per shard worker")] = 8
+
+
+def run(args: Params) -> None:
 
     import ray
 
@@ -155,12 +156,13 @@ def main() -> None:
                    "p95_ms": round(percentile(xs, 95) * 1000, 1)} for k, xs in times.items()},
         }  # fmt: skip
         print(json.dumps({set_name: out[set_name]}), file=sys.stderr)
-    out.update(machine=os.uname().nodename, cpus=os.cpu_count(), time=time.strftime("%FT%T"))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    signatures = {"bundle": bundle_signature(bundle)}
+    write_result(RESULTS, out, args, signatures=signatures, sort_keys=True)
     actors.close()
     ray.shutdown()
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("serve")

@@ -12,12 +12,11 @@ Then the first search of each method after readiness is timed (it must not pay f
 compilation). Configurations: ``demo`` (the committed demo bundle and indexes) and ``full``
 (models/de-en, models/zh-en, indexes/docs, indexes/pool, when present).
 
-Writes ``bench/results/startup.json``. Run: ``.venv/bin/python -m bench.bench_startup``.
+Writes ``bench/results/startup.json`` (``--out``). Run: ``.venv/bin/python -m bench startup``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx2
 
-from bench.common import RESULTS_DIR, ROOT
+from bench.common import RESULTS_DIR, ROOT, Help, write_result
 
 OUT = RESULTS_DIR / "startup.json"
 CONFIGS: dict[str, dict[str, list[str]]] = {
@@ -115,13 +115,17 @@ def start(config: dict[str, list[str]], cache_dir: Path, timeout: float) -> dict
     return out
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", action="append", choices=sorted(CONFIGS))
-    p.add_argument("--timeout", type=float, default=1800.0)
-    p.add_argument("--out", type=Path, default=OUT)
-    args = p.parse_args()
-    names = args.config or [
+@dataclass(frozen=True)
+class Params:
+    config: Annotated[
+        tuple[Literal["demo", "full"], ...], Help("configurations (default: those present)")
+    ] = ()
+    timeout: Annotated[float, Help("seconds to wait for /readyz")] = 1800.0
+    out: Annotated[Path, Help("JSON output")] = OUT
+
+
+def run(args: Params) -> None:
+    names: list[str] = list(args.config) or [
         n for n, c in CONFIGS.items() if all((ROOT / b).exists() for b in c["bundles"])
     ]
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "configs": {}}
@@ -135,8 +139,11 @@ def main() -> None:
             cached = start(config, Path(tmp), args.timeout)
             print(name, "cached", json.dumps(cached), file=sys.stderr)
         results["configs"][name] = {"cold": cold, "cached": cached}
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    signatures = {name: CONFIGS[name] for name in names}
+    write_result(args.out, results, args, signatures=signatures)
 
 
 if __name__ == "__main__":
-    main()
+    from bench.cli import main_for
+
+    main_for("startup")

@@ -1,11 +1,13 @@
 """Speed of the tokenizers and, with ``--clean``, the full-corpus cleaning.
 
-``main()`` measures tokens per second of the English tokenizer on document text (every 10th
-document of ``clir/docs.jsonl.gz``, line by line as the index tokenises it; sacremoses itself
-on every 100th, for the ratio), of the German and Chinese tokenizers on the foreign sides of
-the parallel corpora, and of :func:`normalize`. ``python -m bench.bench_text --clean`` also
-cleans all of de-en and zh-en and records the report of each (run it with ``nice``).
-Results: ``bench/results/text.json`` (and ``text_cleaning.json``).
+``python -m bench text`` measures tokens per second of the English tokenizer on document text
+(every 10th document of ``clir/docs.jsonl.gz``, ``--step``, line by line as the index tokenises
+it; sacremoses itself on every 100th, ``--slow-step``, for the ratio), of the German and
+Chinese tokenizers on the foreign sides of the parallel corpora (every ``--step``-th pair), and
+of :func:`normalize`. ``--clean`` also cleans all of de-en and zh-en and records the report of
+each (run it with ``nice``). Results: ``bench/results/text.json`` (``--out``; and
+``text_cleaning.json``); ``text-quick`` samples every 100th document and writes under
+``bench/results/quick/``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
 
-from bench.common import DATA, RESULTS_DIR
+from bench.common import DATA, RESULTS_DIR, Help, write_result
 from service.data import read_parallel
 from service.text import get_tokenizer, normalize
 from service.text.clean import CorpusCleaner
@@ -59,22 +63,22 @@ def _rate(fn: Callable[[str], list[str]], lines: Iterable[str]) -> dict[str, flo
     }
 
 
-def speed() -> dict[str, Any]:
+def speed(step: int = 10, slow_step: int = 100) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    docs = _doc_lines(10)
-    out["en_fast_docs_every_10th"] = _rate(get_tokenizer("en").tokenize, docs)
+    docs = _doc_lines(step)
+    out[f"en_fast_docs_every_{step}th"] = _rate(get_tokenizer("en").tokenize, docs)
     slow = MosesWordTokenizer("en", fast=False)
-    sample = _doc_lines(100)
-    out["en_sacremoses_docs_every_100th"] = _rate(slow.tokenize, sample)
+    sample = _doc_lines(slow_step)
+    out[f"en_sacremoses_docs_every_{slow_step}th"] = _rate(slow.tokenize, sample)
     fresh = MosesWordTokenizer("en")  # a cold cache, same lines as sacremoses
-    out["en_fast_cold_docs_every_100th"] = _rate(fresh.tokenize, sample)
-    out["de_fast_parallel_every_10th"] = _rate(
-        get_tokenizer("de").tokenize, _foreign_lines("de", 10)
+    out[f"en_fast_cold_docs_every_{slow_step}th"] = _rate(fresh.tokenize, sample)
+    out[f"de_fast_parallel_every_{step}th"] = _rate(
+        get_tokenizer("de").tokenize, _foreign_lines("de", step)
     )
-    zh_lines = _foreign_lines("zh", 10)
+    zh_lines = _foreign_lines("zh", step)
     get_tokenizer("zh").tokenize("预热")  # load jieba's dictionary outside the timing
-    out["zh_parallel_every_10th"] = _rate(get_tokenizer("zh").tokenize, zh_lines)
-    out["normalize_docs_every_10th"] = _rate(lambda s: normalize(s).split(), docs)
+    out[f"zh_parallel_every_{step}th"] = _rate(get_tokenizer("zh").tokenize, zh_lines)
+    out[f"normalize_docs_every_{step}th"] = _rate(lambda s: normalize(s).split(), docs)
     return out
 
 
@@ -92,17 +96,26 @@ def clean_full() -> dict[str, Any]:
     return out
 
 
-def main(clean: bool = False) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    results = speed()
-    (RESULTS / "text.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+@dataclass(frozen=True)
+class Params:
+    step: Annotated[int, Help("every N-th document and parallel pair")] = 10
+    slow_step: Annotated[int, Help("every N-th document for sacremoses itself")] = 100
+    clean: Annotated[bool, Help("also clean the full corpora (text_cleaning.json)")] = False
+    out: Annotated[Path, Help("JSON output of the speeds")] = RESULTS / "text.json"
+
+
+def run(p: Params) -> None:
+    results = speed(p.step, p.slow_step)
+    signatures = {lang: get_tokenizer(lang).signature() for lang in ("en", "de", "zh")}
+    write_result(p.out, results, p, signatures=signatures, indent=2)
     for name, r in results.items():
         print(f"{name:<34} {r['tokens_per_second']:>10,} tokens/s  ({r['tokens']:,} tokens)")
-    if clean:
+    if p.clean:
         report = clean_full()
-        path = RESULTS / "text_cleaning.json"
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_result(RESULTS / "text_cleaning.json", report, p, indent=2)
 
 
 if __name__ == "__main__":
-    main(clean="--clean" in sys.argv[1:])
+    from bench.cli import main_for
+
+    main_for("text")

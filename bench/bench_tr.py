@@ -9,20 +9,21 @@ queries at N = 5 from a small grid and every configuration is reported on the se
 Reports f@1/5/10, p@n, r@n, MRR and the paired randomization p-value of f@5 with against
 without Levenshtein.
 
-Writes ``bench/results/tr_<src>.json``.
-Run: ``.venv/bin/python -m bench.bench_tr de [--queries 400]``.
+Writes ``bench/results/tr_<src>.json`` (``--out``).
+Run: ``.venv/bin/python -m bench tr de [--queries 400]`` (``tr-demo``: the demo bundle and pool).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import TR_METRICS, evaluate, randomization_test
@@ -43,9 +44,19 @@ def _rank(scorer: Any, decoded: list[DecodedQuery]) -> tuple[dict[str, dict[str,
     return run, (time.perf_counter() - start) / max(1, len(decoded))
 
 
-def main(src: str, n_queries: int) -> None:
-    bundle = load_bundle(ROOT / "models" / f"{src}-en")
-    pool = load_index(ROOT / "indexes" / "pool")
+@dataclass(frozen=True)
+class Params:
+    src: Annotated[Literal["de", "zh"], Help("source language", positional=True)] = "de"
+    queries: Annotated[int, Help("dev sentences (the first N)")] = 400
+    model: Annotated[Path | None, Help("bundle (default: models/<src>-en)")] = None
+    pool: Annotated[Path, Help("sentence pool index")] = ROOT / "indexes" / "pool"
+    out: Annotated[Path | None, Help("result file (default: bench/results/tr_<src>.json)")] = None
+
+
+def run(p: Params) -> None:
+    src, n_queries = p.src, p.queries
+    bundle = load_bundle(p.model or ROOT / "models" / f"{src}-en")
+    pool = load_index(p.pool)
     qdir = DATA / "tr" / f"{src}-en"
     queries = dict(islice(load_queries(qdir / "queries.dev.tsv").items(), n_queries))
     qrels = {q: j for q, j in load_qrels(qdir / "qrels.dev.txt").items() if q in queries}
@@ -105,14 +116,12 @@ def main(src: str, n_queries: int) -> None:
         f"N{n}": randomization_test(per_query[f"N{n}+lev"], per_query[f"N{n}"], 10_000, 0)
         for n in (1, 5, 10)
     }
-    out = RESULTS_DIR / f"tr_{src}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    signatures = {"bundle": bundle_signature(bundle), "pool": pool.signature()}
+    write_result(p.out or RESULTS_DIR / f"tr_{src}.json", result, p, signatures=signatures)
     print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("src", choices=("de", "zh"))
-    ap.add_argument("--queries", type=int, default=400)
-    args = ap.parse_args()
-    main(args.src, args.queries)
+    from bench.cli import main_for
+
+    main_for("tr")

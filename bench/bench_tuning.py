@@ -8,7 +8,8 @@ BLEU; held-out BLEU is measured once with those weights. Every tuned vector is s
 weights version of the bundle (not activated).
 
 Writes ``bench/results/tuning_<src>.json``. Run:
-``.venv/bin/python -m bench.bench_tuning de [dev_size] [heldout_size] [iterations] [methods]``.
+``.venv/bin/python -m bench tuning de [--dev-size N] [--heldout-size N] [--iterations N]
+[--methods mert pro ...]``; ``tuning-reevaluate de`` recomputes the recorded runs' BLEU.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from bench.common import DATA, RESULTS_DIR, ROOT
+from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.mt.bundle import load_bundle
 from service.mt.tuning.data import load_dev_pairs
 from service.mt.tuning.run import bleu_of, tune_bundle
@@ -26,15 +29,23 @@ from service.mt.tuning.run import bleu_of, tune_bundle
 METHODS = ("mert", "pro", "listnet", "listmle", "listmle-top5", "listmle-te", "listmle-te:merge")
 
 
-def main(
-    src: str = "de",
-    dev_size: int = 200,
-    heldout_size: int = 200,
-    iterations: int = 5,
-    methods: tuple[str, ...] = METHODS,
-    max_words: int = 25,
-) -> None:
-    bundle = load_bundle(ROOT / "models" / f"{src}-en")
+@dataclass(frozen=True)
+class Params:
+    src: Annotated[Literal["de", "zh"], Help("source language", positional=True)] = "de"
+    dev_size: Annotated[int, Help("tuning sentences")] = 200
+    heldout_size: Annotated[int, Help("held-out sentences")] = 200
+    iterations: Annotated[int, Help("outer iterations (Algorithm 1)")] = 5
+    methods: Annotated[tuple[str, ...], Help("optimisers (method[:merge])")] = METHODS
+    max_words: Annotated[int, Help("longest dev sentence, words")] = 25
+    model: Annotated[Path | None, Help("bundle (default: models/<src>-en)")] = None
+
+
+def run(p: Params) -> None:
+    src, dev_size, heldout_size, iterations, methods, max_words = (
+        p.src, p.dev_size, p.heldout_size, p.iterations, p.methods, p.max_words
+    )  # fmt: skip
+    bundle = load_bundle(p.model or ROOT / "models" / f"{src}-en")
+    signatures = {"bundle": bundle_signature(bundle)}
     split = load_dev_pairs(DATA / "tr" / f"{src}-en", DATA / "tr" / "pool.en.tsv.gz", src,
                            max_words=max_words)  # fmt: skip
     tune_pairs, heldout = split.tune[:dev_size], split.heldout[:heldout_size]
@@ -51,7 +62,7 @@ def main(
             "heldout_bleu": round(bleu_of(bundle, default.weights, heldout), 2),
             "seconds": round(time.perf_counter() - start, 1),
         }
-        out_path.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(out_path, result, p, signatures=signatures)
     for spec in methods:
         method, _, merge = spec.partition(":")
         outcome = tune_bundle(bundle, tune_pairs, heldout, method, k=20, iterations=iterations,
@@ -64,13 +75,23 @@ def main(
             "seconds": round(outcome.seconds, 1),
         }
         print(spec, json.dumps(result["runs"][spec]), file=sys.stderr)
-        out_path.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(out_path, result, p, signatures=signatures)
 
 
-def reevaluate(src: str = "de", dev_size: int = 200, heldout_size: int = 200,
-               max_words: int = 25) -> None:  # fmt: skip
+@dataclass(frozen=True)
+class ReevaluateParams:
+    src: Annotated[Literal["de", "zh"], Help("source language", positional=True)] = "de"
+    dev_size: Annotated[int, Help("tuning sentences")] = 200
+    heldout_size: Annotated[int, Help("held-out sentences")] = 200
+    max_words: Annotated[int, Help("longest dev sentence, words")] = 25
+    model: Annotated[Path | None, Help("bundle (default: models/<src>-en)")] = None
+
+
+def reevaluate(p: ReevaluateParams) -> None:
     """Recompute dev and held-out BLEU of every recorded run from its stored weights."""
-    bundle = load_bundle(ROOT / "models" / f"{src}-en")
+    src, dev_size, heldout_size, max_words = p.src, p.dev_size, p.heldout_size, p.max_words
+    bundle = load_bundle(p.model or ROOT / "models" / f"{src}-en")
+    signatures = {"bundle": bundle_signature(bundle)}
     split = load_dev_pairs(DATA / "tr" / f"{src}-en", DATA / "tr" / "pool.en.tsv.gz", src,
                            max_words=max_words)  # fmt: skip
     tune_pairs, heldout = split.tune[:dev_size], split.heldout[:heldout_size]
@@ -83,18 +104,12 @@ def reevaluate(src: str = "de", dev_size: int = 200, heldout_size: int = 200,
         if name == "default":
             run.pop("dev_bleu", None)  # only the loop's own dev BLEU is kept for tuned runs
         print(name, json.dumps(run), file=sys.stderr)
-        out_path.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(out_path, result, p, signatures=signatures)
 
 
-if __name__ == "__main__":
-    a = sys.argv[1:]
-    if a and a[0] == "reevaluate":
-        reevaluate(a[1], int(a[2]), int(a[3]))
-        sys.exit(0)
-    main(
-        a[0] if a else "de",
-        int(a[1]) if len(a) > 1 else 200,
-        int(a[2]) if len(a) > 2 else 200,
-        int(a[3]) if len(a) > 3 else 5,
-        tuple(a[4].split(",")) if len(a) > 4 else METHODS,
-    )
+if __name__ == "__main__":  # python -m bench.bench_tuning [reevaluate] SRC ...
+    from bench.cli import run as run_benchmark
+    from bench.registry import get
+
+    again = sys.argv[1:2] == ["reevaluate"]
+    run_benchmark(get("tuning-reevaluate" if again else "tuning"), sys.argv[2 if again else 1 :])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def aligned_only(hg: Hypergraph, grammar: Any) -> Hypergraph:
 
 
 def load_index(path: Any) -> InvertedIndex:
-    """bq.main loads ``docs`` and then ``aligned`` (the same files, two objects)."""
+    """bq.rank_sets loads ``docs`` and then ``aligned`` (the same files, two objects)."""
     index = ORIG_LOAD_INDEX(path)
     STATE["loaded"].append(index)
     if len(STATE["loaded"]) == 2:
@@ -82,5 +82,6 @@ if __name__ == "__main__":
     bq.make_scorer = make_scorer
     sc_mod.prepare_sentence = prepare_sentence
     docs = bq.ROOT / "indexes" / "docs"
-    bq.main(lang, {"docs": docs, "aligned": docs}, sets, ["bowfd"], None, out, False, False)
+    params = bq.Params(lang=cast(Literal["de", "zh"], lang), methods="bowfd", out=out)
+    bq.rank_sets(params, {"docs": docs, "aligned": docs}, sets, ["bowfd"], out)
     print("masked occurrences", STATE["masked"], "of", STATE["occ"], file=sys.stderr)
