@@ -104,5 +104,6 @@ def test_make_and_the_dockerfile_install_from_the_hashed_locks() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text(encoding="utf-8")
     assert "ARG LOCK=requirements/image.txt" in dockerfile
     assert "pip install --require-hashes -r lock.txt" in dockerfile
+    assert dockerfile.index("-r tools.txt") < dockerfile.index("-r lock.txt")
     # the project itself goes in without dependencies: nothing unhashed slips in
     assert "pip install --no-deps ." in dockerfile and "pip check" in dockerfile
