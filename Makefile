@@ -115,8 +115,11 @@ index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs
 	$(BIN)/clir build-index --pool $(DATA)/tr/pool.en.tsv.gz --out indexes/pool
 
+# The cheap benchmarks (demo bundle, synthetic data, samples; results under bench/results/quick/,
+# each stamped with the revision and the machine). One benchmark: `python -m bench NAME`;
+# all of them, cheap and full: `python -m bench --list`.
 bench: $(DEV_STAMP)
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench --cheap
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
