@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from service.collection.boards import new_board_name, open_board, private_board, release_board
 from service.collection.reader import Collection, SegmentView, Snapshot
-from service.errors import ConfigurationError
+from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
@@ -57,6 +57,7 @@ from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.dt import DirectTranslation, one_best
 from service.retrieval.explain import Explanation, TrExplanation
+from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
 from service.retrieval.psq import ProbabilisticStructuredQuery
 from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
 
@@ -703,7 +704,16 @@ class CollectionScorer(Scorer):
         self.bundle = bundle
         self.searcher = SnapshotSearcher(bundle, threads)
 
-    def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
+    def rank(
+        self,
+        query: DecodedQuery,
+        k: int,
+        *,
+        explain: bool = False,
+        feedback: FeedbackParams | None = None,
+    ) -> Ranking:
+        if feedback is not None:
+            raise InvalidInputError(FEEDBACK_ON_COLLECTION)
         self.collection.refresh()
         ranking, retrieved = self.searcher.rank(
             self.collection.snapshot, self.method, query, k, explain=explain, params=self.params
@@ -715,11 +725,11 @@ class CollectionScorer(Scorer):
         ranking = self.rank(query, k, explain=explain)
         return ranking.hits, ranking.info
 
-    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+    def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         n, relation = ranking.info["retrieved"]
         return int(n), "eq" if relation == "eq" else "gte"
 
-    def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+    def _query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         lead = self.searcher.any_scorer(self.collection.snapshot, self.method, self.params)
         return set() if lead is None else lead.query_terms(query, ranking)
 

@@ -359,6 +359,35 @@ class InvertedIndex:
         return pos < len(docs) and int(docs[pos]) == docno
 
     @cached_property
+    def _forward(self) -> tuple[npt.NDArray[np.int64], Int32Array, npt.NDArray[np.integer[Any]]]:
+        """The postings transposed, once per process: per document its term ids (ascending)
+        and frequencies, as CSR rows ``(ptr, terms, tfs)`` — what feedback reads a document's
+        term vector from instead of its raw text (:meth:`doc_vectors`)."""
+        counts = np.diff(self._post_offsets)
+        term_of = np.repeat(np.arange(self.n_terms, dtype=np.int32), counts)
+        order = np.argsort(self._post_docs, kind="stable")  # by document, then term id
+        ptr = np.zeros(self.n_docs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self._post_docs, minlength=self.n_docs), out=ptr[1:])
+        return ptr, term_of[order], self._post_tf[order]
+
+    def doc_vectors(
+        self, docnos: Sequence[int] | npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.int64], Int32Array, npt.NDArray[np.int64]]:
+        """The term vectors of ``docnos`` as CSR rows ``(ptr, term_ids, tfs)``: row ``i`` is
+        document ``docnos[i]``'s index terms (ascending ids) and their frequencies, a title's
+        counted ``title_weight`` times as indexed."""
+        docs = np.asarray(docnos, dtype=np.int64).ravel()
+        for d in docs.tolist():
+            self._check_docno(int(d))
+        ptr, terms, tfs = self._forward
+        starts, ends = ptr[docs], ptr[docs + 1]
+        out_ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=out_ptr[1:])
+        rows = [np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        at = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        return out_ptr, terms[at].astype(np.int32), tfs[at].astype(np.int64)
+
+    @cached_property
     def length_norms(self) -> npt.NDArray[np.floating[Any]]:
         """k1·((1 − b) + b·dl/avdl) per document, for expected-tf scoring (PSQ)."""
         return length_norm(self.doc_lengths, self.avdl, self.k1, self.b)

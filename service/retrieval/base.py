@@ -23,6 +23,7 @@ from service.retrieval.explain import Explanation
 
 if TYPE_CHECKING:
     from service.mt.bundle import ModelBundle
+    from service.retrieval.feedback import FeedbackParams
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,64 @@ class Scorer(ABC):
         self.bundle = bundle
         self.params = dict(params)
 
-    def rank(self, query: DecodedQuery, k: int, *, explain: bool = False) -> Ranking:
-        """The ``k`` best documents for ``query``, best first (ties by document number)."""
+    def rank(
+        self,
+        query: DecodedQuery,
+        k: int,
+        *,
+        explain: bool = False,
+        feedback: FeedbackParams | None = None,
+    ) -> Ranking:
+        """The ``k`` best documents for ``query``, best first (ties by document number).
+
+        With ``feedback``, the method's own top ``feedback.docs`` documents expand the 1-best
+        translation by RM3 and the expanded query ranks the index by BM25
+        (:mod:`service.retrieval.feedback`); ``info["expansion"]`` holds it."""
         if k < 1:
             raise InvalidInputError(f"k must be at least 1, got {k}")
         if not query.forests:
             raise InvalidInputError("the query has no sentence to search with")
+        if feedback is not None and self.ranks_documents:
+            return self._rank_with_feedback(query, k, explain, feedback)
         hits, info = self._rank(query, k, explain)
         return Ranking(query.qid, hits, self.signature(query), info)
+
+    def _rank_with_feedback(
+        self, query: DecodedQuery, k: int, explain: bool, feedback: FeedbackParams
+    ) -> Ranking:
+        from service.retrieval.dt import one_best
+        from service.retrieval.explain import FeedbackExplanation
+        from service.retrieval.feedback import (
+            as_mapping,
+            expand,
+            matched_expansion,
+            rank_expanded_counted,
+        )
+
+        first, info = self._rank(query, feedback.docs, False)
+        translation = [t for sentence in one_best(query) for t in sentence]
+        expansion = expand(self.index, translation, [(h.docno, h.score) for h in first], feedback)
+        found, reached = rank_expanded_counted(self.index, expansion, k)
+        hits: list[Hit] = []
+        for d, s in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
+            expl = None
+            if explain:
+                held = set(matched_expansion(self.index, expansion, d, every=True))
+                expl = FeedbackExplanation(
+                    feedback.signature(),
+                    " ".join(translation),
+                    tuple((t, w) for t, w in expansion.terms if t in held),
+                    tuple(t for t in expansion.added if t in held),
+                )
+            hits.append(Hit(d, self.index.doc_id(d), float(s), expl))
+        info = {
+            **{key: v for key, v in info.items() if key not in ("candidates", "reached")},
+            "first_candidates": info.get("candidates"),
+            "candidates": len(hits),
+            "reached": reached,
+            "expansion": as_mapping(expansion),
+        }
+        return Ranking(query.qid, hits, f"{self.signature(query)}|fb:{feedback.signature()}", info)
 
     @abstractmethod
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
@@ -100,16 +151,30 @@ class Scorer(ABC):
     # method names; a hit's explanation reads itself, service.retrieval.explain)
 
     def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
-        """The English terms this method searched ``query`` with, for its ``ranking``: by
-        default every target word of its forests (BOW-FD, PSQ)."""
+        """The English terms this method searched ``query`` with, for its ``ranking``: the
+        expanded query's with feedback, else the method's own (:meth:`_query_terms`)."""
+        expansion = ranking.info.get("expansion")
+        if expansion is not None:
+            return {t["term"] for t in expansion["terms"]}
+        return self._query_terms(query, ranking)
+
+    def _query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+        """By default every target word of the query's forests (BOW-FD, PSQ)."""
         return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """How many documents the method retrieved for ``query`` (what it would rank with no
         limit), given its ``ranking`` cut at ``depth``, and whether that count is exact
         (``"eq"``) or a lower bound (``"gte"``, as Elasticsearch's ``hits.total.relation``).
-        A ranking shorter than ``depth`` holds them all; by default a full one is a lower
-        bound (methods that score every candidate override this)."""
+        With feedback: the documents holding an expansion term, counted by its ranking."""
+        if "expansion" in ranking.info:
+            return int(ranking.info["reached"]), "eq"
+        return self._retrieved(ranking, depth, query)
+
+    def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+        """:meth:`retrieved` of the method's own ranking: a ranking shorter than ``depth``
+        holds them all; by default a full one is a lower bound (methods that score every
+        candidate override this)."""
         n = len(ranking.hits)
         return (n, "eq") if n < depth else (n, "gte")
 

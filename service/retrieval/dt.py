@@ -57,11 +57,11 @@ class DirectTranslation(Scorer):
         info = {"translation": text, "candidates": len(out), "reached": reached}
         return out, info
 
-    def query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
+    def _query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         """The 1-best translation's tokens."""
         return set(_translation_tokens(query))
 
-    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+    def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: the documents holding a weighted term of the translation (those BM25
         reaches; a term with rsj 0 adds nothing)."""
         reached = ranking.info.get("reached")

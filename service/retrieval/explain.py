@@ -20,6 +20,9 @@ The records:
   its distinct words that occur in the document;
 * :class:`PsqExplanation` — PSQ (Hieber & Riezler 2015, §5): per source word, its translations
   that occur in the document, with Pr(e|f);
+* :class:`FeedbackExplanation` — any document method with feedback
+  (:mod:`service.retrieval.feedback`): the expanded query's terms the document holds, those of
+  the 1-best translation and those the feedback added;
 * :class:`TrExplanation` — translation retrieval (TR paper, Algorithms 1 and 2): the N-best
   translations that found the pool sentence, with Pr(t|s), the cosine, the Levenshtein
   similarity and Pr(d|t). TR ranks sentences by whole translations and names no matched terms.
@@ -175,3 +178,26 @@ class TrExplanation(Explanation):
 
     def to_json(self) -> dict[str, Any]:
         return {"found_by": [f.to_json() for f in self.found_by]}
+
+
+# --- feedback (RM3) -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FeedbackExplanation(Explanation):
+    """A hit of the RM3-expanded query: its terms the document holds (with their weights
+    P'(w) in the expanded query), split into the translation's and the feedback's."""
+
+    feedback: str  # the feedback's signature, e.g. rm3(10,10,0.5)
+    translation: str
+    matched: tuple[tuple[str, float], ...]  # (term, P'(w)) the document holds, best first
+    added: tuple[str, ...]  # those of ``matched`` that the feedback added
+
+    def matched_terms(self) -> list[str]:
+        return [t for t, _ in self.matched]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "feedback": self.feedback,
+            "translation": self.translation,
+            "matched": [{"term": t, "weight": round(w, 6)} for t, w in self.matched],
+            "added": list(self.added),
+        }

@@ -270,7 +270,7 @@ class ProbabilisticStructuredQuery(Scorer):
         info = {"source_terms": len(terms), "candidates": len(reached)}
         return out, info
 
-    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+    def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Exact: PSQ scores every document a weighted term reaches (its candidates)."""
         n = len(ranking.hits)
         return (n, "eq") if n < depth else (max(n, int(ranking.info["candidates"])), "eq")

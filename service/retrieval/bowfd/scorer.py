@@ -300,7 +300,7 @@ class BowFdScorer(Scorer):
             )
         return BowFdExplanation(tuple(parts))
 
-    def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
+    def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """Every retrieved document is a candidate of some sentence; the scorer stops once no
         other candidate can enter the top ``depth`` (bounds), so beyond that the count is a
         lower bound unless the candidates are no more than the ranking holds."""

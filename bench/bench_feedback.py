@@ -1,0 +1,231 @@
+"""Pseudo-relevance feedback (RM3) on the dev query sets, against the monolingual ceilings.
+
+For one language, every query of each set (paragraph, short, question) is decoded once (+LM,
+the bundle's active weights, as the service decodes) and ranked at depth 1000 by each method
+(DT, PSQ, BOW-FD with the product's defaults). From each first ranking, without decoding or
+ranking it again, the feedback forms of :mod:`service.retrieval.feedback`:
+
+* ``+rm3``: the RM3-expanded query (the 1-best translation plus the top documents' relevance
+  model, the documents weighted by the method's posterior) ranked by BM25 on the same index;
+* ``+rm3u``: the same with uniform document weights;
+* ``+interp``: the first ranking and ``+rm3``'s interpolated half and half (scores min-max
+  normalised per list, a document missing from a list at 0).
+
+The ceiling is the English side through the same index: BM25 with the English mate's first 50
+tokens (paragraph) or first 8 (short), the English version of each question; with and without
+RM3 (documents weighted by the softmax of their BM25 scores).
+
+Reports MAP, NDCG@10 and MRR per (set, configuration), the share of the ceiling, and the paired
+randomization test (10,000 permutations) of each feedback form against its method on AP and
+RR. Writes ``bench/results/feedback_<lang>.json``.
+
+Run: ``.venv/bin/python -m bench.bench_feedback de [--sets paragraph,short,question]
+[--methods dt,psq,bowfd] [--max-queries N] [--docs 10 --terms 10 --weight 0.5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.bench_querysets import QUERYSETS, english_pages, load_set
+from bench.common import RESULTS_DIR, ROOT
+from service.data import load_queries
+from service.data.querysets import ceiling_queries, mate
+from service.evaluation import evaluate, randomization_test
+from service.index.inverted import Hits, InvertedIndex
+from service.mt.bundle import load_bundle
+from service.mt.decoder import DecoderConfig
+from service.retrieval.dt import one_best
+from service.retrieval.feedback import FeedbackParams, expand, rank_expanded
+from service.retrieval.query import decode_query
+from service.retrieval.runner import load_index, make_scorer
+
+METRICS = ("map", "ndcg@10", "mrr")
+PERMUTATIONS = 10_000
+DEPTH = 1000
+PARAGRAPH_CEILING_TOKENS = 50
+
+
+def interpolate(first: Hits, second: Hits, share: float, k: int) -> Hits:
+    """``(1 − share)·first + share·second`` over the union, scores min-max normalised per list
+    (a document missing from a list scores 0 there), ties by document number."""
+
+    def normalised(h: Hits) -> dict[int, float]:
+        if not len(h.docs):
+            return {}
+        s = h.scores.astype(np.float64)
+        lo, hi = float(s.min()), float(s.max())
+        span = hi - lo if hi > lo else 1.0
+        return dict(zip(h.docs.tolist(), ((s - lo) / span).tolist(), strict=True))
+
+    a, b = normalised(first), normalised(second)
+    merged = {d: (1 - share) * a.get(d, 0.0) + share * b.get(d, 0.0) for d in a.keys() | b.keys()}
+    order = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return Hits(
+        np.array([d for d, _ in order], dtype=np.int32),
+        np.array([s for _, s in order], dtype=np.float32),
+    )
+
+
+def feedback_forms(
+    index: InvertedIndex, tokens: list[str], first: Hits, params: FeedbackParams
+) -> dict[str, Hits]:
+    """The feedback rankings derived from one first ranking (see the module docstring)."""
+    rm3 = rank_expanded(index, expand(index, tokens, first, params), DEPTH)
+    uniform = FeedbackParams(params.docs, params.terms, params.original_weight, "uniform")
+    rm3u = rank_expanded(index, expand(index, tokens, first, uniform), DEPTH)
+    return {"+rm3": rm3, "+rm3u": rm3u, "+interp": interpolate(first, rm3, 0.5, DEPTH)}
+
+
+def english_queries(
+    set_name: str, lang: str, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]]
+) -> dict[str, str]:
+    """The monolingual ceiling's English queries of a set."""
+    if set_name == "question":
+        qs = QUERYSETS / f"lohelp-{lang}" / "questions.en.dev.tsv"
+        return {q: t for q, t in load_queries(qs).items() if q in queries}
+    pages = english_pages()
+    if set_name == "short":
+        return ceiling_queries(queries, qrels, pages)
+    out = {}
+    for qid in queries:
+        title, text = pages[mate(qrels[qid])]
+        out[qid] = " ".join(f"{title} {text}".split()[:PARAGRAPH_CEILING_TOKENS])
+    return out
+
+
+def main(
+    lang: str,
+    sets: list[str],
+    methods: list[str],
+    max_queries: int | None,
+    params: FeedbackParams,
+    out: Path,
+) -> dict[str, Any]:
+    bundle = load_bundle(ROOT / "models" / f"{lang}-en")
+    index = load_index(ROOT / "indexes" / "docs")
+    decoder = bundle.decoder(DecoderConfig(use_lm=True))
+    version = bundle.active_weights().version
+    scorers = {m: make_scorer(m, index, bundle) for m in methods}
+    result: dict[str, Any] = {
+        "lang": lang, "weights": version, "feedback": params.signature(),
+        "index": index.signature(), "signatures": {m: s.signature() for m, s in scorers.items()},
+        "sets": {},
+    }  # fmt: skip
+    for set_name in sets:
+        queries, qrels = load_set(set_name, lang)
+        queries = {q: t for q, t in list(queries.items())[:max_queries] if q in qrels}
+        runs = Runs(index)
+        for i, (qid, text) in enumerate(queries.items()):
+            q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
+            tokens = [t for s in one_best(q) for t in s]
+            for m, scorer in scorers.items():
+                t0 = time.perf_counter()
+                ranking = scorer.rank(q, DEPTH)
+                t1 = time.perf_counter()
+                first = Hits(
+                    np.array([h.docno for h in ranking.hits], dtype=np.int32),
+                    np.array([h.score for h in ranking.hits], dtype=np.float32),
+                )
+                runs.record(m, qid, first, t1 - t0)
+                t0 = time.perf_counter()
+                forms = feedback_forms(index, tokens, first, params)
+                share = (time.perf_counter() - t0) / len(forms)
+                for form, hits in forms.items():
+                    runs.record(m + form, qid, hits, share)
+            if i % 25 == 0:
+                print(f"{lang} {set_name}: query {i}/{len(queries)}", file=sys.stderr)
+        english = english_queries(set_name, lang, queries, qrels)
+        for qid, text in english.items():
+            tokens = index.tokenize(text)
+            t0 = time.perf_counter()
+            first = index.bm25_topk(tokens, DEPTH)
+            runs.record("ceiling", qid, first, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            hits = rank_expanded(index, expand(index, tokens, first, params), DEPTH)
+            runs.record("ceiling+rm3", qid, hits, time.perf_counter() - t0)
+        runs.n = len(queries)
+        result["sets"][set_name] = summarise(runs, qrels)
+        print(markdown_set(lang, set_name, result["sets"][set_name]), file=sys.stderr)
+        out.write_text(json.dumps(result, indent=1) + "\n")  # after every set: partial results
+    return result
+
+
+class Runs:
+    """Runs by configuration, and the ranking time each took."""
+
+    def __init__(self, index: InvertedIndex) -> None:
+        self.index = index
+        self.runs: dict[str, dict[str, dict[str, float]]] = {}
+        self.seconds: dict[str, float] = {}
+        self.n = 0
+
+    def record(self, key: str, qid: str, hits: Hits, seconds: float) -> None:
+        ids = map(self.index.doc_id, hits.docs.tolist())
+        self.runs.setdefault(key, {})[qid] = dict(zip(ids, hits.scores.tolist(), strict=True))
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
+
+
+def summarise(runs: Runs, qrels: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    n = runs.n
+    seconds = runs.seconds
+    entry: dict[str, Any] = {"queries": n, "configs": {}, "p": {}}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    for key, run in runs.runs.items():
+        judged = {q: qrels[q] for q in run}
+        ev = evaluate(dict(run), judged, ("map", "ndcg@10", "mrr"))
+        per_query[key] = {m: ev.per_query[m] for m in ("map", "mrr")}
+        entry["configs"][key] = {**ev.as_json(), "ms_per_query": 1000 * seconds[key] / max(1, n)}
+    ceiling = entry["configs"].get("ceiling", {}).get("map")
+    for key, cfg in entry["configs"].items():
+        if ceiling:
+            cfg["of_ceiling"] = cfg["map"] / ceiling
+        if "+" in key:
+            base = key.split("+")[0]
+            entry["p"][f"{key} vs {base}"] = {
+                metric: randomization_test(per_query[key][metric], per_query[base][metric],
+                                           PERMUTATIONS, 0)
+                for metric in ("map", "mrr")
+            }  # fmt: skip
+    return entry
+
+
+def markdown_set(lang: str, set_name: str, entry: Mapping[str, Any]) -> str:
+    lines = [f"{lang} {set_name} ({entry['queries']} queries)"]
+    for key, cfg in entry["configs"].items():
+        p = entry["p"].get(f"{key} vs {key.split('+')[0]}", {}).get("map")
+        lines.append(
+            f"  {key:14} MAP {cfg['map']:.4f} nDCG@10 {cfg['ndcg@10']:.4f} MRR {cfg['mrr']:.4f}"
+            + (f" of-ceiling {cfg['of_ceiling']:.3f}" if "of_ceiling" in cfg else "")
+            + (f" p {p:.4f}" if p is not None else "")
+            + f" {cfg['ms_per_query']:.1f} ms"
+        )
+    return "\n".join(lines)
+
+
+def cli(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("lang", choices=("de", "zh"))
+    ap.add_argument("--sets", default="paragraph,short,question")
+    ap.add_argument("--methods", default="dt,psq,bowfd")
+    ap.add_argument("--max-queries", type=int, default=None)
+    ap.add_argument("--docs", type=int, default=10)
+    ap.add_argument("--terms", type=int, default=10)
+    ap.add_argument("--weight", type=float, default=0.5)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    out = a.out or RESULTS_DIR / f"feedback_{a.lang}.json"
+    params = FeedbackParams(a.docs, a.terms, a.weight)
+    main(a.lang, a.sets.split(","), a.methods.split(","), a.max_queries, params, out)
+
+
+if __name__ == "__main__":
+    cli()

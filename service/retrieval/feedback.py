@@ -1,0 +1,229 @@
+"""Pseudo-relevance feedback on the English side: RM3 over a method's own top documents
+(Lavrenko & Croft 2001, §3; RM3 as in Abdul-Jaleel et al. 2004, UMass at TREC 2004, §2).
+
+A first ranking by any document method (DT, PSQ, BOW-FD) gives its top ``docs`` documents F.
+The relevance model is
+
+    P(w | R) ∝ Σ_{d ∈ F} P(d | q) · P(w | d),     P(w | d) = tf(w, d) / |d|
+
+(Lavrenko & Croft 2001, §3, eq. 9 with maximum-likelihood document models), where P(d | q) is
+the first method's posterior over F: the softmax of its scores (for BOW-FD the exponentiated
+log-linear model score, which is what its model says; ``weighting="uniform"`` gives each
+document the same share). The ``terms`` most probable words of P(w | R) are kept and
+renormalised, and interpolated with the query's own term distribution — the 1-best translation's
+index terms, P(w | q) = count / length —
+
+    P'(w) = λ · P(w | q) + (1 − λ) · P(w | R),     λ = ``original_weight``
+
+(RM3, Abdul-Jaleel et al. 2004, §2; Anserini's defaults: 10 documents, 10 terms, λ = 0.5). The
+expanded query ranks the same index by BM25 with real-valued term weights
+Σ_w P'(w) · bm25(w, d) (:meth:`~service.index.inverted.InvertedIndex.rank`).
+
+Term vectors come from the index's postings, transposed once per process
+(:meth:`~service.index.inverted.InvertedIndex.doc_vectors`), never from raw text per request.
+Terms whose rsj is 0 add nothing to BM25 and are not expansion terms. :func:`relevance_model`
+is the vectorised estimate; :func:`relevance_model_reference` recomputes it from the
+documents' stored text with plain Python, and the tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from service.errors import InvalidInputError
+from service.index.build import field_terms
+from service.index.inverted import Hits, InvertedIndex
+
+Weighting = Literal["posterior", "uniform"]
+FEEDBACK_ON_COLLECTION = (
+    "feedback is not offered on a sharded collection yet (its documents' term vectors live in "
+    "the shards); search without feedback, or against one index"
+)
+WEIGHTINGS: tuple[Weighting, ...] = ("posterior", "uniform")
+
+
+@dataclass(frozen=True)
+class FeedbackParams:
+    """RM3's parameters (Anserini's defaults), recorded in the scorer signature."""
+
+    docs: int = 10  # feedback documents |F|
+    terms: int = 10  # expansion terms kept from P(w | R)
+    original_weight: float = 0.5  # λ: the query's own distribution's share
+    weighting: Weighting = "posterior"  # P(d | q): softmax of the first scores, or uniform
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.docs <= 1000:
+            raise InvalidInputError(f"feedback docs must be in [1, 1000], got {self.docs}")
+        if not 1 <= self.terms <= 1000:
+            raise InvalidInputError(f"feedback terms must be in [1, 1000], got {self.terms}")
+        if not 0.0 <= self.original_weight <= 1.0:
+            raise InvalidInputError(
+                f"feedback original_weight must be in [0, 1], got {self.original_weight}"
+            )
+        if self.weighting not in WEIGHTINGS:
+            raise InvalidInputError(
+                f"feedback weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}"
+            )
+
+    def signature(self) -> str:
+        w = "" if self.weighting == "posterior" else f",{self.weighting}"
+        return f"rm3({self.docs},{self.terms},{self.original_weight:g}{w})"
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """The expanded query: index terms with their weights P'(w), best first, and which of
+    them the original query did not have (``added``)."""
+
+    terms: tuple[tuple[str, float], ...]
+    added: tuple[str, ...]
+    feedback_docs: tuple[int, ...]
+
+    def weights(self) -> dict[str, float]:
+        return dict(self.terms)
+
+
+def document_weights(scores: Sequence[float], weighting: Weighting) -> npt.NDArray[np.float64]:
+    """P(d | q) over the feedback documents: the softmax of their first-pass scores (the
+    posterior of a log-linear model), or uniform."""
+    s = np.asarray(scores, dtype=np.float64)
+    if not len(s):
+        return s
+    if weighting == "uniform":
+        return np.full(len(s), 1.0 / len(s))
+    e = np.exp(s - s.max())
+    out: npt.NDArray[np.float64] = e / e.sum()
+    return out
+
+
+def relevance_model(
+    index: InvertedIndex, docnos: Sequence[int], doc_weights: npt.ArrayLike
+) -> dict[int, float]:
+    """P(w | R) over term ids (unnormalised by the cut): Σ_d P(d|q) · tf(w, d) / |d| from the
+    documents' term vectors, for terms with a non-zero rsj."""
+    ptr, term_ids, tfs = index.doc_vectors(docnos)
+    lengths = np.diff(ptr)
+    weights = np.asarray(doc_weights, dtype=np.float64)
+    totals = np.add.reduceat(tfs, ptr[:-1]) if len(tfs) else np.zeros(0, np.int64)
+    totals = np.where(lengths > 0, totals, 1)
+    share = np.repeat(weights / totals, lengths) * tfs
+    keep = index.rsj[term_ids] != 0
+    ids, inverse = np.unique(term_ids[keep], return_inverse=True)
+    mass = np.zeros(len(ids), dtype=np.float64)
+    np.add.at(mass, inverse, share[keep])
+    return dict(zip(ids.tolist(), mass.tolist(), strict=True))
+
+
+def relevance_model_reference(
+    index: InvertedIndex, docnos: Sequence[int], doc_weights: Sequence[float]
+) -> dict[int, float]:
+    """:func:`relevance_model` recomputed from each document's stored title and text through
+    the index's tokenizer and analysis chain (a title counted ``title_weight`` times), with
+    plain Python: the reference the vectorised estimate is tested against."""
+    model: dict[int, float] = {}
+    for docno, weight in zip(docnos, doc_weights, strict=True):
+        doc = index.doc(int(docno))
+        title, text = field_terms(index.tokenize, doc, index.analyzer)
+        counts: Counter[str] = Counter()
+        for term in title:
+            counts[term] += index.title_weight
+        counts.update(text)
+        length = sum(counts.values())
+        for term, tf in counts.items():
+            tid = index.vocab.id(term)
+            if tid is None or index.rsj[tid] == 0:
+                continue
+            model[tid] = model.get(tid, 0.0) + float(weight) * tf / length
+    return model
+
+
+def query_model(index: InvertedIndex, tokens: Sequence[str]) -> dict[int, float]:
+    """P(w | q): the query tokens' index terms, count / number of terms (repeats counted)."""
+    ids = [t for t in index.term_ids(tokens) if index.rsj[t] != 0]
+    if not ids:
+        return {}
+    counts = Counter(ids)
+    return {t: c / len(ids) for t, c in counts.items()}
+
+
+def expand(
+    index: InvertedIndex,
+    query_tokens: Sequence[str],
+    first: Hits | Sequence[tuple[int, float]],
+    params: FeedbackParams,
+    *,
+    reference: bool = False,
+) -> Expansion:
+    """RM3's expanded query for ``query_tokens`` (the 1-best translation) from the ``first``
+    ranking's top ``params.docs`` documents (best first)."""
+    pairs = (
+        list(zip(first.docs.tolist(), first.scores.tolist(), strict=True))
+        if isinstance(first, Hits)
+        else [(int(d), float(s)) for d, s in first]
+    )[: params.docs]
+    docnos = [d for d, _ in pairs]
+    weights = document_weights([s for _, s in pairs], params.weighting)
+    estimate = relevance_model_reference if reference else relevance_model
+    rm = estimate(index, docnos, weights.tolist()) if docnos else {}
+    kept = sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[: params.terms]
+    total = math.fsum(w for _, w in kept)
+    rel = {t: w / total for t, w in kept} if total > 0 else {}
+    original = query_model(index, query_tokens)
+    lam = params.original_weight if rel and original else (1.0 if original else 0.0)
+    combined: dict[int, float] = {}
+    for t, w in original.items():
+        combined[t] = combined.get(t, 0.0) + lam * w
+    for t, w in rel.items():
+        combined[t] = combined.get(t, 0.0) + (1.0 - lam) * w
+    order = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))
+    terms = tuple((index.term(t), w) for t, w in order if w > 0)
+    added = tuple(index.term(t) for t, _ in order if t not in original and combined[t] > 0)
+    return Expansion(terms, added, tuple(docnos))
+
+
+def rank_expanded(index: InvertedIndex, expansion: Expansion, k: int) -> Hits:
+    """The top ``k`` documents for the expanded query: Σ_w P'(w) · bm25(w, d)."""
+    return rank_expanded_counted(index, expansion, k)[0]
+
+
+def rank_expanded_counted(index: InvertedIndex, expansion: Expansion, k: int) -> tuple[Hits, int]:
+    """:func:`rank_expanded`, and how many documents hold an expansion term."""
+    ids = [index.vocab.id(t) for t, _ in expansion.terms]
+    pairs = [(i, w) for i, (_, w) in zip(ids, expansion.terms, strict=True) if i is not None]
+    if not pairs:
+        return Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0
+    return index.rank_counted([i for i, _ in pairs], [w for _, w in pairs], k)
+
+
+def matched_expansion(
+    index: InvertedIndex, expansion: Expansion, docno: int, *, every: bool = False
+) -> list[str]:
+    """The expansion's added terms (``every``: all its terms) that document ``docno`` holds,
+    in the expansion's order (for explanations)."""
+    terms = [t for t, _ in expansion.terms] if every else list(expansion.added)
+    out = []
+    for term in terms:
+        tid = index.vocab.id(term)
+        if tid is None:
+            continue
+        docs = index.postings(tid).docs
+        pos = int(np.searchsorted(docs, docno))
+        if pos < len(docs) and int(docs[pos]) == docno:
+            out.append(term)
+    return out
+
+
+def as_mapping(expansion: Expansion) -> Mapping[str, object]:
+    """The expansion as the API and the explanations show it."""
+    return {
+        "terms": [{"term": t, "weight": round(w, 6)} for t, w in expansion.terms],
+        "added": list(expansion.added),
+        "feedback_docs": len(expansion.feedback_docs),
+    }

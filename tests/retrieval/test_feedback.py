@@ -1,0 +1,186 @@
+"""RM3 feedback (Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004): the vectorised relevance
+model against the reference that re-reads each document's text, the expanded query's shape,
+its ranking against the numpy BM25 reference, and the feedback stage of every document
+method."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.errors import InvalidInputError
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.retrieval.base import get_scorer
+from service.retrieval.dt import one_best
+from service.retrieval.explain import FeedbackExplanation
+from service.retrieval.feedback import (
+    FeedbackParams,
+    document_weights,
+    expand,
+    query_model,
+    rank_expanded,
+    relevance_model,
+    relevance_model_reference,
+)
+from service.retrieval.query import decode_query
+
+DEMO_INDEX = Path(__file__).resolve().parents[2] / "indexes" / "demo"
+
+
+@pytest.fixture(scope="module")
+def demo_index() -> InvertedIndex:
+    return InvertedIndex.load(DEMO_INDEX)
+
+
+def test_doc_vectors_are_the_postings_transposed(toy_index: InvertedIndex) -> None:
+    ptr, terms, tfs = toy_index.doc_vectors(range(toy_index.n_docs))
+    for d in range(toy_index.n_docs):
+        expected = {}
+        for t in range(toy_index.n_terms):
+            post = toy_index.postings(t)
+            hit = np.flatnonzero(post.docs == d)
+            if len(hit):
+                expected[t] = int(post.tfs[hit[0]])
+        row = slice(int(ptr[d]), int(ptr[d + 1]))
+        assert dict(zip(terms[row].tolist(), tfs[row].tolist(), strict=True)) == expected
+        assert list(terms[row]) == sorted(terms[row])  # ascending term ids
+        assert int(tfs[row].sum()) == int(toy_index.doc_lengths[d])
+
+
+def test_doc_vectors_refuse_an_unknown_document(toy_index: InvertedIndex) -> None:
+    with pytest.raises(Exception, match="no document number"):
+        toy_index.doc_vectors([toy_index.n_docs])
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_relevance_model_equals_the_reference(
+    demo_index: InvertedIndex, data: st.DataObject
+) -> None:
+    n = demo_index.n_docs
+    docs = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=12, unique=True))
+    scores = data.draw(st.lists(st.floats(-30, 30), min_size=len(docs), max_size=len(docs)))
+    weights = document_weights(scores, "posterior").tolist()
+    fast = relevance_model(demo_index, docs, weights)
+    slow = relevance_model_reference(demo_index, docs, weights)
+    assert fast.keys() == slow.keys()
+    for t in fast:
+        assert math.isclose(fast[t], slow[t], rel_tol=1e-9, abs_tol=1e-15), demo_index.term(t)
+    assert math.isclose(sum(fast.values()), 1.0, rel_tol=1e-9) or any(
+        demo_index.rsj[t] == 0 for t in demo_index.doc_vectors(docs)[1]
+    )
+
+
+def test_document_weights() -> None:
+    post = document_weights([2.0, 1.0, 1.0], "posterior")
+    e = math.exp(-1.0)
+    assert np.allclose(post, [1 / (1 + 2 * e), e / (1 + 2 * e), e / (1 + 2 * e)])
+    assert np.allclose(document_weights([5.0, -3.0], "uniform"), [0.5, 0.5])
+    assert np.allclose(document_weights([1000.0, 0.0], "posterior"), [1.0, 0.0])  # no overflow
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 0.5, 1.0])
+def test_the_expanded_query_mixes_the_query_and_the_relevance_model(
+    demo_index: InvertedIndex, lam: float
+) -> None:
+    tokens = demo_index.tokenize("insert a table into the document")
+    first = demo_index.bm25_topk(tokens, 50)
+    params = FeedbackParams(docs=10, terms=7, original_weight=lam)
+    exp = expand(demo_index, tokens, first, params)
+    weights = exp.weights()
+    assert math.isclose(sum(weights.values()), 1.0, rel_tol=1e-9)
+    original = {demo_index.term(t): w for t, w in query_model(demo_index, tokens).items()}
+    # the relevance model's share: its top `terms` words renormalised, (1 − λ) of the mass
+    rm = relevance_model(
+        demo_index,
+        first.docs[:10].tolist(),
+        document_weights(first.scores[:10].tolist(), "posterior").tolist(),
+    )
+    top = dict(sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[:7])
+    total = sum(top.values())
+    expected = {t: lam * w for t, w in original.items()}
+    for t, w in top.items():
+        term = demo_index.term(t)
+        expected[term] = expected.get(term, 0.0) + (1 - lam) * w / total
+    expected = {t: w for t, w in expected.items() if w > 0}
+    assert weights.keys() == expected.keys()
+    for t, w in expected.items():
+        assert math.isclose(weights[t], w, rel_tol=1e-9), t
+    assert set(exp.added) == set(weights) - set(original)
+    assert [w for _, w in exp.terms] == sorted((w for _, w in exp.terms), reverse=True)
+    assert exp.feedback_docs == tuple(first.docs[:10].tolist())
+
+
+def test_the_expanded_query_ranks_as_the_bm25_reference(demo_index: InvertedIndex) -> None:
+    tokens = demo_index.tokenize("sort a table by column")
+    exp = expand(demo_index, tokens, demo_index.bm25_topk(tokens, 20), FeedbackParams())
+    hits = rank_expanded(demo_index, exp, 100)
+    ids = [demo_index.vocab.id(t) for t, _ in exp.terms]
+    ref = demo_index.rank_reference(ids, [w for _, w in exp.terms], 100)
+    assert hits.docs.tolist() == ref.docs.tolist()
+    assert np.allclose(hits.scores, ref.scores, rtol=1e-6)
+
+
+def test_nothing_to_feed_back_leaves_the_query_alone(demo_index: InvertedIndex) -> None:
+    tokens = demo_index.tokenize("table")
+    empty = expand(demo_index, tokens, [], FeedbackParams())
+    assert empty.terms == (("table", 1.0),) and empty.added == ()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"docs": 0}, "feedback docs"),
+        ({"terms": 1001}, "feedback terms"),
+        ({"original_weight": 1.5}, "original_weight"),
+        ({"weighting": "softmax"}, "weighting"),
+    ],
+)
+def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        FeedbackParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_signature_names_the_parameters() -> None:
+    assert FeedbackParams().signature() == "rm3(10,10,0.5)"
+    assert FeedbackParams(5, 20, 0.7, "uniform").signature() == "rm3(5,20,0.7,uniform)"
+
+
+@pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
+def test_every_document_method_has_the_feedback_stage(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, method: str
+) -> None:
+    scorer = get_scorer(method, toy_index, bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    params = FeedbackParams(docs=3, terms=5)
+    plain = scorer.rank(query, 10)
+    ranking = scorer.rank(query, 10, explain=True, feedback=params)
+    # the stage: the method's own top documents expand the 1-best translation
+    translation = [t for s in one_best(query) for t in s]
+    first = scorer.rank(query, 3)
+    expansion = expand(toy_index, translation, [(h.docno, h.score) for h in first.hits], params)
+    expected = rank_expanded(toy_index, expansion, 10)
+    assert [h.docno for h in ranking.hits] == expected.docs.tolist()
+    assert ranking.signature == f"{plain.signature}|fb:rm3(3,5,0.5)"
+    shown = ranking.info["expansion"]
+    assert [t["term"] for t in shown["terms"]] == [t for t, _ in expansion.terms]
+    assert scorer.query_terms(query, ranking) == {t for t, _ in expansion.terms}
+    ids = [toy_index.vocab.id(t) for t, _ in expansion.terms]
+    assert scorer.retrieved(ranking, 10, query) == (
+        len(toy_index.docs_containing_any([i for i in ids if i is not None])),
+        "eq",
+    )
+    for hit in ranking.hits:
+        expl = hit.explanation
+        assert isinstance(expl, FeedbackExplanation)
+        for term in expl.matched_terms():
+            assert toy_index.contains(term, hit.docno)
+        held = {t for t, _ in expansion.terms if toy_index.contains(t, hit.docno)}
+        assert set(expl.matched_terms()) == held
+        assert set(expl.added) == held & set(expansion.added)
