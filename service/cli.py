@@ -388,6 +388,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         use_lm=not args.no_lm,
         explain=args.explain,
         params=_params(args.param),
+        feedback=_feedback(args),
     )
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
@@ -442,6 +443,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         limit=args.limit,
         progress=not args.quiet,
         params=_params(args.param),
+        feedback=_feedback(args),
     )
     _print_metrics(payload, args.json)
     return 0
@@ -482,6 +484,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         limit=args.limit,
         progress=not args.quiet,
         params=_params(args.param),
+        feedback=_feedback(args),
     )
     for qid, reason in payload["failed"].items():
         print(f"note: topic {qid} has no run lines: {reason}", file=sys.stderr)
@@ -553,6 +556,28 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
         default="fail",
         help="malformed input lines: fail, or skip and report the count on stderr",
     )
+
+
+def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--feedback",
+        action="store_true",
+        help="expand the query with RM3 pseudo-relevance feedback (the method's top documents)",
+    )
+    p.add_argument("--feedback-docs", type=int, default=10, help="RM3: feedback documents")
+    p.add_argument("--feedback-terms", type=int, default=10, help="RM3: expansion terms")
+    p.add_argument(
+        "--feedback-weight", type=float, default=0.5, help="RM3: the original query's share"
+    )
+
+
+def _feedback(args: argparse.Namespace) -> Any:
+    """RM3's parameters from the feedback flags, or None without ``--feedback``."""
+    if not args.feedback:
+        return None
+    from service.retrieval.feedback import FeedbackParams
+
+    return FeedbackParams(args.feedback_docs, args.feedback_terms, args.feedback_weight)
 
 
 def _add_param_flag(p: argparse.ArgumentParser) -> None:
@@ -764,6 +789,7 @@ def _query_verbs(verb: VerbAdder) -> None:
     p.add_argument("--explain", action="store_true", help="print each hit's explanation")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_param_flag(p)
+    _add_feedback_flags(p)
 
     p = verb("eval", "Evaluate a retrieval method on a query set.", _cmd_eval)
     p.add_argument("--model", type=Path, required=True)
@@ -777,6 +803,7 @@ def _query_verbs(verb: VerbAdder) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
     _add_param_flag(p)
+    _add_feedback_flags(p)
 
     p = verb("eval-tr", "Evaluate translation retrieval on a query set.", _cmd_eval_tr)
     p.add_argument("--model", type=Path, required=True)
@@ -820,6 +847,7 @@ def _run_verbs(verb: VerbAdder) -> None:
     p.add_argument("--limit", type=int, help="run only the first N topics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_param_flag(p)
+    _add_feedback_flags(p)
 
     p = verb(
         "weights",

@@ -57,6 +57,17 @@ class Settings(BaseSettings):
         description="BOW-FD over only the top N documents of DT (a cascade for large "
         "collections); unset: exhaustive BOW-FD over every candidate.",
     )
+    feedback: bool = Field(
+        False,
+        description="Expand every search with RM3 pseudo-relevance feedback unless the "
+        "request says otherwise (its `feedback` field): the method's top documents add "
+        "English terms to the 1-best translation (Lavrenko & Croft 2001).",
+    )
+    feedback_docs: int = Field(10, ge=1, le=1000, description="RM3: feedback documents.")
+    feedback_terms: int = Field(10, ge=1, le=1000, description="RM3: expansion terms kept.")
+    feedback_weight: float = Field(
+        0.5, ge=0, le=1, description="RM3: the original query's share λ of the expanded one."
+    )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(
         0.5,

@@ -146,8 +146,28 @@ class SearchRequest(RequestBody):
     k: int = Field(10, ge=1, le=1000, description="Results per page.")
     offset: int = Field(0, ge=0, description="Results to skip (pagination).")
     explain: bool = Field(False, description="Add how each document was retrieved.")
+    feedback: bool | None = Field(
+        None,
+        description="Expand the query with pseudo-relevance feedback (RM3): the method's top "
+        "documents add English terms to the translation, and the expanded query ranks the "
+        "documents by BM25. Unset: the service's default (CLIR_FEEDBACK). Not offered on a "
+        "sharded collection.",
+    )
 
     _query_not_blank = field_validator("query")(_not_blank)
+
+
+class ExpansionTerm(BaseModel):
+    term: str
+    weight: float = Field(description="The term's weight P'(w) in the expanded query.")
+
+
+class Expansion(BaseModel):
+    """The query the results were ranked with when feedback expanded it."""
+
+    feedback: str = Field(description="RM3's parameters: rm3(documents,terms,original weight).")
+    terms: list[ExpansionTerm] = Field(description="Every term of the expanded query.")
+    added: list[str] = Field(description="The terms feedback added to the translation's.")
 
 
 class SearchHit(BaseModel):
@@ -218,6 +238,9 @@ class SearchResponse(Served):
         "so a page can say 'of up to N' rather than only 'of 10+'.",
     )
     translation: str = Field(description="The query's 1-best translation.")
+    expansion: Expansion | None = Field(
+        None, description="With feedback: the expanded query the results were ranked with."
+    )
     empty_reason: str | None = Field(
         None,
         description="Why there are no results, in words for the searcher: the translation "

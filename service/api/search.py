@@ -35,7 +35,13 @@ from fastapi import APIRouter
 
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
 from service.api.metrics import DEGRADED
-from service.api.schemas import SearchHit, SearchRequest, SearchResponse
+from service.api.schemas import (
+    Expansion,
+    ExpansionTerm,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.collection import Collection
@@ -46,6 +52,7 @@ from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.dt import one_best
 from service.retrieval.explain import explanation_json
+from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
 from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -80,6 +87,31 @@ def _total_max(
     return max(total, min(sum(int(c) for c in candidates), n_docs))
 
 
+def feedback_params(
+    req: SearchRequest, settings: Settings, collection: bool
+) -> FeedbackParams | None:
+    """RM3's parameters when the request (or, when it does not say, the service default)
+    asks for feedback. A sharded collection offers none: asked for, that is an error; by
+    default, the search goes without."""
+    if req.feedback is False or (req.feedback is None and not settings.feedback):
+        return None
+    if collection:
+        if req.feedback:
+            raise InvalidInputError(FEEDBACK_ON_COLLECTION)
+        return None
+    return FeedbackParams(settings.feedback_docs, settings.feedback_terms, settings.feedback_weight)
+
+
+def _expansion(shown: Any, feedback: FeedbackParams | None) -> Expansion | None:
+    if shown is None or feedback is None:
+        return None
+    return Expansion(
+        feedback=feedback.signature(),
+        terms=[ExpansionTerm(term=t["term"], weight=t["weight"]) for t in shown["terms"]],
+        added=list(shown["added"]),
+    )
+
+
 def run_search(
     req: SearchRequest,
     service: QueryService,
@@ -95,6 +127,7 @@ def run_search(
     elif req.method == "bowfd" and settings.bowfd_cascade is not None:
         params["cascade"] = settings.bowfd_cascade
     depth = req.offset + req.k
+    feedback = feedback_params(req, settings, isinstance(index, Collection))
     t1 = time.perf_counter()
     weighted: Callable[[Iterable[str]], set[str]]
     with decoded.lock:
@@ -119,7 +152,7 @@ def run_search(
 
         else:
             scorer = service.scorer(req.method, index, bundle, **params)
-            ranking = scorer.rank(decoded.query, depth, explain=req.explain)
+            ranking = scorer.rank(decoded.query, depth, explain=req.explain, feedback=feedback)
             total, relation = scorer.retrieved(ranking, depth, decoded.query)
             weighted = partial(weighted_terms, index)
         translation = one_best(decoded.query)
@@ -170,6 +203,7 @@ def run_search(
         total_relation=relation,
         total_max=_total_max(ranking.info, total, relation, index),
         translation=" ".join(" ".join(s) for s in translation),
+        expansion=_expansion(ranking.info.get("expansion"), feedback),
         empty_reason=reason if not results else None,
         signature=ranking.signature,
         **fields,

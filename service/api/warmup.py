@@ -74,6 +74,11 @@ def _run(
                 parts[f"search-{method}"] = partial(
                     run_search, req, service, bundle, resources.doc_index, settings
                 )
+            if not isinstance(resources.doc_index, Collection):  # feedback: term vectors
+                req = SearchRequest(query=text, lang=lang, method="dt", explain=True, feedback=True)
+                parts["search-feedback"] = partial(
+                    run_search, req, service, bundle, resources.doc_index, settings
+                )
         if resources.pool_index is not None:
             req_s = SuggestRequest(query=text, lang=lang)
             parts["suggest"] = partial(run_suggest, req_s, service, bundle, resources.pool_index)

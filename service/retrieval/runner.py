@@ -31,6 +31,7 @@ from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import QrelsDict, RunDict, ScoredDoc
 from service.retrieval.base import Ranking, Scorer, get_scorer
+from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ def run_queries(
     weights_version: str = "default",
     progress: bool = True,
     desc: str = "queries",
+    feedback: FeedbackParams | None = None,
 ) -> QueryRun:
     """Decode each query and rank it with ``scorer`` (top ``k``); translation retrieval
     decodes a question as asked, document search as the instruction that answers it."""
@@ -127,7 +129,7 @@ def run_queries(
             out.failed[qid] = str(exc)
             continue
         t1 = time.perf_counter()
-        out.rankings[qid] = scorer.rank(decoded, k)
+        out.rankings[qid] = scorer.rank(decoded, k, feedback=feedback)
         out.decode_seconds[qid] = t1 - t0
         out.rank_seconds[qid] = time.perf_counter() - t1
     return out
@@ -171,6 +173,7 @@ def _rank_all(
     k: int,
     progress: bool,
     desc: str,
+    feedback: FeedbackParams | None = None,
 ) -> tuple[QueryRun, Scorer]:
     """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``)."""
     bundle = load_bundle(model)
@@ -184,6 +187,7 @@ def _rank_all(
         weights_version=bundle.active_weights().version,
         progress=progress,
         desc=desc,
+        feedback=feedback,
     )
     return qrun, scorer
 
@@ -214,6 +218,7 @@ def evaluate_method(
     depth: int = DEPTH,
     progress: bool = True,
     params: Mapping[str, Any] | None = None,
+    feedback: FeedbackParams | None = None,
 ) -> dict[str, Any]:
     """``clir eval``: the CLIR metrics of ``method`` on a query set (one JSON object)."""
     start = time.perf_counter()
@@ -228,6 +233,7 @@ def evaluate_method(
         k=depth,
         progress=progress,
         desc=f"{method} queries",
+        feedback=feedback,
     )
     if run_out is not None:
         tag = method if use_lm else f"{method}-nolm"
@@ -256,6 +262,7 @@ def run_topics(
     limit: int | None = None,
     progress: bool = True,
     params: Mapping[str, Any] | None = None,
+    feedback: FeedbackParams | None = None,
 ) -> dict[str, Any]:
     """``clir run``: rank every topic of a query file with ``method`` and write the top
     ``hits`` per topic as a TREC run (``qid Q0 docid rank score tag``, Anserini's and
@@ -276,6 +283,7 @@ def run_topics(
         k=hits,
         progress=progress,
         desc=f"{method} topics",
+        feedback=feedback,
     )
     lines = write_run(output, rank_entries(qrun.scored_docs(), tag, hits))
     payload: dict[str, Any] = {
@@ -335,6 +343,7 @@ def search(
     use_lm: bool = True,
     explain: bool = False,
     params: Mapping[str, Any] | None = None,
+    feedback: FeedbackParams | None = None,
 ) -> tuple[Ranking, InvertedIndex | Collection]:
     """``clir search``: one query, ranked by ``method`` over an index or a collection
     (a hit's ``docno`` is what the returned store's ``doc`` resolves)."""
@@ -349,4 +358,4 @@ def search(
         weights_version=bundle.active_weights().version,
     )
     store = scorer.collection if isinstance(scorer, CollectionScorer) else scorer.index
-    return scorer.rank(decoded, k, explain=explain), store
+    return scorer.rank(decoded, k, explain=explain, feedback=feedback), store

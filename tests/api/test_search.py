@@ -5,15 +5,23 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from service.collection import build_collection
 from service.data import write_docs
 from service.index import build_docs_index
+from service.index.build import build_params
 from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
 from service.records import Doc
+from service.retrieval.base import get_scorer
+from service.retrieval.feedback import FeedbackParams
+from service.retrieval.query import decode_query
 from tests.api.conftest import MakeClient
+from tests.conftest import TOY_DOCS
 
 HOUSE = "das haus ist groß"
 
@@ -227,3 +235,63 @@ def test_a_lower_bound_total_comes_with_an_upper_bound(client: TestClient) -> No
     assert page["total"] <= full["total"] <= page["total_max"] <= 8  # the toy index's size
     dt = client.post("/v1/search", json={**body, "method": "dt", "k": 1}).json()
     assert dt["total_relation"] == "eq" and dt["total_max"] is None  # exact already
+
+
+# --- feedback (RM3) --------------------------------------------------------------------------
+
+
+def _search(client: TestClient, **body: object) -> dict[str, Any]:
+    r = client.post("/v1/search", json={"query": "das haus ist groß", "lang": "de", **body})
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
+def test_feedback_expands_the_query_and_says_with_what(
+    make_client: MakeClient,
+    toy_bundle: ModelBundle,
+    toy_index: InvertedIndex,
+    method: str,
+) -> None:
+    client = make_client()
+    plain = _search(client, method=method)
+    fb = _search(client, method=method, feedback=True, explain=True)
+    assert plain["expansion"] is None
+    exp = fb["expansion"]
+    assert exp["feedback"] == "rm3(10,10,0.5)" and fb["signature"].endswith("|fb:rm3(10,10,0.5)")
+    # the library's stage, through the service's decode
+    scorer = get_scorer(method, toy_index, bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    ranking = scorer.rank(query, 10, feedback=FeedbackParams())
+    assert [h["id"] for h in fb["results"]] == [h.doc_id for h in ranking.hits]
+    assert [t["term"] for t in exp["terms"]] == [
+        t["term"] for t in ranking.info["expansion"]["terms"]
+    ]
+    assert set(exp["added"]) <= {t["term"] for t in exp["terms"]}
+    assert fb["total"] == scorer.retrieved(ranking, 10, query)[0]
+    for hit in fb["results"]:
+        matched = hit["explanation"]["matched"]
+        assert {m["term"] for m in matched} <= {t["term"] for t in exp["terms"]}
+        for m in matched:  # the snippet marks what the document matched
+            assert toy_index.contains(m["term"], toy_index.docno(hit["id"]))
+
+
+def test_feedback_follows_the_service_default_unless_the_request_says(
+    make_client: MakeClient,
+) -> None:
+    on = make_client(feedback=True, feedback_docs=2, feedback_terms=3, feedback_weight=0.7)
+    assert _search(on)["expansion"]["feedback"] == "rm3(2,3,0.7)"
+    assert _search(on, feedback=False)["expansion"] is None
+
+
+def test_feedback_on_a_collection_is_refused_when_asked_and_skipped_by_default(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    out = tmp_path / "coll"
+    build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
+    asked = make_client(doc_indexes=[out])
+    r = asked.post("/v1/search", json={"query": "das haus", "lang": "de", "feedback": True})
+    assert r.status_code == 422 and "not offered on a sharded collection" in r.json()["detail"]
+    default_on = make_client(doc_indexes=[out], feedback=True)
+    assert _search(default_on)["expansion"] is None

@@ -136,3 +136,21 @@ def test_a_lex_version_serves_bowfd_search_and_leaves_the_bundle_alone(
     capsys.readouterr()
     assert load_bundle(DEMO).active_weights().version == "lost"
     assert bundle_files() == shipped
+
+
+def test_search_and_eval_expand_with_feedback(
+    demo_index: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    base = ["--model", str(DEMO), "--index", str(demo_index), "--method", "dt"]
+    assert main(["search", *base, QUERY, "--json", "--feedback", "--feedback-docs", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["signature"].endswith("|fb:rm3(2,10,0.5)")
+    assert out["info"]["expansion"]["terms"]  # the expanded query is reported
+    assert main(["search", *base, QUERY, "--feedback", "--feedback-weight", "2"]) != 0
+    assert "feedback original_weight must be in [0, 1], got 2" in capsys.readouterr().err
+    queries, qrels = tmp_path / "q.tsv", tmp_path / "qrels.txt"
+    queries.write_text(f"q1\t{QUERY}\n", encoding="utf-8")
+    qrels.write_text("q1 0 t1 1\n", encoding="utf-8")
+    args = ["eval", *base, "--queries", str(queries), "--qrels", str(qrels), "--quiet", "--json"]
+    assert main([*args, "--feedback", "--feedback-terms", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["signature"].endswith("|fb:rm3(10,3,0.5)")
