@@ -1039,3 +1039,45 @@ def test_a_text_over_the_limit_is_explained_in_the_searchers_words(page: WebDriv
     text = page.find_element(By.ID, "alert").text
     assert text == f"Your text is too long: shorten it to at most {MAX_QUERY_CHARS} characters."
     assert "CLIR_" not in text
+
+
+@pytest.mark.browser
+def test_feedback_switch_shows_the_added_words_and_lives_in_the_address(
+    page: WebDriver, live_server: LiveServer
+) -> None:
+    query = "Tabelle sortieren"
+    search(page, query)
+    assert page.find_element(By.ID, "search-expansion").get_attribute("hidden")
+    plain = result_titles(page)
+    page.find_element(By.ID, "search-feedback").click()
+    search(page, query)
+    wait(page).until(lambda d: "fb=1" in d.current_url)
+    api = live_server.post(
+        "/v1/search",
+        {
+            "query": query,
+            "lang": "de",
+            "method": "bowfd",
+            "k": 10,
+            "feedback": True,
+            "explain": True,
+        },
+    )
+    line = page.find_element(By.ID, "search-expansion")
+    assert not line.get_attribute("hidden")
+    assert line.text == "Expanded with feedback: " + " ".join(api["expansion"]["added"])
+    expanded = result_titles(page)
+    assert expanded == [r["title"] for r in api["results"]] and expanded != plain
+    # a result's details name the expanded query's words it matched
+    page.find_element(By.CSS_SELECTOR, "#search-results .explain-toggle").click()
+    details = page.find_element(By.CSS_SELECTOR, "#search-results .explanation").text
+    assert "Matched words of the expanded query:" in details
+    assert all(m["term"] in details for m in api["results"][0]["explanation"]["matched"])
+    # a reload (a shared link) keeps the switch and the expanded results
+    page.refresh()
+    wait(page).until(lambda d: result_titles(d) == expanded)
+    assert page.find_element(By.ID, "search-feedback").is_selected()
+    page.back()  # before the switch: the plain search
+    wait(page).until(lambda d: "fb=1" not in d.current_url and result_titles(d) == plain)
+    assert not page.find_element(By.ID, "search-feedback").is_selected()
+    assert page.find_element(By.ID, "search-expansion").get_attribute("hidden")

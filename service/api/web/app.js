@@ -169,7 +169,9 @@
   function explanationTerms(explanation) {
     const out = [];
     if (!explanation || typeof explanation !== "object") return out;
-    if (Array.isArray(explanation.matched)) {
+    if (explanation.feedback && Array.isArray(explanation.matched)) { // feedback: {term, weight}
+      for (const m of explanation.matched) out.push(String(m.term));
+    } else if (Array.isArray(explanation.matched)) {
       for (const t of explanation.matched) out.push(String(t));
     } else if (Array.isArray(explanation.sentences)) {
       for (const s of explanation.sentences) {
@@ -483,6 +485,7 @@
     params.set("lang", request.lang);
     params.set("method", request.method);
     if (request.k !== 10) params.set("k", String(request.k));
+    if (request.feedback) params.set("fb", "1");
     const page = Math.floor(offset / request.k) + 1;
     if (page > 1) params.set("page", String(page));
     return "?" + params.toString();
@@ -514,6 +517,7 @@
     }
     const k = parseInt(params.get("k") || "10", 10);
     byId("search-k").value = String(Number.isFinite(k) && k > 0 ? k : 10);
+    byId("search-feedback").checked = params.get("fb") === "1";
     const request = readSearchForm();
     const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
     const offset = (page - 1) * request.k;
@@ -530,6 +534,7 @@
       lang: byId("search-lang").value,
       method: byId("search-method").value,
       k: Number.isFinite(k) ? k : 10,
+      feedback: byId("search-feedback").checked,
     };
   }
 
@@ -574,6 +579,18 @@
           el("p", { className: "scores", text: "Translation model " + fmt(s.smt, 2) + " + retrieval " + fmt(s.ir, 2) + " = " + fmt(s.score, 2) }),
         );
       }
+    } else if (explanation.feedback && Array.isArray(explanation.matched)) { // expanded query
+      const added = new Set((explanation.added || []).map(String));
+      const words = explanation.matched.map(function (m) {
+        return m.term + " (" + fmt(m.weight, 3) + (added.has(String(m.term)) ? ", from feedback" : "") + ")";
+      });
+      box.append(
+        el("p", { className: "derivation" }, [
+          el("span", { className: "label", text: "Best translation of the query: " }),
+          markedTranslation(explanation.translation || "", explanation.matched.map(function (m) { return m.term; })),
+        ]),
+        el("p", { className: "matched", text: "Matched words of the expanded query: " + (words.length ? words.join(", ") : "none") }),
+      );
     } else if (Array.isArray(explanation.matched)) { // DT: the 1-best translation
       const terms = explanation.matched.map(String);
       box.append(
@@ -608,6 +625,15 @@
           several ? el("span", { className: "label", text: "Sentence " + (Number(s.sentence) + 1) + ": " }) : null,
           markedTranslation(s.translation || "", terms),
         ]));
+      }
+    } else if (explanation.feedback && Array.isArray(explanation.matched)) { // expanded query
+      const terms = explanation.matched.map(function (m) { return String(m.term); });
+      const added = (explanation.added || []).map(String);
+      box.append(el("p", { className: "derivation" }, [
+        markedTranslation(explanation.translation || "", terms),
+      ]));
+      if (added.length) {
+        box.append(el("p", { className: "matched", text: "Also matched, from feedback: " + added.join(", ") }));
       }
     } else if (Array.isArray(explanation.matched)) { // DT: the query's 1-best translation
       box.append(el("p", { className: "derivation" }, [
@@ -696,6 +722,8 @@
     const translation = byId("search-translation");
     translation.textContent = "";
     translation.hidden = true;
+    byId("search-expansion").textContent = "";
+    byId("search-expansion").hidden = true;
     clear(byId("search-meta"));
     byId("search-details").open = false;
     byId("search-details").hidden = true;
@@ -757,6 +785,13 @@
         el("span", { className: "translation", text: String(response.translation || "") }),
       );
       translation.hidden = false;
+      const expansion = byId("search-expansion");
+      const added = response.expansion && Array.isArray(response.expansion.added) ? response.expansion.added : [];
+      expansion.replaceChildren(
+        el("span", { className: "label", text: "Expanded with feedback: " }),
+        el("span", { className: "translation", text: added.length ? added.join(" ") : "no words added" }),
+      );
+      expansion.hidden = !response.expansion;
       renderMeta(byId("search-meta"), [
         ["Scorer", String(response.signature || "")],
         ["Weights version", String(response.weights_version || "")],
