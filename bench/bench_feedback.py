@@ -19,24 +19,23 @@ Reports MAP, NDCG@10 and MRR per (set, configuration), the share of the ceiling,
 randomization test (10,000 permutations) of each feedback form against its method on AP and
 RR. Writes ``bench/results/feedback_<lang>.json``.
 
-Run: ``.venv/bin/python -m bench.bench_feedback de [--sets paragraph,short,question]
+Run: ``.venv/bin/python -m bench feedback de [--sets paragraph,short,question]
 [--methods dt,psq,bowfd] [--max-queries N] [--docs 10 --terms 10 --weight 0.5]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
 from bench.bench_querysets import QUERYSETS, english_pages, load_set
-from bench.common import RESULTS_DIR, ROOT
+from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_queries
 from service.data.querysets import ceiling_queries, mate
 from service.evaluation import evaluate, randomization_test
@@ -102,14 +101,14 @@ def english_queries(
     return out
 
 
-def main(
-    lang: str,
+def rank_sets(
+    p: Params,
     sets: list[str],
     methods: list[str],
-    max_queries: int | None,
     params: FeedbackParams,
     out: Path,
 ) -> dict[str, Any]:
+    lang, max_queries = p.lang, p.max_queries
     bundle = load_bundle(ROOT / "models" / f"{lang}-en")
     index = load_index(ROOT / "indexes" / "docs")
     decoder = bundle.decoder(DecoderConfig(use_lm=True))
@@ -155,7 +154,9 @@ def main(
         runs.n = len(queries)
         result["sets"][set_name] = summarise(runs, qrels)
         print(markdown_set(lang, set_name, result["sets"][set_name]), file=sys.stderr)
-        out.write_text(json.dumps(result, indent=1) + "\n")  # after every set: partial results
+        signatures = {"bundle": bundle_signature(bundle), "index": result["index"],
+                      "scorers": result["signatures"], "feedback": result["feedback"]}  # fmt: skip
+        write_result(out, result, p, signatures=signatures)  # after every set: partial results
     return result
 
 
@@ -211,21 +212,27 @@ def markdown_set(lang: str, set_name: str, entry: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cli(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("lang", choices=("de", "zh"))
-    ap.add_argument("--sets", default="paragraph,short,question")
-    ap.add_argument("--methods", default="dt,psq,bowfd")
-    ap.add_argument("--max-queries", type=int, default=None)
-    ap.add_argument("--docs", type=int, default=10)
-    ap.add_argument("--terms", type=int, default=10)
-    ap.add_argument("--weight", type=float, default=0.5)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args(argv)
-    out = a.out or RESULTS_DIR / f"feedback_{a.lang}.json"
-    params = FeedbackParams(a.docs, a.terms, a.weight)
-    main(a.lang, a.sets.split(","), a.methods.split(","), a.max_queries, params, out)
+@dataclass(frozen=True)
+class Params:
+    lang: Annotated[Literal["de", "zh"], Help("query language", positional=True)] = "de"
+    sets: Annotated[str, Help("dev sets, comma-separated")] = "paragraph,short,question"
+    methods: Annotated[str, Help("methods, comma-separated")] = "dt,psq,bowfd"
+    max_queries: Annotated[int | None, Help("the first N queries of each set (default: all)")] = (
+        None
+    )
+    docs: Annotated[int, Help("feedback documents")] = 10
+    terms: Annotated[int, Help("expansion terms")] = 10
+    weight: Annotated[float, Help("the original query's weight")] = 0.5
+    out: Annotated[Path | None, Help("result file (default: results/feedback_<lang>.json)")] = None
+
+
+def run(p: Params) -> None:
+    out = p.out or RESULTS_DIR / f"feedback_{p.lang}.json"
+    feedback = FeedbackParams(p.docs, p.terms, p.weight)
+    rank_sets(p, p.sets.split(","), p.methods.split(","), feedback, out)
 
 
 if __name__ == "__main__":
-    cli()
+    from bench.cli import main_for
+
+    main_for("feedback")
