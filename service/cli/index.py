@@ -1,0 +1,239 @@
+"""``clir build-index`` and ``clir docs``: build a BM25 index or a collection, and add, delete
+or merge a collection's documents (:mod:`service.index`, :mod:`service.collection`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from service.cli.common import Registry, VerbAdder
+from service.errors import InvalidInputError
+
+
+def register(verb: VerbAdder) -> None:
+    """The index verbs, in the order ``clir --help`` lists them."""
+    _add_build_index(verb)
+    _add_docs(verb)
+
+
+def _rsj_policies() -> Iterable[str]:
+    from service.index.bm25 import RsjPolicy
+
+    return [policy.value for policy in RsjPolicy]
+
+
+_RSJ_POLICIES = Registry(_rsj_policies)
+
+
+def _add_build_index(verb: VerbAdder) -> None:
+    p = verb("build-index", "Build an inverted BM25 index.", _cmd_build_index)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
+    group.add_argument("--pool", type=Path, help="sentence pool, id<TAB>english (.gz)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--rsj",
+        choices=_RSJ_POLICIES,
+        default="floor",
+        help="terms in more than half the documents (rsj < 0): floor rsj at 0 (default), "
+        "drop their postings, or keep the negative weight",
+    )
+    p.add_argument("--limit", type=int, help="index only the first N records (demo subsets)")
+    p.add_argument("--tokenizer", default="en", help="tokenizer name: en (default, Moses) or regex")
+    p.add_argument(
+        "--analysis",
+        help="analysis chain: steps word, min2, stop, stem joined by '+', or none (default: "
+        "the setting docs_analysis for --docs, none for --pool)",
+    )
+    p.add_argument(
+        "--title-weight",
+        type=int,
+        help="how many times a document's title counts (--docs only; default: the setting "
+        "docs_title_weight)",
+    )
+    p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--shards",
+        type=int,
+        help="build a collection of S shards (documents added and deleted later with clir "
+        "docs; searched like an index) instead of one index",
+    )
+    _add_buffer_flag(p)
+
+
+def _cmd_build_index(args: argparse.Namespace) -> int:
+    from service.index import build_docs_index, build_pool_index
+
+    if args.shards is not None:
+        return _cmd_build_collection(args)
+    if args.docs is None and args.title_weight is not None:
+        raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
+    extra = {"title_weight": args.title_weight} if args.docs is not None else {}
+    build = build_docs_index if args.docs is not None else build_pool_index
+    result = build(
+        args.docs if args.docs is not None else args.pool,
+        args.out,
+        **extra,
+        tokenizer=args.tokenizer,
+        rsj_policy=args.rsj,
+        analysis=args.analysis,
+        limit=args.limit,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    if result.skipped:
+        print(
+            f"{args.out}: up to date (same source checksum and settings); --force rebuilds",
+            file=sys.stderr,
+        )
+    counts = result.manifest["counts"]
+    payload = {
+        "index": str(args.out),
+        "skipped": result.skipped,
+        "seconds": round(result.seconds, 3),
+        **{k: counts[k] for k in ("n_docs", "n_terms", "n_postings", "avdl")},
+        "negative_rsj_terms": counts["negative_rsj_terms"],
+        "rsj": result.manifest["build"]["rsj"],
+        "tokenizer": result.manifest["build"]["tokenizer"],
+        "analysis": result.manifest["build"]["analysis"],
+    }
+    print(json.dumps(payload, sort_keys=True))
+    return 0
+
+
+def _cmd_build_collection(args: argparse.Namespace) -> int:
+    from service.collection import build_collection
+    from service.index.build import build_params
+
+    t0 = time.perf_counter()
+    source = args.docs if args.docs is not None else args.pool
+    pool = args.docs is None  # a sentence pool: token ids kept, as in its index
+    if pool and args.title_weight is not None:
+        raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
+    params = build_params(
+        "pool" if pool else "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj,
+        analysis=args.analysis, title_weight=args.title_weight, limit=args.limit,
+        source_name=source.name, keep_tokens=pool,
+    )  # fmt: skip
+    docs = _read_records(source, pool)
+    if args.limit is not None:
+        docs = islice(docs, args.limit)
+    summary = build_collection(
+        _docs_progress(docs, not args.quiet), args.out, params, shards=args.shards,
+        buffer_mb=_buffer_mb(args), workers=args.workers,
+    )  # fmt: skip
+    payload = {
+        "collection": str(args.out), "shards": args.shards, "n_docs": summary.n_docs,
+        "seconds": round(time.perf_counter() - t0, 3), "analysis": params.analysis,
+        "rsj": params.rsj,
+    }  # fmt: skip
+    print(json.dumps(payload, sort_keys=True))
+    return 0
+
+
+def _add_buffer_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes that tokenise and index documents (a collection; default 1)",
+    )
+    p.add_argument(
+        "--buffer-mb",
+        type=float,
+        help="text buffered before a segment is written (bounds memory; default: the "
+        "setting segment_buffer_mb)",
+    )
+
+
+def _buffer_mb(args: argparse.Namespace) -> float:
+    from service.settings import get_settings
+
+    return float(args.buffer_mb if args.buffer_mb is not None else get_settings().segment_buffer_mb)
+
+
+def _read_records(path: Path, pool: bool) -> Iterator[Any]:
+    """Documents of a JSONL(.gz) file, or the sentences of a pool file (``id<TAB>english``)."""
+    from service.data import read_docs, read_pool
+    from service.records import Doc
+
+    if pool:
+        return (Doc(s.id, "", s.text, "") for s in read_pool(path))
+    return iter(read_docs(path))
+
+
+def _docs_progress(docs: Iterable[Any], enabled: bool) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    yield from tqdm(docs, desc="documents", unit=" docs", file=sys.stderr, disable=not enabled)
+
+
+def _add_docs(verb: VerbAdder) -> None:
+    p = verb(
+        "docs",
+        "Add (or replace), delete or merge documents of a collection; each commits at once.",
+        _cmd_docs,
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add documents; an id already there is replaced")
+    source = add.add_mutually_exclusive_group(required=True)
+    source.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
+    source.add_argument("--pool", type=Path, help="pool sentences, id<TAB>english")
+    delete = actions.add_parser("delete", help="delete documents by id")
+    delete.add_argument("ids", nargs="*", help="document ids")
+    delete.add_argument("--ids-file", type=Path, help="ids to delete, one per line")
+    merge = actions.add_parser("merge", help="merge each shard's smallest segments")
+    for q in (add, delete, merge):
+        q.add_argument("--index", type=Path, required=True, help="the collection directory")
+        q.add_argument(
+            "--max-segments",
+            type=int,
+            default=8,
+            help="merge a shard's smallest segments while it has more (default 8)",
+        )
+        q.add_argument("--no-merge", action="store_true", help="do not merge afterwards")
+        q.add_argument("--quiet", action="store_true", help="no progress bar")
+        _add_buffer_flag(q)
+
+
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from service.collection import CollectionWriter, is_collection
+
+    if not is_collection(args.index):
+        raise InvalidInputError(
+            f"{args.index} is not a collection (no collection.json); build one with "
+            "clir build-index --docs F --out DIR --shards S"
+        )
+    with CollectionWriter(args.index, buffer_mb=_buffer_mb(args), workers=args.workers) as writer:
+        payload: dict[str, Any] = {"action": args.action}
+        if args.action == "add":
+            pool = args.docs is None
+            records = _read_records(args.docs if not pool else args.pool, pool)
+            payload["read"] = writer.add(_docs_progress(records, not args.quiet))
+        elif args.action == "delete":
+            ids = list(args.ids)
+            if args.ids_file is not None:
+                ids += [x.strip() for x in args.ids_file.read_text("utf-8").splitlines()]
+            ids = [x for x in ids if x]
+            if not ids:
+                raise InvalidInputError("clir docs delete needs ids (arguments or --ids-file)")
+            payload["not_found"] = writer.delete(ids)
+        if args.action in ("add", "delete"):
+            summary = writer.commit()
+            payload.update(summary.__dict__)
+        if not args.no_merge:
+            payload["merged_into"] = writer.merge(max_segments=args.max_segments)
+        commit = writer.commit_manifest
+        payload.update(
+            generation=commit.generation, n_docs=commit.n_docs, segments=len(commit.segments)
+        )
+    print(json.dumps(payload, sort_keys=True, default=str))
+    return 0

@@ -1,0 +1,315 @@
+"""``clir translate``, ``search``, ``eval``, ``eval-tr`` and ``run``: a model's translations, a
+retrieval method's rankings, and their evaluation on a query set
+(:mod:`service.mt.translate`, :mod:`service.retrieval.runner`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from service.cli.common import Registry, VerbAdder
+from service.errors import InvalidInputError
+
+
+def register(verb: VerbAdder) -> None:
+    """The query verbs, in the order ``clir --help`` lists them."""
+    _add_translate(verb)
+    _add_search(verb)
+    _add_eval(verb)
+    _add_eval_tr(verb)
+    _add_run(verb)
+
+
+def _document_methods() -> Iterable[str]:
+    from service.retrieval.base import document_methods
+
+    return document_methods()
+
+
+_METHODS = Registry(_document_methods)
+
+
+def _add_param_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a scorer parameter, repeatable (e.g. PSQ: lam=0.4 lower=0 cumulative=1 nbest=1000)",
+    )
+
+
+def _params(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``--param key=value`` options as keyword arguments (numbers parsed)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--param {pair!r}: expected key=value")
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        if raw in ("true", "false"):
+            value = raw == "true"
+        out[key.replace("-", "_")] = value
+    return out
+
+
+def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--feedback",
+        action="store_true",
+        help="expand the query with RM3 pseudo-relevance feedback (the method's top documents)",
+    )
+    p.add_argument("--feedback-docs", type=int, default=10, help="RM3: feedback documents")
+    p.add_argument("--feedback-terms", type=int, default=10, help="RM3: expansion terms")
+    p.add_argument(
+        "--feedback-weight", type=float, default=0.5, help="RM3: the original query's share"
+    )
+
+
+def _feedback(args: argparse.Namespace) -> Any:
+    """RM3's parameters from the feedback flags, or None without ``--feedback``."""
+    if not args.feedback:
+        return None
+    from service.retrieval.feedback import FeedbackParams
+
+    return FeedbackParams(args.feedback_docs, args.feedback_terms, args.feedback_weight)
+
+
+def _print_metrics(payload: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(payload, sort_keys=True))
+    else:
+        for name, value in payload.items():
+            print(f"{name:<26}{value}")
+
+
+def _add_translate(verb: VerbAdder) -> None:
+    p = verb("translate", "Translate text (or stdin lines) with a model.", _cmd_translate)
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("text", nargs="?", help="text to translate; without it, one line per stdin line")
+    p.add_argument("--nbest", type=int, default=1, help="print the N best distinct translations")
+    p.add_argument("--pop-limit", type=int)
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from service.mt.bundle import load_bundle
+    from service.mt.decoder import DecoderConfig
+    from service.mt.translate import translate_text
+    from service.settings import get_settings
+
+    bundle = load_bundle(args.model)
+    config = DecoderConfig(
+        pop_limit=args.pop_limit or get_settings().pop_limit, use_lm=not args.no_lm
+    )
+    lines = [args.text] if args.text is not None else (ln.rstrip("\n") for ln in sys.stdin)
+    for k, line in enumerate(lines):
+        if not line.strip():
+            print()
+            continue
+        # stdin mode: one input line -> one output line (no sentence splitting)
+        result = translate_text(
+            bundle, line, nbest=args.nbest, config=config, split=args.text is not None
+        )
+        if args.nbest == 1:
+            print(" ".join(" ".join(s.best.tokens) for s in result))
+            continue
+        for s in result:
+            for d in s.nbest:
+                feats = " ".join(f"{n}={v:.4g}" for n, v in sorted(d.features.items()))
+                print(f"{k} ||| {' '.join(d.tokens)} ||| {feats} ||| {d.score:.4f}")
+    return 0
+
+
+def _add_search(verb: VerbAdder) -> None:
+    p = verb("search", "Search the document index with a foreign query.", _cmd_search)
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
+    p.add_argument("query")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--explain", action="store_true", help="print each hit's explanation")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_param_flag(p)
+    _add_feedback_flags(p)
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from service.retrieval.explain import explanation_json
+    from service.retrieval.runner import search
+
+    ranking, index = search(
+        args.model,
+        args.index,
+        args.method,
+        args.query,
+        args.k,
+        use_lm=not args.no_lm,
+        explain=args.explain,
+        params=_params(args.param),
+        feedback=_feedback(args),
+    )
+    if args.json:
+        # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
+        # written against 0.1 and go in 0.2
+        results = [
+            {
+                "rank": r,
+                "id": h.doc_id,
+                "doc_id": h.doc_id,
+                "title": index.doc(h.docno).title,
+                "score": h.score,
+                **({"explanation": explanation_json(h.explanation)} if args.explain else {}),
+            }
+            for r, h in enumerate(ranking.hits, 1)
+        ]
+        payload = {
+            "signature": ranking.signature,
+            "info": ranking.info,
+            "results": results,
+            "hits": results,
+            "deprecated": {"hits": "results", "doc_id": "id"},
+        }
+        print(json.dumps(payload))
+        return 0
+    print(f"# {ranking.signature}", file=sys.stderr)
+    for r, h in enumerate(ranking.hits, 1):
+        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{index.doc(h.docno).title}")
+        if args.explain and h.explanation is not None:
+            print(f"\t{json.dumps(h.explanation.to_json(), ensure_ascii=False)}")
+    return 0
+
+
+def _add_eval(verb: VerbAdder) -> None:
+    p = verb("eval", "Evaluate a retrieval method on a query set.", _cmd_eval)
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
+    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("--run-out", type=Path, help="write the ranking (depth 1000) as a TREC run")
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true")
+    _add_param_flag(p)
+    _add_feedback_flags(p)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import evaluate_method
+
+    payload = evaluate_method(
+        args.model,
+        args.index,
+        args.method,
+        args.queries,
+        args.qrels,
+        use_lm=not args.no_lm,
+        run_out=args.run_out,
+        limit=args.limit,
+        progress=not args.quiet,
+        params=_params(args.param),
+        feedback=_feedback(args),
+    )
+    _print_metrics(payload, args.json)
+    return 0
+
+
+def _add_eval_tr(verb: VerbAdder) -> None:
+    p = verb("eval-tr", "Evaluate translation retrieval on a query set.", _cmd_eval_tr)
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--pool", type=Path, required=True)
+    p.add_argument("--queries", type=Path, required=True)
+    p.add_argument("--qrels", type=Path, required=True)
+    p.add_argument("--nbest", type=int, choices=[1, 5, 10], default=5)
+    p.add_argument("--no-levenshtein", action="store_true")
+    p.add_argument(
+        "--max-candidates",
+        type=int,
+        default=1000,
+        help="per translation, re-score only the M best pool sentences by cosine (default 1000)",
+    )
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--run-out", type=Path, help="write the top 10 per query as a TREC run")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true")
+
+
+def _cmd_eval_tr(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import evaluate_tr
+
+    payload = evaluate_tr(
+        args.model,
+        args.pool,
+        args.queries,
+        args.qrels,
+        nbest=args.nbest,
+        levenshtein=not args.no_levenshtein,
+        limit=args.limit,
+        max_candidates=args.max_candidates,
+        use_lm=not args.no_lm,
+        run_out=args.run_out,
+        progress=not args.quiet,
+    )
+    _print_metrics(payload, args.json)
+    return 0
+
+
+def _add_run(verb: VerbAdder) -> None:
+    p = verb(
+        "run",
+        "Rank every topic of a query file and write a TREC run (no judgments needed).",
+        _cmd_run,
+    )
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--method", choices=_METHODS, default="bowfd")
+    p.add_argument(
+        "--topics", "--queries", type=Path, required=True, help="topics, qid<TAB>text per line"
+    )
+    p.add_argument(
+        "--output", "--out", type=Path, required=True, help="the run: qid Q0 docid rank score tag"
+    )
+    p.add_argument("--tag", help="run tag, one word (default: the method)")
+    p.add_argument("--hits", type=int, default=1000, help="documents per topic (default 1000)")
+    p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument("--limit", type=int, help="run only the first N topics")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_param_flag(p)
+    _add_feedback_flags(p)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from service.retrieval.runner import run_topics
+
+    payload = run_topics(
+        args.model,
+        args.index,
+        args.method,
+        args.topics,
+        args.output,
+        tag=args.tag,
+        hits=args.hits,
+        use_lm=not args.no_lm,
+        limit=args.limit,
+        progress=not args.quiet,
+        params=_params(args.param),
+        feedback=_feedback(args),
+    )
+    for qid, reason in payload["failed"].items():
+        print(f"note: topic {qid} has no run lines: {reason}", file=sys.stderr)
+    print(json.dumps(payload, sort_keys=True))
+    return 0
