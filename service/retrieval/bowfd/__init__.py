@@ -25,10 +25,10 @@ cannot enter the top k). One module per concern:
 * :mod:`.features` — the IR feature names (``IR_BM25``, ``ir:<term>``) and the per-term
   weights δ_t;
 * :mod:`.prepare` — a sentence's forest joined with the index: SMT edge weights, beam, the
-  live forest, the candidates (:class:`PreparedSentence`);
+  live forest, the candidates (:class:`PreparedSentence`), the per-term weights attached;
 * :mod:`.reference` — the paper's procedure, the oracle;
-* :mod:`.kernels` — the compiled kernels and the block search;
-* :mod:`.ranking` — the bounds and one sentence's top ``k``;
+* :mod:`.kernels` — the compiled kernels over arrays (and the boards searches share);
+* :mod:`.ranking` — the block search, the bounds and one sentence's top ``k``;
 * :mod:`.combine` — multi-sentence queries (product of experts, §3);
 * :mod:`.derivation` — a document's best derivation (explanations, feature vectors);
 * :mod:`.scorer` — :class:`BowFdScorer`, the ``bowfd`` method of the scorer registry.
@@ -42,9 +42,7 @@ from service.retrieval.bowfd.features import (
     ir_term_feature,
     is_ir_term_feature,
     term_bonus,
-    with_term_weights,
 )
-from service.retrieval.bowfd.kernels import fast_scores
 from service.retrieval.bowfd.prepare import (
     PreparedForest,
     PreparedSentence,
@@ -53,10 +51,12 @@ from service.retrieval.bowfd.prepare import (
     prepare_forest,
     prepare_sentence,
     smt_edge_weights,
+    with_term_weights,
 )
 from service.retrieval.bowfd.ranking import (
     SentenceRanking,
     doc_bounds,
+    fast_scores,
     rank_sentence,
     reference_bounds,
     top_k_order,

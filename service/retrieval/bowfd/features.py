@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError
 from service.forest.hypergraph import FloatArray
-
-if TYPE_CHECKING:
-    from service.retrieval.bowfd.prepare import PreparedForest
-
-_Prep = TypeVar("_Prep", bound="PreparedForest")
 
 IR_FEATURE = "IR_BM25"  # Σ_{t ∈ h} bm25(t, d): the feature whose weight is v
 IR_TERM_PREFIX = "ir:"  # ir:<term>: bm25(term, d) per occurrence in h; weight δ_term (added to v)
@@ -62,12 +56,3 @@ def term_deltas(terms: Sequence[str], weights: Mapping[str, float]) -> FloatArra
         bad = [t for t, x in zip(terms, delta.tolist(), strict=True) if not math.isfinite(x)]
         raise ConfigurationError(f"per-term IR weights must be finite; not for {bad[:5]}")
     return delta if np.any(delta != 0.0) else None
-
-
-def with_term_weights(prep: _Prep, weights: Mapping[str, float]) -> _Prep:
-    """``prep`` with the per-term IR weights (``ir:<term>``) of ``weights`` attached
-    (``weights`` may hold other features too; an empty map reads no term names)."""
-    if not weights and prep.term_delta is None:
-        return prep
-    delta = term_deltas(list(prep.term_names), weights)
-    return prep if delta is None and prep.term_delta is None else replace(prep, term_delta=delta)

@@ -11,24 +11,22 @@ The other kernels serve the preparation (:mod:`service.retrieval.bowfd.prepare`)
 Viterbi outside scores (:func:`_outside_kernel`), the most occurrences of each term in one
 derivation (:func:`_max_count_kernel`) and the grouping of postings by document
 (:func:`_scatter_kernel`). Every kernel is a plain function compiled on first use
-(:func:`service.jit.compiled`, through :func:`_kernel`): importing this module does not import
-numba.
+(:func:`service.jit.compiled`, through :func:`kernel`): importing this module does not import
+numba. The searches that call the kernels on a prepared sentence are in
+:mod:`service.retrieval.bowfd.ranking` (the block pass, the bounds) and
+:mod:`service.retrieval.bowfd.prepare` (the outside scores, the counts, the grouping).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from service.forest.hypergraph import FloatArray, HypergraphBuilder, IntArray
+from service.forest.hypergraph import FloatArray, IntArray
 from service.index.inverted import Int32Array
 from service.jit import compiled
-
-if TYPE_CHECKING:
-    from service.retrieval.bowfd.prepare import PreparedSentence
 
 
 def _outside_kernel(
@@ -331,7 +329,7 @@ _PY_KERNELS: dict[str, Any] = {
 }
 
 
-def _kernel(name: str) -> Any:
+def kernel(name: str) -> Any:
     """The kernel ``name`` compiled by numba (lazily; cached on disk)."""
     return compiled(_PY_KERNELS[name])
 
@@ -401,86 +399,6 @@ def bound_margin(viterbi: float) -> float:
     return _EPS * (1.0 + abs(viterbi))
 
 
-def fast_bounds(
-    prep: PreparedSentence, rows: FloatArray, factor: float
-) -> tuple[FloatArray, FloatArray]:
-    """Every candidate's lower and upper bound (:func:`_bounds_kernel`) from its IR rows
-    (``prep.ir_rows(v)``)."""
-    n = len(prep.docs)
-    lower, upper = np.empty(n), np.empty(n)
-    if n:
-        _kernel("bounds")(
-            prep.doc_ptr, prep.doc_terms, np.ascontiguousarray(rows, dtype=np.float64),
-            prep.best_through, prep.max_count, float(factor), float(prep.viterbi), lower, upper,
-        )  # fmt: skip
-    return lower, upper
-
-
-def _seed(scores: FloatArray | None, k: int) -> FloatArray:
-    """The ``k`` best of ``scores``, ascending (the kernel's heap starts with them)."""
-    if scores is None or k == 0:
-        return np.zeros(0)
-    return np.ascontiguousarray(np.sort(np.asarray(scores, dtype=np.float64))[-k:])
-
-
-def _run(
-    prep: PreparedSentence,
-    v: float,
-    order: IntArray,
-    *,
-    upper: FloatArray | None = None,
-    theta0: float = -np.inf,
-    k: int = 0,
-    block: int = DEFAULT_BLOCK,
-    board: Board | None = None,
-    seed: FloatArray | None = None,
-    ir: tuple[FloatArray, float] | None = None,
-) -> tuple[FloatArray, int]:
-    """``ir``: ``prep.ir_rows(v)`` when the caller has it already."""
-    f = prep.live
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    out = np.empty(len(order), dtype=np.float64)
-    bounded = upper is not None
-    ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
-    eps = bound_margin(prep.viterbi)
-    rows, factor = prep.ir_rows(v) if ir is None else ir
-    scored = _kernel("block")(
-        f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
-        prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
-        prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
-        ub, float(theta0), int(k), eps, out, *(_NO_BOARD if board is None else board.args(k)),
-        _seed(seed, k if bounded else 0),
-    )  # fmt: skip
-    return out, int(scored)
-
-
-def fast_scores(
-    prep: PreparedSentence, v: float, which: IntArray | None = None, block: int = DEFAULT_BLOCK
-) -> FloatArray:
-    """Exact scores of the candidates ``prep.docs[which]`` (default: all), without pruning;
-    equal to :func:`~service.retrieval.bowfd.reference.reference_scores`."""
-    if which is None:
-        which = np.arange(len(prep.docs), dtype=np.int64)
-    return _run(prep, v, which, block=block)[0]
-
-
-def warm_up() -> float:
-    """Compile (or load from numba's on-disk cache) every kernel on a tiny forest and index,
-    to keep that cost (about 1 s; several the first time ever) off the request path.
-    Returns the seconds it took."""
-    from service.index.build import build_in_memory
-    from service.records import Doc
-    from service.retrieval.bowfd.prepare import prepare_sentence
-    from service.retrieval.bowfd.ranking import rank_sentence
-
-    t0 = time.perf_counter()
-    docs = [Doc("w0", "", "a"), Doc("w1", "", "b"), Doc("w2", "", "c")]
-    index = build_in_memory(docs, str.split)
-    builder = HypergraphBuilder()
-    x = builder.add_node("X", (0, 1))
-    builder.add_edge(x, [], ["a"], {"f": 1.0})
-    builder.add_edge(x, [], ["b", "a"], {"f": 0.5})
-    hg = builder.build(x)
-    prep = prepare_sentence(hg, hg.edge_weights({"f": 1.0}), index)
-    rank_sentence(prep, 1.0, 1)
-    return time.perf_counter() - t0
+def board_args(board: Board | None, k: int) -> tuple[FloatArray, int, IntArray, IntArray]:
+    """The block kernel's board arguments: ``board``'s for a top ``k``, or none shared."""
+    return _NO_BOARD if board is None else board.args(k)

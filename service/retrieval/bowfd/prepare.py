@@ -42,8 +42,8 @@ from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores
 from service.index.inverted import Int32Array, InvertedIndex
-from service.retrieval.bowfd.features import term_bonus
-from service.retrieval.bowfd.kernels import _kernel
+from service.retrieval.bowfd.features import term_bonus, term_deltas
+from service.retrieval.bowfd.kernels import kernel
 from service.retrieval.lex import LexFeatures
 
 
@@ -178,7 +178,7 @@ class PreparedForest:
     are the live edges carrying ``t``. ``hypergraph`` and ``smt`` are the (beam-pruned) forest
     and its SMT edge weights. ``term_delta`` holds the per-term IR weights δ_t (term ``t``
     earns ``(v + δ_t)·bm25``) or is None when every δ_t is 0 (see
-    :func:`~service.retrieval.bowfd.features.with_term_weights`).
+    :func:`with_term_weights`).
     """
 
     hypergraph: Hypergraph
@@ -241,6 +241,18 @@ class PreparedSentence(PreparedForest):
         return self.smt + v * bonus
 
 
+_Prep = TypeVar("_Prep", bound=PreparedForest)
+
+
+def with_term_weights(prep: _Prep, weights: Mapping[str, float]) -> _Prep:
+    """``prep`` with the per-term IR weights (``ir:<term>``) of ``weights`` attached
+    (``weights`` may hold other features too; an empty map reads no term names)."""
+    if not weights and prep.term_delta is None:
+        return prep
+    delta = term_deltas(list(prep.term_names), weights)
+    return prep if delta is None and prep.term_delta is None else replace(prep, term_delta=delta)
+
+
 def _csr(keys: IntArray, values: IntArray, n: int) -> tuple[IntArray, IntArray]:
     """CSR rows ``0..n-1`` from (row, value) pairs, duplicates removed, values ascending."""
     if len(keys) == 0:
@@ -257,7 +269,7 @@ def live_forest(hg: Hypergraph, smt: FloatArray, word_local: IntArray) -> LiveFo
     inside, _ = viterbi_scores(hg, smt)
     outside = np.empty(a.num_nodes, dtype=np.float64)
     through = np.empty(a.num_edges, dtype=np.float64)
-    _kernel("outside")(
+    kernel("outside")(
         a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, smt, inside, a.goal, outside, through
     )
     if inside[a.goal] == -np.inf:
@@ -324,7 +336,7 @@ def _candidates(
     slot[docs] = doc_ptr[:-1]
     doc_terms = np.empty(len(all_docs), dtype=np.int64)
     doc_weights = np.empty(len(all_docs), dtype=np.float64)
-    _kernel("scatter")(all_docs, all_terms, all_w, slot, doc_terms, doc_weights)
+    kernel("scatter")(all_docs, all_terms, all_w, slot, doc_terms, doc_weights)
     return docs, doc_ptr, doc_terms, doc_weights
 
 
@@ -366,7 +378,7 @@ def prepare_forest(
     term_edge_ptr, term_edges = _csr(live.occ_term[hit], edge_of_occ[hit], n_terms)
     max_count = np.zeros(n_terms, dtype=np.float64)
     if n_terms and len(live.edges):
-        _kernel("max_count")(
+        kernel("max_count")(
             live.in_ptr, live.in_edges, live.tail_ptr, live.tail_nodes, live.occ_ptr,
             live.occ_term, live.goal, max_count,
         )  # fmt: skip

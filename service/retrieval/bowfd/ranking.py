@@ -4,7 +4,7 @@ With v ≥ 0 (all bonuses ≥ 0) bounds skip documents that cannot enter the top
 (:func:`doc_bounds`): lower bound = the best SMT derivation producing one of the document's terms
 plus that term's bonus; upper bound = max over the document's terms t_i, ordered by the best SMT
 score g_i of a derivation producing them, of g_i + v·Σ_{j≤i} max_count_j·bm25(t_j, d). Documents
-are scored (:func:`service.retrieval.bowfd.kernels._run`, the block pass) by descending upper
+are scored (:func:`block_scores`, the block pass) by descending upper
 bound until it falls below the k-th best score known (about 1–2k of 16k candidates for k=1000;
 bench/bench_bowfd.py records the measurements). Scores are in the log domain (max-plus), ties
 broken by ascending document number.
@@ -20,8 +20,74 @@ import numpy as np
 
 from service.forest.hypergraph import FloatArray, IntArray
 from service.index.inverted import Int32Array
-from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, Board, _run, bound_margin, fast_bounds
+from service.retrieval.bowfd.kernels import DEFAULT_BLOCK, Board, board_args, bound_margin, kernel
 from service.retrieval.bowfd.prepare import PreparedSentence
+
+
+def fast_bounds(
+    prep: PreparedSentence, rows: FloatArray, factor: float
+) -> tuple[FloatArray, FloatArray]:
+    """Every candidate's lower and upper bound (the kernel ``bounds``) from its IR rows
+    (``prep.ir_rows(v)``)."""
+    n = len(prep.docs)
+    lower, upper = np.empty(n), np.empty(n)
+    if n:
+        kernel("bounds")(
+            prep.doc_ptr, prep.doc_terms, np.ascontiguousarray(rows, dtype=np.float64),
+            prep.best_through, prep.max_count, float(factor), float(prep.viterbi), lower, upper,
+        )  # fmt: skip
+    return lower, upper
+
+
+def _seed(scores: FloatArray | None, k: int) -> FloatArray:
+    """The ``k`` best of ``scores``, ascending (the kernel's heap starts with them)."""
+    if scores is None or k == 0:
+        return np.zeros(0)
+    return np.ascontiguousarray(np.sort(np.asarray(scores, dtype=np.float64))[-k:])
+
+
+def block_scores(
+    prep: PreparedSentence,
+    v: float,
+    order: IntArray,
+    *,
+    upper: FloatArray | None = None,
+    theta0: float = -np.inf,
+    k: int = 0,
+    block: int = DEFAULT_BLOCK,
+    board: Board | None = None,
+    seed: FloatArray | None = None,
+    ir: tuple[FloatArray, float] | None = None,
+) -> tuple[FloatArray, int]:
+    """The block pass (the kernel ``block`` of :mod:`~service.retrieval.bowfd.kernels`) over
+    the candidates ``order`` of ``prep``: their scores, and how many were scored before the
+    bounds stopped the pass (with ``upper``, ``theta0`` and ``k``; ``board``, ``seed``: see
+    :func:`rank_sentence`). ``ir``: ``prep.ir_rows(v)`` when the caller has it already."""
+    f = prep.live
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    out = np.empty(len(order), dtype=np.float64)
+    bounded = upper is not None
+    ub = upper if upper is not None else np.zeros(len(prep.docs), dtype=np.float64)
+    eps = bound_margin(prep.viterbi)
+    rows, factor = prep.ir_rows(v) if ir is None else ir
+    scored = kernel("block")(
+        f.in_ptr, f.in_edges, f.tail_ptr, f.tail_nodes, f.occ_ptr, f.occ_term,
+        prep.term_edge_ptr, prep.term_edges, f.smt, f.goal,
+        prep.doc_ptr, prep.doc_terms, rows, float(factor), order, int(block), bounded,
+        ub, float(theta0), int(k), eps, out, *board_args(board, k),
+        _seed(seed, k if bounded else 0),
+    )  # fmt: skip
+    return out, int(scored)
+
+
+def fast_scores(
+    prep: PreparedSentence, v: float, which: IntArray | None = None, block: int = DEFAULT_BLOCK
+) -> FloatArray:
+    """Exact scores of the candidates ``prep.docs[which]`` (default: all), without pruning;
+    equal to :func:`~service.retrieval.bowfd.reference.reference_scores`."""
+    if which is None:
+        which = np.arange(len(prep.docs), dtype=np.int64)
+    return block_scores(prep, v, which, block=block)[0]
 
 
 def doc_bounds(prep: PreparedSentence, v: float) -> tuple[FloatArray, FloatArray]:
@@ -112,7 +178,7 @@ def rank_sentence(
         # only candidates whose bound reaches θ0 can be scored (θ only rises): sort those
         keep = np.flatnonzero(upper >= theta0 - bound_margin(prep.viterbi))
         order = keep[np.argsort(-upper[keep], kind="stable")]
-        out, scored = _run(
+        out, scored = block_scores(
             prep, v, order, upper=upper, theta0=theta0, k=k, block=block, board=board,
             seed=seed, ir=(rows, factor),
         )  # fmt: skip
@@ -120,7 +186,7 @@ def rank_sentence(
         bounded = {"theta0": theta0, "above_theta0": len(order)}
     else:
         cand = np.arange(n, dtype=np.int64)
-        scores, scored = _run(prep, v, cand, block=block, ir=(rows, factor))
+        scores, scored = block_scores(prep, v, cand, block=block, ir=(rows, factor))
         bounded = {}
     docs = prep.docs[cand]
     pos = top_k_order(docs, scores, k)

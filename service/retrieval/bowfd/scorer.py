@@ -35,7 +35,6 @@ from service.retrieval.bowfd.features import (
     IR_FEATURE,
     ir_term_feature,
     is_ir_term_feature,
-    with_term_weights,
 )
 from service.retrieval.bowfd.kernels import Board
 from service.retrieval.bowfd.prepare import (
@@ -45,6 +44,7 @@ from service.retrieval.bowfd.prepare import (
     join_index,
     prepare_forest,
     smt_edge_weights,
+    with_term_weights,
 )
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.bowfd.reference import reference_scores
