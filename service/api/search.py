@@ -50,7 +50,7 @@ from service.errors import InvalidInputError
 from service.index.analysis import LONG_STOPWORDS, is_word
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.dt import one_best
+from service.retrieval.base import one_best
 from service.retrieval.explain import explanation_json
 from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
 from service.settings import Settings

@@ -50,12 +50,20 @@ from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, get_scorer
+from service.retrieval.base import (
+    DecodedQuery,
+    Hit,
+    Ranking,
+    Relation,
+    Scorer,
+    get_scorer,
+    one_best,
+)
 from service.retrieval.bowfd.kernels import Board, board_ranks
 from service.retrieval.bowfd.prepare import PreparedForest
 from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
-from service.retrieval.dt import DirectTranslation, one_best
+from service.retrieval.dt import DirectTranslation
 from service.retrieval.explain import Explanation, TrExplanation
 from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
 from service.retrieval.psq import ProbabilisticStructuredQuery

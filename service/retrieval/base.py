@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from service.errors import ConfigurationError, InvalidInputError
+from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
 from service.retrieval.explain import Explanation
@@ -42,6 +43,12 @@ class DecodedQuery:
     weights: Mapping[str, float]
     weights_version: str
     degraded: str | None = None  # why the decode was cut short (time budget), if it was
+
+
+def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
+    """The Viterbi translation of each sentence of ``query`` (DT's query, the translation a
+    search answers with, feedback's starting point)."""
+    return [fast_viterbi(f.hypergraph, query.weights).tokens for f in query.forests]
 
 
 Relation = Literal["eq", "gte"]  # a count that is exact, or a lower bound
@@ -109,7 +116,6 @@ class Scorer(ABC):
     def _rank_with_feedback(
         self, query: DecodedQuery, k: int, explain: bool, feedback: FeedbackParams
     ) -> Ranking:
-        from service.retrieval.dt import one_best
         from service.retrieval.explain import FeedbackExplanation
         from service.retrieval.feedback import (
             as_mapping,

@@ -15,15 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
-from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
+from service.retrieval.base import (
+    DecodedQuery,
+    Hit,
+    Ranking,
+    Relation,
+    Scorer,
+    one_best,
+    register,
+)
 from service.retrieval.explain import DtExplanation
 
-
-def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
-    """The Viterbi translation of each sentence of ``query``."""
-    return [fast_viterbi(f.hypergraph, query.weights).tokens for f in query.forests]
+__all__ = ["DirectTranslation", "matched_terms", "one_best"]
 
 
 def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[str]:
