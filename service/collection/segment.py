@@ -36,8 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from service.collection.terms import TermDictionary
+from service.csr import ptr_from_counts
 from service.errors import DataFormatError
-from service.forest.csr import ptr_from_counts
 from service.index.build import BuildParams, build_arrays
 from service.index.inverted import InvertedIndex, ScoringStats
 from service.index.storage import load_arrays, read_manifest, write_index_dir

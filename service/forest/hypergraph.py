@@ -27,8 +27,8 @@ from typing import Any, TypeVar, overload
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import ptr_from_counts
 from service.errors import InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.mt.rules import nt_index
 from service.records import Translation
 

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from service.csr import ptr_from_counts
 from service.errors import ConfigurationError
-from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import (
     Derivation,
     DerivationNode,

@@ -64,7 +64,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.forest.csr import ptr_from_counts
+from service.csr import ptr_from_counts
 from service.forest.hypergraph import DerivationNode
 
 IntArray = NDArray[np.int64]

@@ -38,9 +38,9 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from service.arraydir import sha256_file
+from service.csr import ptr_from_counts
 from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
-from service.forest.csr import ptr_from_counts
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.inverted import InvertedIndex

@@ -15,8 +15,8 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
+from service.csr import ptr_from_counts
 from service.errors import DataFormatError
-from service.forest.csr import ptr_from_counts
 
 SEP = "\n"
 

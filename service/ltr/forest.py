@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from service.forest.csr import gather_rows, ptr_from_counts
+from service.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.index.inverted import InvertedIndex
 from service.jit import compiled

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import (
     Hyperedge,
     Hypergraph,

@@ -62,13 +62,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import ptr_from_counts
 from service.errors import (
     ConfigurationError,
     InputTooLargeError,
     InternalError,
     InvalidInputError,
 )
-from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.lm import (

@@ -52,12 +52,12 @@ import numpy.typing as npt
 
 from service import arraydir
 from service.arraydir import MANIFEST
+from service.csr import ptr_from_counts
 from service.errors import (
     ConfigurationError,
     DataFormatError,
     InvalidInputError,
 )
-from service.forest.csr import ptr_from_counts
 from service.mt.rules import ALL_FEATURES, Rule, nt, nt_index
 
 FORMAT_NAME = "clir-hiero-grammar"

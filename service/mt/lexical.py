@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from service.csr import ptr_from_counts
 from service.data.io import atomic_write
 from service.errors import DataFormatError, InvalidInputError, MissingResourceError
-from service.forest.csr import ptr_from_counts
 
 FORMAT = "clir-lexical-table/1"
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from service.csr import ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex

@@ -46,6 +46,7 @@ from typing import Final, cast
 import numpy as np
 import numpy.typing as npt
 
+from service.csr import ptr_from_counts
 from service.data.io import atomic_write
 from service.errors import (
     ClirError,
@@ -55,7 +56,6 @@ from service.errors import (
     MissingResourceError,
 )
 from service.extras import import_extra
-from service.forest.csr import ptr_from_counts
 from service.jit import compiled
 
 IntArray = npt.NDArray[np.int32]

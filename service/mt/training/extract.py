@@ -81,8 +81,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from service.csr import ptr_from_counts
 from service.errors import ConfigurationError, InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.mt.rules import X, is_nt, nt
 
 I32 = npt.NDArray[np.int32]

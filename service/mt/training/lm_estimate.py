@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from service.csr import ptr_from_counts
 from service.data.io import ErrorPolicy, MalformedLines, atomic_write, iter_lines, open_output
 from service.errors import ConfigurationError, DataFormatError, InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.mt.lm import BOS, EOS, UNK
 
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2

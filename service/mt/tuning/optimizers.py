@@ -44,8 +44,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import ptr_from_counts
 from service.errors import ConfigurationError, InvalidInputError
-from service.forest.csr import ptr_from_counts
 from service.jit import compiled as jit
 from service.learning import NEG, AdaDelta, listmle_loss_grad, listnet_loss_grad, position_costs
 from service.mt.tuning.bleu import STATS_SIZE, bleu_from_matrix

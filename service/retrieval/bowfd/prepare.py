@@ -37,8 +37,8 @@ from typing import Generic, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import gather_rows, ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.forest.csr import gather_rows, ptr_from_counts
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores
 from service.index.inverted import Int32Array, InvertedIndex
