@@ -29,7 +29,6 @@ from numpy.typing import NDArray
 
 from service.csr import ptr_from_counts
 from service.errors import InvalidInputError
-from service.mt.rules import nt_index
 from service.records import Translation
 
 Span = tuple[int, int]
@@ -39,11 +38,6 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 _WEIGHT_CACHE_SIZE = 8
-
-
-def target_yield(target: Sequence[str]) -> Yield:
-    """A rule's target side with gaps ``[X,k]`` replaced by tail positions ``k - 1``."""
-    return tuple(k - 1 if (k := nt_index(s)) else s for s in target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,9 +632,9 @@ class HypergraphBuilder:
     ) -> int:
         """Append a hyperedge and return its id.
 
-        ``target`` may use tail positions (ints) or the rule's gap symbols ``[X,1]``,
-        ``[X,2]`` (converted with :func:`target_yield`); each tail must be referenced exactly
-        once. ``span`` defaults to the head's span.
+        ``target`` is the edge's yield: terminals (strings) and tail positions (ints; a rule's
+        gap symbols ``[X,k]`` become ``k - 1`` with :func:`service.mt.rules.target_yield`);
+        each tail must be referenced exactly once. ``span`` defaults to the head's span.
         """
         self._check_open()
         eid = len(self._edges)
@@ -650,10 +644,7 @@ class HypergraphBuilder:
             if not 0 <= v < n:
                 raise InvalidInputError(f"hyperedge {eid} refers to node {v}, not one of {n}")
         tgt: Yield = tuple(target)
-        if tails_t or any(isinstance(s, int) or s[:1] == "[" for s in tgt):
-            tgt = tuple(
-                (k - 1 if (k := nt_index(s)) else s) if isinstance(s, str) else s for s in tgt
-            )
+        if tails_t or any(isinstance(s, int) for s in tgt):
             gaps = sorted(s for s in tgt if isinstance(s, int))
             if gaps != list(range(len(tails_t))):
                 raise InvalidInputError(

@@ -14,6 +14,7 @@ Feature values are on the log scale so that a positive weight rewards a larger v
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 X = "X"  # the Hiero nonterminal
@@ -35,6 +36,12 @@ def nt_index(symbol: str) -> int:
 
 def is_nt(symbol: str) -> bool:
     return _NT_RE.match(symbol) is not None
+
+
+def target_yield(target: Sequence[str]) -> tuple[str | int, ...]:
+    """A rule's target side as a hyperedge's yield: gaps ``[X,k]`` replaced by tail positions
+    ``k - 1`` (:meth:`service.forest.hypergraph.HypergraphBuilder.add_edge`)."""
+    return tuple(k - 1 if (k := nt_index(s)) else s for s in target)
 
 
 # --- feature names ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import random
 from hypothesis import strategies as st
 
 from service.forest.hypergraph import DerivationNode, Hypergraph, HypergraphBuilder
-from service.mt.rules import GLUE, LOG_P_E_GIVEN_F, WORD_PENALTY, nt
+from service.mt.rules import GLUE, LOG_P_E_GIVEN_F, WORD_PENALTY, nt, target_yield
 
 P, WP = LOG_P_E_GIVEN_F, WORD_PENALTY
 TOY_WEIGHTS = {P: 1.0, WP: -0.5, GLUE: -0.25}
@@ -46,15 +46,15 @@ def toy_forest() -> Hypergraph:
     b.add_edge(x23, [], ["burns"], {P: -1.0, WP: 1}, rule_id=4)
     b.add_edge(x23, [], ["is", "burning"], {P: -0.75, WP: 2}, rule_id=5)
     x13 = b.add_node("X", (1, 3))
-    b.add_edge(x13, [x12, x23], [nt(2), nt(1)], {P: -0.5}, rule_id=6)
+    b.add_edge(x13, [x12, x23], target_yield([nt(2), nt(1)]), {P: -0.5}, rule_id=6)
     x02 = b.add_node("X", (0, 2))
     b.add_edge(x02, [], ["the", "house"], {P: -1.5, WP: 2}, rule_id=7)
     s01, s02, s03 = b.add_node("S", (0, 1)), b.add_node("S", (0, 2)), b.add_node("S", (0, 3))
-    b.add_edge(s01, [x01], [nt(1, "S")], {GLUE: 1})
-    b.add_edge(s02, [s01, x12], [nt(1, "S"), nt(2)], {GLUE: 1})
-    b.add_edge(s02, [x02], [nt(1)], {GLUE: 1})
-    b.add_edge(s03, [s02, x23], [nt(1, "S"), nt(2)], {GLUE: 1})
-    b.add_edge(s03, [s01, x13], [nt(1, "S"), nt(2)], {GLUE: 1})
+    b.add_edge(s01, [x01], target_yield([nt(1, "S")]), {GLUE: 1})
+    b.add_edge(s02, [s01, x12], target_yield([nt(1, "S"), nt(2)]), {GLUE: 1})
+    b.add_edge(s02, [x02], target_yield([nt(1)]), {GLUE: 1})
+    b.add_edge(s03, [s02, x23], target_yield([nt(1, "S"), nt(2)]), {GLUE: 1})
+    b.add_edge(s03, [s01, x13], target_yield([nt(1, "S"), nt(2)]), {GLUE: 1})
     return b.build(s03)
 
 

@@ -22,7 +22,7 @@ from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
-from service.mt.rules import GLUE, Rule, nt
+from service.mt.rules import GLUE, Rule, nt, target_yield
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.bowfd import (
     IR_FEATURE,
@@ -263,7 +263,7 @@ def small_forest() -> Hypergraph:
     b.add_edge(x, [], ["home"], {P: -0.5, WP: 1}, rule_id=0)
     b.add_edge(x, [], ["house"], {P: -1.0, WP: 1}, rule_id=1)
     s = b.add_node("S", (0, 1))
-    b.add_edge(s, [x], [nt(1, "S")], {GLUE: 1})
+    b.add_edge(s, [x], target_yield([nt(1, "S")]), {GLUE: 1})
     return b.build(s)
 
 
