@@ -1,9 +1,10 @@
 """The web page for searchers and translators: ``GET /`` and its static files.
 
-The page is plain HTML, JavaScript and CSS in ``service/api/web/`` (no build step, nothing
-loaded from elsewhere); it calls the REST API of the same origin (``/readyz`` — the loaded
-languages and ``max_query_chars``, the inputs' maxlength —, ``/v1/search`` —
-Hieber & Riezler 2015, §3, BOW-FD/DT/PSQ with the derivation that retrieved each document —,
+The page is plain HTML, CSS and JavaScript modules in ``service/api/web/`` (``js/main.js``, the
+one script the page names, imports the others; no build step, nothing loaded from elsewhere);
+it calls the REST API of the same origin (``/readyz`` — the loaded languages and
+``max_query_chars``, the inputs' maxlength —, ``/v1/search`` — Hieber & Riezler 2015, §3,
+BOW-FD/DT/PSQ with the derivation that retrieved each document —,
 ``/v1/documents/{id}?terms=`` — the document view a result links to (``#doc=<id>``), with the
 matched words' spans — and ``/v1/suggest`` — the TR paper, translation retrieval). Only the files
 named in :data:`STATIC_FILES` are served, read once at import, so no request path ever reaches the
@@ -61,8 +62,23 @@ _MEDIA_TYPES = {
     ".svg": "image/svg+xml",
 }
 
-# URL name -> file in WEB_DIR; nothing else is ever served.
-STATIC_FILES = ("app.js", "style.css", "favicon.svg")
+# URL name -> file in WEB_DIR; nothing else is ever served. The page's script is js/main.js,
+# an ES module, and every module it imports (tests/api/test_page.py checks that the list and
+# the import graph agree).
+JS_MODULES = (
+    "main.js",
+    "api.js",
+    "diff.js",
+    "docview.js",
+    "dom.js",
+    "explanation.js",
+    "languages.js",
+    "search.js",
+    "tabs.js",
+    "text.js",
+    "translator.js",
+)
+STATIC_FILES = ("style.css", "favicon.svg", *(f"js/{name}" for name in JS_MODULES))
 
 
 def _load(name: str) -> WebFile:
@@ -72,7 +88,7 @@ def _load(name: str) -> WebFile:
     except OSError as exc:  # a broken installation, not a user error
         raise RuntimeError(
             f"the web page file {path} cannot be read ({exc}); reinstall the package "
-            "(pyproject.toml lists service/api/web/* as package data)"
+            "(pyproject.toml lists service/api/web/* and web/js/* as package data)"
         ) from exc
     return WebFile(body, _MEDIA_TYPES[path.suffix])
 
@@ -94,7 +110,7 @@ def index() -> Response:
     return page_response(INDEX)
 
 
-@router.api_route("/static/{name}", methods=["GET", "HEAD"], response_class=Response)
+@router.api_route("/static/{name:path}", methods=["GET", "HEAD"], response_class=Response)
 def static(name: str) -> Response:
     """One of the page's own scripts, styles or images."""
     file = STATIC.get(name)

@@ -1,16 +1,18 @@
 """The web page at ``/``.
 
 Fast checks with TestClient: the page and its static files carry the security headers, only
-the page's own files are served, the HTML has no inline script or style and labels every
-control, the query inputs have a maxlength, ``/readyz`` tells the page the server's maximum,
-and the script never parses text as HTML.
+the page's own files are served (its script is ``js/main.js`` and the ES modules it imports,
+each served, and nothing else), the HTML has no inline script or style and labels every control,
+the query inputs have a maxlength, ``/readyz`` tells the page the server's maximum, and no
+module parses text as HTML.
 
 The browser tests (marker ``browser``) start the real app with uvicorn on a free loopback port
 over the committed demo bundle and demo indexes, and drive Debian's headless Chromium through
 chromedriver (``make browser`` installs both): a German search with highlighted terms, an
 explanation, pagination, the translator tab reached with the keyboard, a suggestion with its
 diff marks, injected HTML shown as text, an API error in the alert region, a phone-width
-layout, and the script's diff and snippet helpers on hand-computed examples. And, as a
+layout, and the script's diff and snippet helpers on hand-computed examples (through
+``window.ClirPage``, the test hook ``js/main.js`` exposes). And, as a
 searcher expects: result titles link to a document view (``#doc=<id>``; full text with the server's
 highlights, the translation that found it, back without searching again, a direct link, a 404
 message), errors clear stale results, scores and the scorer signature behind "Details", the
@@ -39,7 +41,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from service.api.app import create_app
-from service.api.page import STATIC_FILES, WEB_DIR
+from service.api.page import JS_MODULES, STATIC_FILES, WEB_DIR
 from tests.api.browser import LiveServer, headless_chromium
 from tests.api.conftest import bare_settings, demo_settings
 
@@ -86,9 +88,9 @@ def test_page_has_security_headers(page_client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("name", "media_type"),
     [
-        ("app.js", "text/javascript; charset=utf-8"),
         ("style.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
+        *[(f"js/{module}", "text/javascript; charset=utf-8") for module in JS_MODULES],
     ],
 )
 def test_static_files_have_security_headers(
@@ -104,7 +106,17 @@ def test_static_files_have_security_headers(
 
 
 @pytest.mark.parametrize(
-    "path", ["/static/index.html", "/static/page.py", "/static/..%2Fpage.py", "/static/"]
+    "path",
+    [
+        "/static/index.html",
+        "/static/page.py",
+        "/static/..%2Fpage.py",
+        "/static/",
+        "/static/js/",
+        "/static/js/..%2F..%2Fpage.py",
+        "/static/js/nope.js",
+        "/static/web/js/main.js",
+    ],
 )
 def test_only_the_pages_own_files_are_served(page_client: TestClient, path: str) -> None:
     r = page_client.get(path)
@@ -116,7 +128,9 @@ def test_unknown_static_file_names_the_served_ones(page_client: TestClient) -> N
     r = page_client.get("/static/nope.js")
     assert r.status_code == 404
     assert r.json() == {
-        "detail": "no static file 'nope.js'; the page's files are app.js, style.css, favicon.svg"
+        "detail": "no static file 'nope.js'; the page's files are style.css, favicon.svg, "
+        "js/main.js, js/api.js, js/diff.js, js/docview.js, js/dom.js, js/explanation.js, "
+        "js/languages.js, js/search.js, js/tabs.js, js/text.js, js/translator.js"
     }
     assert_security_headers(r.headers)
 
@@ -151,7 +165,7 @@ def test_page_has_no_inline_script_or_style_and_no_external_resources() -> None:
     page = parse_page()
     assert page.script_text == []
     scripts = [a for tag, a in page.tags if tag == "script"]
-    assert scripts and all(a.get("src") for a in scripts)
+    assert scripts == [{"type": "module", "src": "/static/js/main.js"}]  # it imports the rest
     assert not any(tag == "style" for tag, _ in page.tags)
     for tag, attrs in page.tags:
         assert "style" not in attrs, tag
@@ -193,11 +207,39 @@ def test_readyz_tells_the_page_the_maximum_query_length(tmp_path: Path) -> None:
         assert r.json()["max_query_chars"] == 123
 
 
-def test_script_never_parses_text_as_html() -> None:
-    source = (WEB_DIR / "app.js").read_text(encoding="utf-8")
+IMPORT = re.compile(r'^import\s*(?:\{[^}]*\}\s*from\s*)?"([^"]+)";', re.MULTILINE)
+
+
+def module_imports(name: str) -> list[str]:
+    """What the module ``js/<name>`` imports, as written (``./other.js``)."""
+    return IMPORT.findall((WEB_DIR / "js" / name).read_text(encoding="utf-8"))
+
+
+def test_the_served_modules_are_main_and_what_it_imports() -> None:
+    """Every module main.js reaches is served and is a file of js/, and every file of js/ is
+    reached: a new module cannot be forgotten in STATIC_FILES, nor a stale one served."""
+    reached: set[str] = set()
+    todo = ["main.js"]
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for spec in module_imports(name):
+            assert re.fullmatch(r"\./[a-z]+\.js", spec), f"{name} imports {spec}"
+            todo.append(spec.removeprefix("./"))
+    on_disk = {p.name for p in (WEB_DIR / "js").iterdir()}
+    assert reached == set(JS_MODULES) == on_disk
+    assert JS_MODULES[0] == "main.js"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (WEB_DIR / "js").glob("*.js")))
+def test_script_never_parses_text_as_html(name: str) -> None:
+    source = (WEB_DIR / "js" / name).read_text(encoding="utf-8")
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in source, sink
     assert "new Function" not in source
+    assert "import(" not in source  # no module loaded at run time, past the list above
 
 
 # --- the browser test ----------------------------------------------------------------------
