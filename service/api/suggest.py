@@ -36,7 +36,10 @@ def run_suggest(
 ) -> SuggestResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked
-    scorer = service.scorer("tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein)
+    scorer = service.scorer(
+        "tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein,
+        time_budget=service.settings.kbest_time_budget_s,
+    )  # fmt: skip
     t1 = time.perf_counter()
     with decoded.lock:
         ranking = scorer.rank(decoded.query, req.k, explain=True)

@@ -32,7 +32,9 @@ def run_translate(
     query = decoded.query
     with decoded.lock:  # a cached forest's caches are filled by one request at a time
         sentences = [
-            forest_translations(source, forest, query.weights, req.nbest)
+            forest_translations(
+                source, forest, query.weights, req.nbest, service.settings.kbest_time_budget_s
+            )
             for source, forest in zip(query.sentences, query.forests, strict=True)
         ]
     t2 = time.perf_counter()

@@ -387,13 +387,6 @@ def kbest(hg: Hypergraph, weights: Weights, k: int) -> list[Derivation]:
     return out
 
 
-def default_time_budget() -> float:
-    """The setting ``CLIR_KBEST_TIME_BUDGET_S`` (default :data:`UNIQUE_KBEST_TIME_BUDGET_S`)."""
-    from service.settings import get_settings
-
-    return get_settings().kbest_time_budget_s
-
-
 def unique_kbest(
     hg: Hypergraph,
     weights: Weights,
@@ -410,8 +403,9 @@ def unique_kbest(
 
     - ``max_derivations`` given: at most that many derivations are examined (and, if
       ``time_budget`` is also given, for at most that long);
-    - otherwise for at most ``time_budget`` seconds (default :func:`default_time_budget`;
-      ``math.inf`` for no bound), counted once the
+    - otherwise for at most ``time_budget`` seconds (default
+      :data:`UNIQUE_KBEST_TIME_BUDGET_S`; the service passes its setting
+      ``kbest_time_budget_s``; ``math.inf`` for no bound), counted once the
       extractor is set up (the Viterbi pass, whose first call in a process loads the compiled
       kernel, and the sorting of the candidates come before).
 
@@ -447,7 +441,7 @@ def unique_kbest_reference(
     """
     extractor = LazyKBest(hg, weights)
     if max_derivations is None and time_budget is None:
-        time_budget = default_time_budget()
+        time_budget = UNIQUE_KBEST_TIME_BUDGET_S
     deadline = None if time_budget is None else time.perf_counter() + time_budget
     goal = hg.goal
     seen: set[tuple[int, ...]] = set()
@@ -521,7 +515,7 @@ def _unique_kbest_compiled(
     ex = _extraction(hg, weights, k, hash_bits)
     kk.load()  # the kernel is loaded (the first time in a process) before the clock starts
     if max_derivations is None and time_budget is None:
-        time_budget = default_time_budget()
+        time_budget = UNIQUE_KBEST_TIME_BUDGET_S
     deadline = None if time_budget is None else time.perf_counter() + time_budget
     limit = sys.maxsize if max_derivations is None else max(0, max_derivations)
     chunk = _CLOCK_EVERY

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from service.errors import InvalidInputError
 from service.forest.hypergraph import Derivation
 from service.forest.inference import fast_viterbi
-from service.forest.kbest import unique_kbest
+from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S, unique_kbest
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig, Forest
 from service.text import split_sentences
@@ -38,8 +38,11 @@ def translate_text(
     nbest: int = 1,
     config: DecoderConfig | None = None,
     split: bool = True,
+    time_budget: float = UNIQUE_KBEST_TIME_BUDGET_S,
 ) -> list[SentenceTranslation]:
-    """Translate ``text`` sentence by sentence; each entry holds up to ``nbest`` translations."""
+    """Translate ``text`` sentence by sentence; each entry holds up to ``nbest`` translations
+    (``time_budget``: seconds per sentence for the distinct strings, see
+    :func:`service.forest.kbest.unique_kbest`)."""
     if nbest < 1:
         raise InvalidInputError(f"nbest must be at least 1, got {nbest}")
     if not text.strip():
@@ -50,19 +53,25 @@ def translate_text(
     for sentence in sentences:
         tokens = source_tokens(sentence, bundle.src, decoder.splitter)
         if tokens:
-            out.append(forest_translations(tokens, decoder.forest(tokens), decoder.weights, nbest))
+            forest = decoder.forest(tokens)
+            out.append(forest_translations(tokens, forest, decoder.weights, nbest, time_budget))
     return out
 
 
 def forest_translations(
-    source: Sequence[str], forest: Forest, weights: Mapping[str, float], nbest: int = 1
+    source: Sequence[str],
+    forest: Forest,
+    weights: Mapping[str, float],
+    nbest: int = 1,
+    time_budget: float = UNIQUE_KBEST_TIME_BUDGET_S,
 ) -> SentenceTranslation:
     """The ``nbest`` best distinct translations of one decoded sentence (a forest decoded
-    once, here or in the service's query cache, is read out here)."""
+    once, here or in the service's query cache, is read out here), looked for during at most
+    ``time_budget`` seconds (:func:`service.forest.kbest.unique_kbest`)."""
     if nbest < 1:
         raise InvalidInputError(f"nbest must be at least 1, got {nbest}")
     if nbest == 1:
         entries = [fast_viterbi(forest.hypergraph, weights)]
     else:
-        entries = unique_kbest(forest.hypergraph, weights, nbest)
+        entries = unique_kbest(forest.hypergraph, weights, nbest, time_budget=time_budget)
     return SentenceTranslation(tuple(source), entries)

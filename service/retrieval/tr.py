@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.errors import ConfigurationError, InvalidInputError
-from service.forest.kbest import unique_kbest
+from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S, unique_kbest
 from service.index.analysis import is_word
 from service.index.bm25 import RsjPolicy
 from service.index.inverted import InvertedIndex
@@ -213,8 +213,13 @@ class TranslationRetrieval(Scorer):
         lambda1: float = 1.0,
         lambda2: float = 1.0,
         max_candidates: int = 1000,
+        time_budget: float = UNIQUE_KBEST_TIME_BUDGET_S,
         **params: Any,
     ) -> None:
+        """``time_budget``: seconds per sentence that the N-best list may spend looking for
+        distinct strings (:func:`~service.forest.kbest.unique_kbest`; the service passes its
+        setting ``kbest_time_budget_s``). A bound on time, not on the model: no part of the
+        signature."""
         if nbest < 1:
             raise InvalidInputError(f"the N-best size must be at least 1, got {nbest}")
         if max_candidates < 1:
@@ -226,6 +231,7 @@ class TranslationRetrieval(Scorer):
         self.lambda1 = lambda1
         self.lambda2 = lambda2 if levenshtein else 0.0
         self.max_candidates = max_candidates
+        self.time_budget = time_budget
 
     def signature_parts(self) -> dict[str, Any]:
         return {
@@ -243,7 +249,9 @@ class TranslationRetrieval(Scorer):
         for forest in query.forests:
             options = [
                 (d.tokens, d.score)
-                for d in unique_kbest(forest.hypergraph, query.weights, self.nbest)
+                for d in unique_kbest(
+                    forest.hypergraph, query.weights, self.nbest, time_budget=self.time_budget
+                )
             ]
             merged: dict[tuple[str, ...], float] = {}
             for prefix, s0 in beam:
