@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import replace as replace_params
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -43,7 +44,7 @@ from service.index.inverted import Hits, InvertedIndex
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.dt import one_best
-from service.retrieval.feedback import FeedbackParams, expand, rank_expanded
+from service.retrieval.feedback import FeedbackParams, expand, interpolate, rank_expanded
 from service.retrieval.query import decode_query
 from service.retrieval.runner import load_index, make_scorer
 
@@ -53,35 +54,58 @@ DEPTH = 1000
 PARAGRAPH_CEILING_TOKENS = 50
 
 
-def interpolate(first: Hits, second: Hits, share: float, k: int) -> Hits:
-    """``(1 − share)·first + share·second`` over the union, scores min-max normalised per list
-    (a document missing from a list scores 0 there), ties by document number."""
-
-    def normalised(h: Hits) -> dict[int, float]:
-        if not len(h.docs):
-            return {}
-        s = h.scores.astype(np.float64)
-        lo, hi = float(s.min()), float(s.max())
-        span = hi - lo if hi > lo else 1.0
-        return dict(zip(h.docs.tolist(), ((s - lo) / span).tolist(), strict=True))
-
-    a, b = normalised(first), normalised(second)
-    merged = {d: (1 - share) * a.get(d, 0.0) + share * b.get(d, 0.0) for d in a.keys() | b.keys()}
-    order = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-    return Hits(
-        np.array([d for d, _ in order], dtype=np.int32),
-        np.array([s for _, s in order], dtype=np.float32),
-    )
-
-
 def feedback_forms(
     index: InvertedIndex, tokens: list[str], first: Hits, params: FeedbackParams
 ) -> dict[str, Hits]:
     """The feedback rankings derived from one first ranking (see the module docstring)."""
-    rm3 = rank_expanded(index, expand(index, tokens, first, params), DEPTH)
-    uniform = FeedbackParams(params.docs, params.terms, params.original_weight, "uniform")
+    replace = replace_params(params, form="replace")
+    rm3 = rank_expanded(index, expand(index, tokens, first, replace), DEPTH)
+    uniform = replace_params(replace, weighting="uniform")
     rm3u = rank_expanded(index, expand(index, tokens, first, uniform), DEPTH)
-    return {"+rm3": rm3, "+rm3u": rm3u, "+interp": interpolate(first, rm3, 0.5, DEPTH)}
+    top = params.pool  # what the service mixes for a page of up to `pool` results
+    head = Hits(first.docs[:top], first.scores[:top])
+    return {
+        "+rm3": rm3,
+        "+rm3u": rm3u,
+        "+mix": interpolate(first, rm3, params.mix, DEPTH),
+        f"+mix@{top}": interpolate(head, Hits(rm3.docs[:top], rm3.scores[:top]), params.mix, top),
+    }
+
+
+def grid_maps(
+    index: InvertedIndex,
+    firsts: Mapping[str, tuple[list[str], Hits]],
+    qrels: Mapping[str, Mapping[str, int]],
+) -> list[dict[str, Any]]:
+    """MAP and nDCG@10 of BOW-FD with mixed feedback (at depth 1000) for each point of a grid
+    of RM3's parameters, from the first rankings of one set (no decoding again)."""
+    rows = []
+    for docs in GRID["docs"]:
+        for terms in GRID["terms"]:
+            for weight in GRID["weight"]:
+                params = FeedbackParams(docs, terms, weight, form="replace")
+                expanded = {
+                    qid: rank_expanded(index, expand(index, tokens, first, params), DEPTH)
+                    for qid, (tokens, first) in firsts.items()
+                }
+                for mix in GRID["mix"]:
+                    run = {}
+                    for qid, (_, first) in firsts.items():
+                        h = interpolate(first, expanded[qid], mix, DEPTH)
+                        ids = map(index.doc_id, h.docs.tolist())
+                        run[qid] = dict(zip(ids, h.scores.tolist(), strict=True))
+                    ev = evaluate(run, {q: qrels[q] for q in run}, ("map", "ndcg@10"))
+                    rows.append({"docs": docs, "terms": terms, "weight": weight, "mix": mix,
+                                 **ev.as_json()})  # fmt: skip
+    return rows
+
+
+GRID: dict[str, tuple[Any, ...]] = {
+    "docs": (5, 10, 20),
+    "terms": (10, 20, 40),
+    "weight": (0.3, 0.5, 0.7),
+    "mix": (0.3, 0.5, 0.7),
+}
 
 
 def english_queries(
@@ -123,6 +147,7 @@ def rank_sets(
         queries, qrels = load_set(set_name, lang)
         queries = {q: t for q, t in list(queries.items())[:max_queries] if q in qrels}
         runs = Runs(index)
+        firsts: dict[str, tuple[list[str], Hits]] = {}
         for i, (qid, text) in enumerate(queries.items()):
             q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
             tokens = [t for s in one_best(q) for t in s]
@@ -135,6 +160,8 @@ def rank_sets(
                     np.array([h.score for h in ranking.hits], dtype=np.float32),
                 )
                 runs.record(m, qid, first, t1 - t0)
+                if p.grid and m == "bowfd":
+                    firsts[qid] = (tokens, first)
                 t0 = time.perf_counter()
                 forms = feedback_forms(index, tokens, first, params)
                 share = (time.perf_counter() - t0) / len(forms)
@@ -153,6 +180,8 @@ def rank_sets(
             runs.record("ceiling+rm3", qid, hits, time.perf_counter() - t0)
         runs.n = len(queries)
         result["sets"][set_name] = summarise(runs, qrels)
+        if firsts:
+            result["sets"][set_name]["grid"] = grid_maps(index, firsts, qrels)
         print(markdown_set(lang, set_name, result["sets"][set_name]), file=sys.stderr)
         signatures = {"bundle": bundle_signature(bundle), "index": result["index"],
                       "scorers": result["signatures"], "feedback": result["feedback"]}  # fmt: skip
@@ -223,12 +252,15 @@ class Params:
     docs: Annotated[int, Help("feedback documents")] = 10
     terms: Annotated[int, Help("expansion terms")] = 10
     weight: Annotated[float, Help("the original query's weight")] = 0.5
+    mix: Annotated[float, Help("the expanded ranking's share when mixed")] = 0.5
+    pool: Annotated[int, Help("how deep the service mixes (the +mix@N form)")] = 100
+    grid: Annotated[bool, Help("also scan RM3's parameters for BOW-FD (+mix, depth 1000)")] = False
     out: Annotated[Path | None, Help("result file (default: results/feedback_<lang>.json)")] = None
 
 
 def run(p: Params) -> None:
     out = p.out or RESULTS_DIR / f"feedback_{p.lang}.json"
-    feedback = FeedbackParams(p.docs, p.terms, p.weight)
+    feedback = FeedbackParams(p.docs, p.terms, p.weight, mix=p.mix, pool=p.pool)
     rank_sets(p, p.sets.split(","), p.methods.split(","), feedback, out)
 
 

@@ -68,6 +68,17 @@ class Settings(BaseSettings):
     feedback_weight: float = Field(
         0.5, ge=0, le=1, description="RM3: the original query's share λ of the expanded one."
     )
+    feedback_form: Literal["interpolate", "replace"] = Field(
+        "interpolate",
+        description="With feedback, the results: the method's ranking and the expanded query's "
+        "mixed (CombSUM of min-max normalised scores), or the expanded query's alone.",
+    )
+    feedback_mix: float = Field(
+        0.5, ge=0, le=1, description="interpolate: the expanded query's share of the mix."
+    )
+    feedback_pool: int = Field(
+        100, ge=1, le=10_000, description="interpolate: how deep both rankings are mixed."
+    )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(
         0.5,

@@ -99,7 +99,14 @@ def feedback_params(
         if req.feedback:
             raise InvalidInputError(FEEDBACK_ON_COLLECTION)
         return None
-    return FeedbackParams(settings.feedback_docs, settings.feedback_terms, settings.feedback_weight)
+    return FeedbackParams(
+        settings.feedback_docs,
+        settings.feedback_terms,
+        settings.feedback_weight,
+        form=settings.feedback_form,
+        mix=settings.feedback_mix,
+        pool=settings.feedback_pool,
+    )
 
 
 def _expansion(shown: Any, feedback: FeedbackParams | None) -> Expansion | None:

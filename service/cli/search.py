@@ -74,6 +74,18 @@ def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--feedback-weight", type=float, default=0.5, help="RM3: the original query's share"
     )
+    p.add_argument(
+        "--feedback-form",
+        choices=["interpolate", "replace"],
+        default="interpolate",
+        help="the method's ranking and the expanded query's mixed (default), or the latter alone",
+    )
+    p.add_argument(
+        "--feedback-mix", type=float, default=0.5, help="interpolate: the expanded query's share"
+    )
+    p.add_argument(
+        "--feedback-pool", type=int, default=100, help="interpolate: how deep both are mixed"
+    )
 
 
 def _feedback(args: argparse.Namespace) -> Any:
@@ -82,7 +94,14 @@ def _feedback(args: argparse.Namespace) -> Any:
         return None
     from service.retrieval.feedback import FeedbackParams
 
-    return FeedbackParams(args.feedback_docs, args.feedback_terms, args.feedback_weight)
+    return FeedbackParams(
+        args.feedback_docs,
+        args.feedback_terms,
+        args.feedback_weight,
+        form=args.feedback_form,
+        mix=args.feedback_mix,
+        pool=args.feedback_pool,
+    )
 
 
 def _print_metrics(payload: dict[str, Any], as_json: bool) -> None:

@@ -116,36 +116,32 @@ class Scorer(ABC):
     def _rank_with_feedback(
         self, query: DecodedQuery, k: int, explain: bool, feedback: FeedbackParams
     ) -> Ranking:
-        from service.retrieval.explain import FeedbackExplanation
-        from service.retrieval.feedback import (
-            as_mapping,
-            expand,
-            matched_expansion,
-            rank_expanded_counted,
-        )
+        from service.retrieval.feedback import apply_feedback, as_mapping
 
-        first, info = self._rank(query, feedback.docs, False)
+        depth = feedback.first_depth(k)
+        first, info = self._rank(query, depth, explain)
+        own_retrieved, _ = self._retrieved(Ranking(query.qid, first, "", info), depth, query)
         translation = [t for sentence in one_best(query) for t in sentence]
-        expansion = expand(self.index, translation, [(h.docno, h.score) for h in first], feedback)
-        found, reached = rank_expanded_counted(self.index, expansion, k)
-        hits: list[Hit] = []
-        for d, s in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
-            expl = None
-            if explain:
-                held = set(matched_expansion(self.index, expansion, d, every=True))
-                expl = FeedbackExplanation(
-                    feedback.signature(),
-                    " ".join(translation),
-                    tuple((t, w) for t, w in expansion.terms if t in held),
-                    tuple(t for t in expansion.added if t in held),
-                )
-            hits.append(Hit(d, self.index.doc_id(d), float(s), expl))
+        own = [(h.docno, h.score, h.explanation) for h in first]
+        result = apply_feedback(self.index, translation, own, k, feedback, explain=explain)
+        hits = [Hit(d, self.index.doc_id(d), s, e) for d, s, e in result.hits]
+        own_candidates = info.get("candidates")
+        mixed = feedback.form == "interpolate"
+        # retrieved: the expanded query's documents, with the method's own when they are
+        # mixed in (their union: at least the larger count; at most the expanded count plus
+        # the method's candidates, the bound the API's `total_max` reads)
+        candidates = [result.reached]
+        if mixed and isinstance(own_candidates, list):
+            candidates += [int(c) for c in own_candidates]
+        elif mixed and isinstance(own_candidates, int):
+            candidates.append(own_candidates)
         info = {
             **{key: v for key, v in info.items() if key not in ("candidates", "reached")},
-            "first_candidates": info.get("candidates"),
-            "candidates": len(hits),
-            "reached": reached,
-            "expansion": as_mapping(expansion),
+            "first_candidates": own_candidates,
+            "candidates": candidates,
+            "reached": max(result.reached, own_retrieved) if mixed else result.reached,
+            "reached_relation": "gte" if mixed and len(candidates) > 1 else "eq",
+            "expansion": as_mapping(result.expansion),
         }
         return Ranking(query.qid, hits, f"{self.signature(query)}|fb:{feedback.signature()}", info)
 
@@ -174,7 +170,8 @@ class Scorer(ABC):
         (``"eq"``) or a lower bound (``"gte"``, as Elasticsearch's ``hits.total.relation``).
         With feedback: the documents holding an expansion term, counted by its ranking."""
         if "expansion" in ranking.info:
-            return int(ranking.info["reached"]), "eq"
+            relation: Relation = "gte" if ranking.info.get("reached_relation") == "gte" else "eq"
+            return int(ranking.info["reached"]), relation
         return self._retrieved(ranking, depth, query)
 
     def _retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:

@@ -8,8 +8,9 @@ name:
 * :meth:`Explanation.matched_terms`: the English terms that earned the document its score, in
   order (repeats possible), which the snippets and the document view mark;
 * :meth:`Explanation.to_json`: the JSON object the API returns as a hit's ``explanation``. Its
-  shape per method is part of the API: the page's script (``service/api/web/app.js``) renders
-  each one and keeps its own copy of :meth:`~Explanation.matched_terms`.
+  shape per method is part of the API: the page's script
+  (``service/api/web/js/explanation.js``) renders each one and keeps its own copy of
+  :meth:`~Explanation.matched_terms`.
 
 The records:
 
@@ -190,9 +191,11 @@ class FeedbackExplanation(Explanation):
     translation: str
     matched: tuple[tuple[str, float], ...]  # (term, P'(w)) the document holds, best first
     added: tuple[str, ...]  # those of ``matched`` that the feedback added
+    first: Explanation | None = None  # the method's own, when its ranking held the document
 
     def matched_terms(self) -> list[str]:
-        return [t for t, _ in self.matched]
+        own = self.first.matched_terms() if self.first is not None else []
+        return list(dict.fromkeys([*own, *(t for t, _ in self.matched)]))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -200,4 +203,5 @@ class FeedbackExplanation(Explanation):
             "translation": self.translation,
             "matched": [{"term": t, "weight": round(w, 6)} for t, w in self.matched],
             "added": list(self.added),
+            "first": None if self.first is None else self.first.to_json(),
         }

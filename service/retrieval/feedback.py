@@ -32,7 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +40,11 @@ import numpy.typing as npt
 from service.errors import InvalidInputError
 from service.index.build import field_terms
 from service.index.inverted import Hits, InvertedIndex
+from service.retrieval.explain import Explanation, FeedbackExplanation
 
 Weighting = Literal["posterior", "uniform"]
+Form = Literal["interpolate", "replace"]
+FORMS: tuple[Form, ...] = ("interpolate", "replace")
 FEEDBACK_ON_COLLECTION = (
     "feedback is not offered on a sharded collection yet (its documents' term vectors live in "
     "the shards); search without feedback, or against one index"
@@ -57,6 +60,9 @@ class FeedbackParams:
     terms: int = 10  # expansion terms kept from P(w | R)
     original_weight: float = 0.5  # λ: the query's own distribution's share
     weighting: Weighting = "posterior"  # P(d | q): softmax of the first scores, or uniform
+    form: Form = "interpolate"  # the result: both rankings mixed, or the expanded one alone
+    mix: float = 0.5  # interpolate: the expanded ranking's share
+    pool: int = 100  # interpolate: how deep both rankings are read and normalised
 
     def __post_init__(self) -> None:
         if not 1 <= self.docs <= 1000:
@@ -67,6 +73,14 @@ class FeedbackParams:
             raise InvalidInputError(
                 f"feedback original_weight must be in [0, 1], got {self.original_weight}"
             )
+        if self.form not in FORMS:
+            raise InvalidInputError(
+                f"feedback form must be one of {', '.join(FORMS)}, got {self.form!r}"
+            )
+        if not 0.0 <= self.mix <= 1.0:
+            raise InvalidInputError(f"feedback mix must be in [0, 1], got {self.mix}")
+        if not 1 <= self.pool <= 10_000:
+            raise InvalidInputError(f"feedback pool must be in [1, 10000], got {self.pool}")
         if self.weighting not in WEIGHTINGS:
             raise InvalidInputError(
                 f"feedback weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}"
@@ -74,7 +88,16 @@ class FeedbackParams:
 
     def signature(self) -> str:
         w = "" if self.weighting == "posterior" else f",{self.weighting}"
-        return f"rm3({self.docs},{self.terms},{self.original_weight:g}{w})"
+        rm3 = f"rm3({self.docs},{self.terms},{self.original_weight:g}{w})"
+        return rm3 if self.form == "replace" else f"{rm3}+mix({self.mix:g}@{self.pool})"
+
+    def first_depth(self, k: int) -> int:
+        """How deep the method's own ranking is needed for a result of ``k``."""
+        return max(self.docs, k, self.pool) if self.form == "interpolate" else self.docs
+
+    def expanded_depth(self, k: int) -> int:
+        """How deep the expanded query's ranking is needed for a result of ``k``."""
+        return max(k, self.pool) if self.form == "interpolate" else k
 
 
 @dataclass(frozen=True)
@@ -200,6 +223,97 @@ def rank_expanded_counted(index: InvertedIndex, expansion: Expansion, k: int) ->
     if not pairs:
         return Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0
     return index.rank_counted([i for i, _ in pairs], [w for _, w in pairs], k)
+
+
+def _min_max(scores: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float64]:
+    s = np.asarray(scores, dtype=np.float64)
+    if not len(s):
+        return s
+    lo, hi = float(s.min()), float(s.max())
+    out: npt.NDArray[np.float64] = (s - lo) / (hi - lo if hi > lo else 1.0)
+    return out
+
+
+def interpolate(first: Hits, second: Hits, share: float, k: int) -> Hits:
+    """CombSUM of the two rankings' min-max normalised scores (Fox & Shaw 1994; Lee 1997,
+    §3): ``(1 − share)·first + share·second`` over the documents of either, a document missing
+    from a ranking scoring 0 there; the top ``k``, ties by ascending document number."""
+    docs = np.union1d(first.docs, second.docs).astype(np.int32)
+    mixed = np.zeros(len(docs), dtype=np.float64)
+    for hits, w in ((first, 1.0 - share), (second, share)):
+        if len(hits.docs):
+            mixed[np.searchsorted(docs, hits.docs)] += w * _min_max(hits.scores)
+    order = np.lexsort((docs, -mixed))[:k]
+    return Hits(docs[order], mixed[order].astype(np.float32))
+
+
+def interpolate_reference(first: Hits, second: Hits, share: float, k: int) -> Hits:
+    """:func:`interpolate` with dictionaries and plain Python: the reference."""
+
+    def normalised(h: Hits) -> dict[int, float]:
+        scores = [float(x) for x in h.scores.tolist()]
+        if not scores:
+            return {}
+        lo, hi = min(scores), max(scores)
+        span = hi - lo if hi > lo else 1.0
+        return {int(d): (x - lo) / span for d, x in zip(h.docs.tolist(), scores, strict=True)}
+
+    a, b = normalised(first), normalised(second)
+    merged = {d: (1 - share) * a.get(d, 0.0) + share * b.get(d, 0.0) for d in a.keys() | b.keys()}
+    best = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return Hits(
+        np.array([d for d, _ in best], dtype=np.int32),
+        np.array([x for _, x in best], dtype=np.float32),
+    )
+
+
+class FeedbackResult(NamedTuple):
+    """The feedback stage's ranking: (docno, score, explanation) best first, and what the
+    stage reports (``info``)."""
+
+    hits: list[tuple[int, float, Explanation | None]]
+    expansion: Expansion
+    reached: int  # documents holding an expansion term
+
+
+def apply_feedback(
+    index: InvertedIndex,
+    translation: Sequence[str],
+    first: Sequence[tuple[int, float, Explanation | None]],
+    k: int,
+    params: FeedbackParams,
+    *,
+    explain: bool = False,
+) -> FeedbackResult:
+    """The stage after a method's ``first`` ranking (at least :meth:`FeedbackParams.first_depth`
+    deep): expand the 1-best ``translation`` from its top documents, rank the expanded query
+    and, in the ``interpolate`` form, mix the two rankings (:func:`interpolate`). With
+    ``explain``, each hit says which expansion terms it holds and carries the method's own
+    explanation when the first ranking had it."""
+    expansion = expand(index, translation, [(d, s) for d, s, _ in first], params)
+    found, reached = rank_expanded_counted(index, expansion, params.expanded_depth(k))
+    if params.form == "interpolate":
+        pool = first[: params.pool]
+        own = Hits(
+            np.array([d for d, _, _ in pool], dtype=np.int32),
+            np.array([s for _, s, _ in pool], dtype=np.float32),
+        )
+        found = interpolate(own, found, params.mix, k)
+    firsts = {d: e for d, _, e in first} if explain else {}
+    hits: list[tuple[int, float, Explanation | None]] = []
+    for d, score in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
+        expl: Explanation | None = None
+        if explain:
+            held = set(matched_expansion(index, expansion, d, every=True))
+            expl = FeedbackExplanation(
+                params.signature(),
+                " ".join(translation),
+                tuple((t, w) for t, w in expansion.terms if t in held),
+                tuple(t for t in expansion.added if t in held),
+                firsts.get(d),
+            )
+        hits.append((d, float(score), expl))
+    return FeedbackResult(hits, expansion, reached)
 
 
 def matched_expansion(

@@ -102,7 +102,7 @@ def test_a_lex_version_serves_bowfd_search_and_leaves_the_bundle_alone(
     demo_index: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shipped = bundle_files()
-    store = load_bundle(DEMO).weights_store
+    store = load_bundle(DEMO, state_root=state).weights_store
     default = store.load("default").weights
     # what `clir train-ltr --lex --activate` stores when a trained epoch wins
     store.save({**default, IR_FEATURE: 1.0, "lex:tabelle_table": 2.0}, version="lex-test")
@@ -127,14 +127,14 @@ def test_a_lex_version_serves_bowfd_search_and_leaves_the_bundle_alone(
     assert main(["weights", "--model", str(DEMO), "--activate", "unknown", *index]) == 1
     err = capsys.readouterr().err
     assert "refused" in err and "NoSuchFeature" in err
-    assert load_bundle(DEMO).active_weights().version == "lex-test"
+    assert load_bundle(DEMO, state_root=state).active_weights().version == "lex-test"
     # a learned version its training did not offer: refused, naming the CLI's way to force it
     store.save(default, version="lost", source="ltr", metrics={"activation_offered": 0.0})
     assert main(["weights", "--model", str(DEMO), "--activate", "lost", *index]) == 1
     assert "not offered for activation" in (err := capsys.readouterr().err) and "--force" in err
     assert main(["weights", "--model", str(DEMO), "--activate", "lost", "--force", *index]) == 0
     capsys.readouterr()
-    assert load_bundle(DEMO).active_weights().version == "lost"
+    assert load_bundle(DEMO, state_root=state).active_weights().version == "lost"
     assert bundle_files() == shipped
 
 
@@ -144,7 +144,7 @@ def test_search_and_eval_expand_with_feedback(
     base = ["--model", str(DEMO), "--index", str(demo_index), "--method", "dt"]
     assert main(["search", *base, QUERY, "--json", "--feedback", "--feedback-docs", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["signature"].endswith("|fb:rm3(2,10,0.5)")
+    assert out["signature"].endswith("|fb:rm3(2,10,0.5)+mix(0.5@100)")
     assert out["info"]["expansion"]["terms"]  # the expanded query is reported
     assert main(["search", *base, QUERY, "--feedback", "--feedback-weight", "2"]) != 0
     assert "feedback original_weight must be in [0, 1], got 2" in capsys.readouterr().err
@@ -152,5 +152,5 @@ def test_search_and_eval_expand_with_feedback(
     queries.write_text(f"q1\t{QUERY}\n", encoding="utf-8")
     qrels.write_text("q1 0 t1 1\n", encoding="utf-8")
     args = ["eval", *base, "--queries", str(queries), "--qrels", str(qrels), "--quiet", "--json"]
-    assert main([*args, "--feedback", "--feedback-terms", "3"]) == 0
+    assert main([*args, "--feedback", "--feedback-terms", "3", "--feedback-form", "replace"]) == 0
     assert json.loads(capsys.readouterr().out)["signature"].endswith("|fb:rm3(10,3,0.5)")

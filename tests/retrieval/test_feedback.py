@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.errors import InvalidInputError
-from service.index.inverted import InvertedIndex
+from service.index.inverted import Hits, InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import get_scorer
 from service.retrieval.dt import one_best
@@ -23,6 +23,8 @@ from service.retrieval.feedback import (
     FeedbackParams,
     document_weights,
     expand,
+    interpolate,
+    interpolate_reference,
     query_model,
     rank_expanded,
     relevance_model,
@@ -140,6 +142,9 @@ def test_nothing_to_feed_back_leaves_the_query_alone(demo_index: InvertedIndex) 
         ({"terms": 1001}, "feedback terms"),
         ({"original_weight": 1.5}, "original_weight"),
         ({"weighting": "softmax"}, "weighting"),
+        ({"form": "combsum"}, "feedback form"),
+        ({"mix": -0.1}, "feedback mix"),
+        ({"pool": 0}, "feedback pool"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: str) -> None:
@@ -148,39 +153,83 @@ def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: 
 
 
 def test_signature_names_the_parameters() -> None:
-    assert FeedbackParams().signature() == "rm3(10,10,0.5)"
-    assert FeedbackParams(5, 20, 0.7, "uniform").signature() == "rm3(5,20,0.7,uniform)"
+    assert FeedbackParams().signature() == "rm3(10,10,0.5)+mix(0.5@100)"
+    replace = FeedbackParams(5, 20, 0.7, "uniform", form="replace")
+    assert replace.signature() == "rm3(5,20,0.7,uniform)"
+    assert FeedbackParams(mix=0.3, pool=50).signature() == "rm3(10,10,0.5)+mix(0.3@50)"
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.dictionaries(st.integers(0, 40), st.floats(-50, 50, width=32), max_size=25),
+    b=st.dictionaries(st.integers(0, 40), st.floats(-50, 50, width=32), max_size=25),
+    share=st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    k=st.integers(1, 60),
+)
+def test_interpolation_equals_the_reference(
+    a: dict[int, float], b: dict[int, float], share: float, k: int
+) -> None:
+    def hits(d: dict[int, float]) -> Hits:
+        order = sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+        return Hits(
+            np.array([x for x, _ in order], dtype=np.int32),
+            np.array([y for _, y in order], dtype=np.float32),
+        )
+
+    fast = interpolate(hits(a), hits(b), share, k)
+    slow = interpolate_reference(hits(a), hits(b), share, k)
+    assert np.allclose(fast.scores, slow.scores, atol=1e-6)
+    # equal scores may be ordered by rounding; each position's score set agrees
+    assert len(fast.docs) == len(slow.docs) == min(k, len(a.keys() | b.keys()))
+    if len(set(np.round(slow.scores, 5))) == len(slow.scores):
+        assert fast.docs.tolist() == slow.docs.tolist()
+
+
+@pytest.mark.parametrize("form", ["replace", "interpolate"])
 @pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
 def test_every_document_method_has_the_feedback_stage(
-    toy_bundle: ModelBundle, toy_index: InvertedIndex, method: str
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, method: str, form: str
 ) -> None:
     scorer = get_scorer(method, toy_index, bundle=toy_bundle)
     query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
-    params = FeedbackParams(docs=3, terms=5)
+    params = FeedbackParams(docs=3, terms=5, form=form, pool=6)  # type: ignore[arg-type]
     plain = scorer.rank(query, 10)
-    ranking = scorer.rank(query, 10, explain=True, feedback=params)
-    # the stage: the method's own top documents expand the 1-best translation
+    ranking = scorer.rank(query, 4, explain=True, feedback=params)
+    # the stage: the method's own top documents expand the 1-best translation; the result is
+    # the expanded query's ranking, or that mixed with the method's own (both read 6 deep)
     translation = [t for s in one_best(query) for t in s]
-    first = scorer.rank(query, 3)
+    first = scorer.rank(query, 6 if form == "interpolate" else 3, explain=True)
     expansion = expand(toy_index, translation, [(h.docno, h.score) for h in first.hits], params)
-    expected = rank_expanded(toy_index, expansion, 10)
+    if form == "replace":
+        expected = rank_expanded(toy_index, expansion, 4)
+    else:
+        own = Hits(
+            np.array([h.docno for h in first.hits], dtype=np.int32),
+            np.array([h.score for h in first.hits], dtype=np.float32),
+        )
+        expected = interpolate_reference(own, rank_expanded(toy_index, expansion, 6), 0.5, 4)
     assert [h.docno for h in ranking.hits] == expected.docs.tolist()
-    assert ranking.signature == f"{plain.signature}|fb:rm3(3,5,0.5)"
+    assert np.allclose([h.score for h in ranking.hits], expected.scores, atol=1e-6)
+    assert ranking.signature == f"{plain.signature}|fb:{params.signature()}"
     shown = ranking.info["expansion"]
     assert [t["term"] for t in shown["terms"]] == [t for t, _ in expansion.terms]
     assert scorer.query_terms(query, ranking) == {t for t, _ in expansion.terms}
     ids = [toy_index.vocab.id(t) for t, _ in expansion.terms]
-    assert scorer.retrieved(ranking, 10, query) == (
-        len(toy_index.docs_containing_any([i for i in ids if i is not None])),
-        "eq",
-    )
+    expanded = len(toy_index.docs_containing_any([i for i in ids if i is not None]))
+    n, relation = scorer.retrieved(ranking, 4, query)
+    if form == "replace":
+        assert (n, relation) == (expanded, "eq")
+    else:  # the union of the two: at least the larger of them
+        own, _ = scorer.retrieved(scorer.rank(query, 1000), 1000, query)
+        assert n == max(expanded, own) and relation == "gte"
+    own_expl = {h.docno: h.explanation for h in first.hits}
     for hit in ranking.hits:
         expl = hit.explanation
         assert isinstance(expl, FeedbackExplanation)
-        for term in expl.matched_terms():
-            assert toy_index.contains(term, hit.docno)
         held = {t for t, _ in expansion.terms if toy_index.contains(t, hit.docno)}
-        assert set(expl.matched_terms()) == held
+        assert {t for t, _ in expl.matched} == held
         assert set(expl.added) == held & set(expansion.added)
+        if form == "interpolate":  # the method's own explanation rides along
+            assert expl.first == own_expl.get(hit.docno)
+        for term in expl.matched_terms():
+            assert toy_index.contains(term, hit.docno) or expl.first is not None
