@@ -16,6 +16,7 @@ export function explanationTerms(explanation) {
   const out = [];
   if (!explanation || typeof explanation !== "object") return out;
   if (explanation.feedback && Array.isArray(explanation.matched)) { // feedback: {term, weight}
+    for (const t of explanationTerms(explanation.first)) out.push(t); // the method's own
     for (const m of explanation.matched) out.push(String(m.term));
   } else if (Array.isArray(explanation.matched)) {
     for (const t of explanation.matched) out.push(String(t));
@@ -72,6 +73,11 @@ export function renderExplanation(explanation) {
     const words = explanation.matched.map(function (m) {
       return m.term + " (" + fmt(m.weight, 3) + (added.has(String(m.term)) ? ", from feedback" : "") + ")";
     });
+    if (explanation.first) { // mixed: the method's own explanation, then the expanded query's
+      box.append(renderExplanation(explanation.first));
+      box.append(el("p", { className: "matched", text: "Matched words of the expanded query: " + (words.length ? words.join(", ") : "none") }));
+      return box;
+    }
     box.append(
       el("p", { className: "derivation" }, [
         el("span", { className: "label", text: "Best translation of the query: " }),
@@ -117,9 +123,8 @@ export function renderFoundTranslation(explanation) {
   } else if (explanation.feedback && Array.isArray(explanation.matched)) { // expanded query
     const terms = explanation.matched.map(function (m) { return String(m.term); });
     const added = (explanation.added || []).map(String);
-    box.append(el("p", { className: "derivation" }, [
-      markedTranslation(explanation.translation || "", terms),
-    ]));
+    if (explanation.first) box.append(renderFoundTranslation(explanation.first));
+    else box.append(el("p", { className: "derivation" }, [markedTranslation(explanation.translation || "", terms)]));
     if (added.length) {
       box.append(el("p", { className: "matched", text: "Also matched, from feedback: " + added.join(", ") }));
     }
