@@ -268,3 +268,58 @@ if __name__ == "__main__":
     from bench.cli import main_for
 
     main_for("feedback")
+
+
+@dataclass(frozen=True)
+class LatencyParams:
+    lang: Annotated[Literal["de", "zh"], Help("query language", positional=True)] = "de"
+    sets: Annotated[str, Help("dev sets, comma-separated")] = "paragraph,short,question"
+    method: Annotated[str, Help("the method searched with")] = "bowfd"
+    queries: Annotated[int, Help("queries per set")] = 40
+    k: Annotated[int, Help("results per page")] = 10
+    out: Annotated[Path | None, Help("result file (default: feedback_latency_<lang>.json)")] = None
+
+
+def latency(p: LatencyParams) -> None:
+    """What feedback adds to a search as the service runs it: the method's page (top ``k``,
+    explained, as the page asks) with and without the default feedback, timed alternately on
+    the same decoded query (decoding is shared and not counted); the per-query ratio's median
+    and the added milliseconds."""
+    bundle = load_bundle(ROOT / "models" / f"{p.lang}-en")
+    index = load_index(ROOT / "indexes" / "docs")
+    decoder = bundle.decoder(DecoderConfig(use_lm=True))
+    version = bundle.active_weights().version
+    scorer = make_scorer(p.method, index, bundle)
+    params = FeedbackParams()
+    index.doc_vectors([0])  # the term vectors, once per process (the service's warm-up)
+    result: dict[str, Any] = {"lang": p.lang, "method": p.method, "feedback": params.signature(),
+                              "k": p.k, "sets": {}}  # fmt: skip
+    for set_name in p.sets.split(","):
+        queries, qrels = load_set(set_name, p.lang)
+        chosen = [(q, t) for q, t in queries.items() if q in qrels][: p.queries]
+        plain_ms, fb_ms = [], []
+        for qid, text in chosen:
+            q = decode_query(decoder, text, bundle.src, qid=qid, weights_version=version)
+            for feedback in (None, params, None, params):  # alternately, twice
+                t0 = time.perf_counter()
+                scorer.rank(q, p.k, explain=True, feedback=feedback)
+                ms = 1000 * (time.perf_counter() - t0)
+                (plain_ms if feedback is None else fb_ms).append(ms)
+        plain = [min(a, b) for a, b in zip(plain_ms[::2], plain_ms[1::2], strict=True)]
+        fb = [min(a, b) for a, b in zip(fb_ms[::2], fb_ms[1::2], strict=True)]
+        added = sorted(f - b for f, b in zip(fb, plain, strict=True))
+        ratios = sorted(f / b for f, b in zip(fb, plain, strict=True) if b > 0)
+        entry = {
+            "queries": len(chosen),
+            "plain_ms_p50": float(np.median(plain)),
+            "feedback_ms_p50": float(np.median(fb)),
+            "added_ms_p50": float(np.median(added)),
+            "added_ms_p90": float(np.percentile(added, 90)),
+            "ratio_p50": float(np.median(ratios)),
+        }
+        result["sets"][set_name] = entry
+        print(f"{p.lang} {set_name}: " + ", ".join(f"{k} {v:.2f}" for k, v in entry.items()),
+              file=sys.stderr)  # fmt: skip
+    out = p.out or RESULTS_DIR / f"feedback_latency_{p.lang}.json"
+    write_result(out, result, p, signatures={"bundle": bundle_signature(bundle),
+                                             "scorer": scorer.signature()})  # fmt: skip

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
-from service.retrieval.explain import Explanation
+from service.retrieval.explain import Explanation, FeedbackExplanation
 
 if TYPE_CHECKING:
     from service.mt.bundle import ModelBundle
@@ -119,12 +119,20 @@ class Scorer(ABC):
         from service.retrieval.feedback import apply_feedback, as_mapping
 
         depth = feedback.first_depth(k)
-        first, info = self._rank(query, depth, explain)
+        if explain:  # only the page's hits are explained, not the whole first ranking
+            first, info, explainer = self._rank_explainable(query, depth)
+        else:
+            first, info = self._rank(query, depth, False)
         own_retrieved, _ = self._retrieved(Ranking(query.qid, first, "", info), depth, query)
         translation = [t for sentence in one_best(query) for t in sentence]
-        own = [(h.docno, h.score, h.explanation) for h in first]
+        own = [(h.docno, h.score, None) for h in first]
         result = apply_feedback(self.index, translation, own, k, feedback, explain=explain)
-        hits = [Hit(d, self.index.doc_id(d), s, e) for d, s, e in result.hits]
+        hits = []
+        in_first = {h.docno for h in first}
+        for d, s, e in result.hits:
+            if isinstance(e, FeedbackExplanation) and d in in_first:
+                e = replace(e, first=explainer(d))
+            hits.append(Hit(d, self.index.doc_id(d), s, e))
         own_candidates = info.get("candidates")
         mixed = feedback.form == "interpolate"
         # retrieved: the expanded query's documents, with the method's own when they are
@@ -148,6 +156,18 @@ class Scorer(ABC):
     @abstractmethod
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
         """Hits best first, and diagnostics (candidate counts, timings)."""
+
+    def _rank_explainable(
+        self, query: DecodedQuery, k: int
+    ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None]]:
+        """:meth:`_rank` without explanations, and a function that explains any of its hits
+        on demand (a stage that keeps a few of many hits explains only those). By default the
+        hits are explained as they are ranked; a method whose explanations cost (BOW-FD's
+        best derivation per document) overrides this."""
+        hits, info = self._rank(query, k, True)
+        explained = {h.docno: h.explanation for h in hits}
+        bare = [replace(h, explanation=None) for h in hits]
+        return bare, info, explained.get
 
     # --- what a ranking says, read by the method that made it (the web layer never sniffs
     # method names; a hit's explanation reads itself, service.retrieval.explain)

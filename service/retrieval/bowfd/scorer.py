@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ from service.retrieval.bowfd.prepare import (
 )
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.bowfd.reference import reference_scores
-from service.retrieval.explain import BowFdExplanation
+from service.retrieval.explain import BowFdExplanation, Explanation
 from service.retrieval.lex import LexFeatures, is_lex_feature
 
 DEFAULT_PER_SENTENCE_K = 1000
@@ -260,16 +261,25 @@ class BowFdScorer(Scorer):
         return SentenceRanking(docs[pos], scores[pos], prep.viterbi, len(docs) <= depth, info)
 
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:
+        hits, info, explainer = self._rank_explainable(query, k)
+        if explain:
+            hits = [replace(h, explanation=explainer(h.docno)) for h in hits]
+        return hits, info
+
+    def _rank_explainable(
+        self, query: DecodedQuery, k: int
+    ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None]]:
+        """The ranking, and each hit's best derivation found only when asked for."""
         t0 = time.perf_counter()
         v = self.v_for(query.weights)
         preps = self.prepare(query)
         t1 = time.perf_counter()
         docs, scores, lists = self.rank_prepared(preps, k, v)
         t2 = time.perf_counter()
-        hits = []
-        for d, s in zip(docs.tolist(), scores.tolist(), strict=True):
-            expl = self.explain(preps, d, lists, v) if explain else None
-            hits.append(Hit(d, self.index.doc_id(d), s, expl))
+        hits = [
+            Hit(d, self.index.doc_id(d), s, None)
+            for d, s in zip(docs.tolist(), scores.tolist(), strict=True)
+        ]
         info: dict[str, Any] = {
             "sentences": len(preps),
             "v": v,
@@ -279,7 +289,7 @@ class BowFdScorer(Scorer):
             "seconds": {"prepare": t1 - t0, "score": t2 - t1},
             "per_sentence": [r.info for r in lists],
         }
-        return hits, info
+        return hits, info, lambda d: self.explain(preps, d, lists, v)
 
     def explain(
         self,
