@@ -251,7 +251,7 @@ class Params:
     )
     docs: Annotated[int, Help("feedback documents")] = 10
     terms: Annotated[int, Help("expansion terms")] = 10
-    weight: Annotated[float, Help("the original query's weight")] = 0.5
+    weight: Annotated[float, Help("the original query's weight")] = 0.7
     mix: Annotated[float, Help("the expanded ranking's share when mixed")] = 0.5
     pool: Annotated[int, Help("how deep the service mixes (the +mix@N form)")] = 100
     grid: Annotated[bool, Help("also scan RM3's parameters for BOW-FD (+mix, depth 1000)")] = False

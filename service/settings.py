@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     feedback_docs: int = Field(10, ge=1, le=1000, description="RM3: feedback documents.")
     feedback_terms: int = Field(10, ge=1, le=1000, description="RM3: expansion terms kept.")
     feedback_weight: float = Field(
-        0.5, ge=0, le=1, description="RM3: the original query's share λ of the expanded one."
+        0.7, ge=0, le=1, description="RM3: the original query's share λ of the expanded one."
     )
     feedback_form: Literal["interpolate", "replace"] = Field(
         "interpolate",

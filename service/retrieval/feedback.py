@@ -58,7 +58,7 @@ class FeedbackParams:
 
     docs: int = 10  # feedback documents |F|
     terms: int = 10  # expansion terms kept from P(w | R)
-    original_weight: float = 0.5  # λ: the query's own distribution's share
+    original_weight: float = 0.7  # λ: the query's own share (Anserini: 0.5; 0.7 tuned on dev)
     weighting: Weighting = "posterior"  # P(d | q): softmax of the first scores, or uniform
     form: Form = "interpolate"  # the result: both rankings mixed, or the expanded one alone
     mix: float = 0.5  # interpolate: the expanded ranking's share

@@ -144,7 +144,7 @@ def test_search_and_eval_expand_with_feedback(
     base = ["--model", str(DEMO), "--index", str(demo_index), "--method", "dt"]
     assert main(["search", *base, QUERY, "--json", "--feedback", "--feedback-docs", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["signature"].endswith("|fb:rm3(2,10,0.5)+mix(0.5@100)")
+    assert out["signature"].endswith("|fb:rm3(2,10,0.7)+mix(0.5@100)")
     assert out["info"]["expansion"]["terms"]  # the expanded query is reported
     assert main(["search", *base, QUERY, "--feedback", "--feedback-weight", "2"]) != 0
     assert "feedback original_weight must be in [0, 1], got 2" in capsys.readouterr().err
@@ -153,4 +153,4 @@ def test_search_and_eval_expand_with_feedback(
     qrels.write_text("q1 0 t1 1\n", encoding="utf-8")
     args = ["eval", *base, "--queries", str(queries), "--qrels", str(qrels), "--quiet", "--json"]
     assert main([*args, "--feedback", "--feedback-terms", "3", "--feedback-form", "replace"]) == 0
-    assert json.loads(capsys.readouterr().out)["signature"].endswith("|fb:rm3(10,3,0.5)")
+    assert json.loads(capsys.readouterr().out)["signature"].endswith("|fb:rm3(10,3,0.7)")

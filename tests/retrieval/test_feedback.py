@@ -153,10 +153,10 @@ def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: 
 
 
 def test_signature_names_the_parameters() -> None:
-    assert FeedbackParams().signature() == "rm3(10,10,0.5)+mix(0.5@100)"
+    assert FeedbackParams().signature() == "rm3(10,10,0.7)+mix(0.5@100)"
     replace = FeedbackParams(5, 20, 0.7, "uniform", form="replace")
     assert replace.signature() == "rm3(5,20,0.7,uniform)"
-    assert FeedbackParams(mix=0.3, pool=50).signature() == "rm3(10,10,0.5)+mix(0.3@50)"
+    assert FeedbackParams(mix=0.3, pool=50).signature() == "rm3(10,10,0.7)+mix(0.3@50)"
 
 
 @settings(max_examples=200, deadline=None)
