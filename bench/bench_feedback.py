@@ -6,10 +6,17 @@ the bundle's active weights, as the service decodes) and ranked at depth 1000 by
 ranking it again, the feedback forms of :mod:`service.retrieval.feedback`:
 
 * ``+rm3``: the RM3-expanded query (the 1-best translation plus the top documents' relevance
-  model, the documents weighted by the method's posterior) ranked by BM25 on the same index;
+  model, the documents weighted by the method's posterior) ranked by BM25 on the same index
+  (the form ``replace``);
 * ``+rm3u``: the same with uniform document weights;
-* ``+interp``: the first ranking and ``+rm3``'s interpolated half and half (scores min-max
-  normalised per list, a document missing from a list at 0).
+* ``+mix``: the first ranking and ``+rm3``'s mixed (the form ``interpolate``, the service's
+  default: CombSUM of min-max normalised scores, :func:`service.retrieval.feedback.interpolate`),
+  both 1000 deep, as ``clir eval --feedback`` ranks;
+* ``+mix@N``: the same mix of both rankings' top N (``pool``, 100), what the service mixes for
+  a page of up to N results (its MAP is cut at N; its NDCG@10 and MRR are the page's).
+
+With ``--grid``, BOW-FD's ``+mix`` is also measured for every point of a grid of RM3's
+parameters (documents, terms, λ, mix) from the same first rankings.
 
 The ceiling is the English side through the same index: BM25 with the English mate's first 50
 tokens (paragraph) or first 8 (short), the English version of each question; with and without
