@@ -1,8 +1,8 @@
 """Serving never imports training or tuning code.
 
 The serving entry points — the app factory (:func:`service.api.app.create_app`, what
-``clir serve`` hands to uvicorn), the model bundle, the retrieval runner, the CLI module and the
-job worker — are imported in a fresh interpreter; in another, the app's resources (the committed
+``clir serve`` hands to uvicorn), the model bundle, the retrieval runner and the runs by path,
+the CLI module and the job worker — are imported in a fresh interpreter; in another, the app's resources (the committed
 demo bundle and indexes) are loaded and warmed up, which runs every request path once, so the
 modules the decoders and scorers import lazily are loaded too. Neither may load a module of
 :mod:`service.mt.training` or :mod:`service.mt.tuning`.
@@ -27,6 +27,7 @@ import service.cli
 import service.jobs.worker
 import service.mt.bundle
 import service.retrieval.runner
+import service.runs
 from service.api.app import create_app
 
 app = create_app()

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection import Collection
-from service.collection.search import CollectionScorer, SnapshotSearcher
+from service.collection.search import SnapshotSearcher, store_scorer
 
 if TYPE_CHECKING:
     from service.collection.distributed import RaySearcher
@@ -50,7 +50,6 @@ from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer
 from service.retrieval.query import decoder_sentences
-from service.retrieval.runner import make_scorer
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
@@ -426,12 +425,7 @@ class QueryService:
         with self._scorers_lock:
             scorer = self._scorers.get(key)
             if scorer is None:
-                if isinstance(index, Collection):
-                    scorer = CollectionScorer(
-                        index, method, bundle=bundle,
-                        threads=self.settings.search_threads, **params,
-                    )  # fmt: skip
-                else:
-                    scorer = make_scorer(method, index, bundle, **params)
+                threads = self.settings.search_threads
+                scorer = store_scorer(index, method, bundle, threads=threads, **params)
                 self._scorers[key] = scorer
             return scorer

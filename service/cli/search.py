@@ -1,6 +1,7 @@
 """``clir translate``, ``search``, ``eval``, ``eval-tr`` and ``run``: a model's translations, a
 retrieval method's rankings, and their evaluation on a query set
-(:mod:`service.mt.translate`, :mod:`service.retrieval.runner`).
+(:mod:`service.mt.translate`, :mod:`service.runs`). The settings reach them as arguments: the
+weights state, the decoder's search and the n-best time budget (:func:`_run_setup`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.cli.common import Registry, VerbAdder
 from service.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from service.runs import RunSetup
 
 
 def register(verb: VerbAdder) -> None:
@@ -72,7 +76,7 @@ def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--feedback-docs", type=int, default=10, help="RM3: feedback documents")
     p.add_argument("--feedback-terms", type=int, default=10, help="RM3: expansion terms")
     p.add_argument(
-        "--feedback-weight", type=float, default=0.5, help="RM3: the original query's share"
+        "--feedback-weight", type=float, default=0.7, help="RM3: the original query's share"
     )
     p.add_argument(
         "--feedback-form",
@@ -121,15 +125,27 @@ def _add_translate(verb: VerbAdder) -> None:
     p.add_argument("--no-lm", action="store_true", help="decode without the language model")
 
 
+def _run_setup() -> RunSetup:
+    """What a run draws on besides its flags, from the settings."""
+    from service.runs import RunSetup
+    from service.settings import get_settings
+
+    s = get_settings()
+    return RunSetup(s.weights_state_dir, s.decoder_engine, s.kbest_time_budget_s)
+
+
 def _cmd_translate(args: argparse.Namespace) -> int:
     from service.mt.bundle import load_bundle
     from service.mt.decoder import DecoderConfig
     from service.mt.translate import translate_text
     from service.settings import get_settings
 
-    bundle = load_bundle(args.model)
+    settings = get_settings()
+    bundle = load_bundle(args.model, state_root=settings.weights_state_dir)
     config = DecoderConfig(
-        pop_limit=args.pop_limit or get_settings().pop_limit, use_lm=not args.no_lm
+        pop_limit=args.pop_limit or settings.pop_limit,
+        use_lm=not args.no_lm,
+        engine=settings.decoder_engine,
     )
     lines = [args.text] if args.text is not None else (ln.rstrip("\n") for ln in sys.stdin)
     for k, line in enumerate(lines):
@@ -138,8 +154,9 @@ def _cmd_translate(args: argparse.Namespace) -> int:
             continue
         # stdin mode: one input line -> one output line (no sentence splitting)
         result = translate_text(
-            bundle, line, nbest=args.nbest, config=config, split=args.text is not None
-        )
+            bundle, line, nbest=args.nbest, config=config, split=args.text is not None,
+            time_budget=settings.kbest_time_budget_s,
+        )  # fmt: skip
         if args.nbest == 1:
             print(" ".join(" ".join(s.best.tokens) for s in result))
             continue
@@ -166,7 +183,7 @@ def _add_search(verb: VerbAdder) -> None:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     from service.retrieval.explain import explanation_json
-    from service.retrieval.runner import search
+    from service.runs import search
 
     ranking, index = search(
         args.model,
@@ -178,6 +195,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         explain=args.explain,
         params=_params(args.param),
         feedback=_feedback(args),
+        setup=_run_setup(),
     )
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
@@ -227,7 +245,7 @@ def _add_eval(verb: VerbAdder) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from service.retrieval.runner import evaluate_method
+    from service.runs import evaluate_method
 
     payload = evaluate_method(
         args.model,
@@ -241,6 +259,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         params=_params(args.param),
         feedback=_feedback(args),
+        setup=_run_setup(),
     )
     _print_metrics(payload, args.json)
     return 0
@@ -268,7 +287,7 @@ def _add_eval_tr(verb: VerbAdder) -> None:
 
 
 def _cmd_eval_tr(args: argparse.Namespace) -> int:
-    from service.retrieval.runner import evaluate_tr
+    from service.runs import evaluate_tr
 
     payload = evaluate_tr(
         args.model,
@@ -282,6 +301,7 @@ def _cmd_eval_tr(args: argparse.Namespace) -> int:
         use_lm=not args.no_lm,
         run_out=args.run_out,
         progress=not args.quiet,
+        setup=_run_setup(),
     )
     _print_metrics(payload, args.json)
     return 0
@@ -312,7 +332,7 @@ def _add_run(verb: VerbAdder) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from service.retrieval.runner import run_topics
+    from service.runs import run_topics
 
     payload = run_topics(
         args.model,
@@ -327,6 +347,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         params=_params(args.param),
         feedback=_feedback(args),
+        setup=_run_setup(),
     )
     for qid, reason in payload["failed"].items():
         print(f"note: topic {qid} has no run lines: {reason}", file=sys.stderr)
