@@ -15,7 +15,7 @@ Per rule ``X -> <f, e>`` with fractional count ``c(f, e)`` (:mod:`service.mt.tra
   matters when the lexical table comes from other alignments than the rules;
 * ``LogCount = log(1 + c)``, ``Singleton = 1`` if ``c <= 1`` (fractional counts), ``Arity``.
 
-Pruning keeps the ``limit`` (``settings.rule_table_limit``, 30) target sides with the highest
+Pruning keeps the ``limit`` (:data:`RULE_TABLE_LIMIT`, 30) target sides with the highest
 p(e|f) per source side; ties (counts equal after rounding to 1e-9) go to the target side that
 sorts first as a tuple of strings, so the result does not depend on extraction order.
 
@@ -76,12 +76,12 @@ from service.mt.training.lexical import (
     lexical_id_maps,
     lexical_table_from_counts,
 )
-from service.settings import get_settings
 
 if TYPE_CHECKING:
     from service.mt.grammar import EncodedRules
 
 MIN_LEX_PROB = 1e-7
+RULE_TABLE_LIMIT = 30  # target sides kept per source side (the setting rule_table_limit's default)
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -409,14 +409,10 @@ def _prune_order(counts: RuleCounts, limit: int | None) -> I64:
 
 
 def estimate_features(
-    counts: RuleCounts, lexical: LexicalTable, limit: int | None = -1
+    counts: RuleCounts, lexical: LexicalTable, limit: int | None = RULE_TABLE_LIMIT
 ) -> RuleTable:
-    """Features of every rule, then pruning to ``limit`` target sides per source side.
-
-    ``limit=-1`` (default) reads ``settings.rule_table_limit``; ``None`` keeps everything.
-    """
-    if limit == -1:
-        limit = get_settings().rule_table_limit
+    """Features of every rule, then pruning to ``limit`` target sides per source side
+    (``None`` keeps everything; ``clir train-model`` passes the setting ``rule_table_limit``)."""
     if limit is not None and limit < 1:
         raise ConfigurationError(f"rule table limit {limit} must be at least 1 (or None)")
     c = counts.count

@@ -56,7 +56,7 @@ from service.mt.training.extract import (
     encode_corpus,
     extract_rules,
 )
-from service.mt.training.features import estimate_features
+from service.mt.training.features import RULE_TABLE_LIMIT, estimate_features
 from service.mt.training.lexical import lexical_table_from_corpus
 from service.mt.training.lm_estimate import train_lm
 from service.mt.training.stages import StageRunner, peak_rss_mb, stage_key
@@ -80,7 +80,7 @@ class TrainConfig:
     max_rule_symbols: int = 5
     tight_hierarchical: bool = True
     min_hierarchical_count: int = 2
-    rule_table_limit: int = 30
+    rule_table_limit: int = RULE_TABLE_LIMIT
     lm_order: int = 4
     lm_discount_fallback: bool = False  # lmplz's --discount_fallback (0.5, 1, 1.5) for tiny text
     limit: int | None = None  # use only the first N parallel pairs (demo bundles)

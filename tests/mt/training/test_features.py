@@ -15,6 +15,7 @@ from service.mt.rules import GLUE, RULE_FEATURES, Rule
 from service.mt.training.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
 from service.mt.training.features import (
     MIN_LEX_PROB,
+    RULE_TABLE_LIMIT,
     RuleTable,
     estimate_features,
     glue_rules,
@@ -26,7 +27,7 @@ from service.mt.training.lexical import (
     lexical_table_from_corpus,
     lexical_table_from_counts,
 )
-from service.settings import get_settings
+from service.settings import Settings
 
 # S1 das haus / the house, S2 das buch / the book, S3 das buch / a book; all monotone 1-1.
 THREE = [
@@ -271,11 +272,10 @@ def test_pruning_ties_go_to_the_first_target_side_in_string_order() -> None:
     assert [r.target for r in reference_rule_table(pairs, limit=2)] == [("c",), ("a",)]
 
 
-def test_default_limit_comes_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CLIR_RULE_TABLE_LIMIT", "2")
-    get_settings.cache_clear()
+def test_the_limit_keeps_the_most_probable_target_sides() -> None:
+    assert Settings().rule_table_limit == RULE_TABLE_LIMIT  # the default of both
     pairs = _one_word_corpus({"c": 3, "b": 2, "a": 1})
-    assert [r.target for r in _table(pairs, -1).rules()] == [("c",), ("b",)]
+    assert [r.target for r in _table(pairs, 2).rules()] == [("c",), ("b",)]
     corpus = encode_corpus(pairs)
     with pytest.raises(ConfigurationError, match="at least 1"):
         estimate_features(extract_rules(corpus), lexical_table_from_corpus(corpus), 0)
