@@ -69,6 +69,20 @@ def _add_build_index(verb: VerbAdder) -> None:
     _add_buffer_flag(p)
 
 
+def _defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """What a new index takes from the settings unless a flag says otherwise: k1 and b, and
+    for documents the analysis chain and the title weight (the pool: none, and no title)."""
+    from service.settings import get_settings
+
+    s = get_settings()
+    out: dict[str, Any] = {"k1": s.bm25_k1, "b": s.bm25_b, "analysis": args.analysis}
+    if args.docs is not None:
+        out["analysis"] = args.analysis if args.analysis is not None else s.docs_analysis
+        title = args.title_weight
+        out["title_weight"] = title if title is not None else s.docs_title_weight
+    return out
+
+
 def _cmd_build_index(args: argparse.Namespace) -> int:
     from service.index import build_docs_index, build_pool_index
 
@@ -76,15 +90,13 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         return _cmd_build_collection(args)
     if args.docs is None and args.title_weight is not None:
         raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
-    extra = {"title_weight": args.title_weight} if args.docs is not None else {}
     build = build_docs_index if args.docs is not None else build_pool_index
     result = build(
         args.docs if args.docs is not None else args.pool,
         args.out,
-        **extra,
+        **_defaults(args),
         tokenizer=args.tokenizer,
         rsj_policy=args.rsj,
-        analysis=args.analysis,
         limit=args.limit,
         force=args.force,
         progress=not args.quiet,
@@ -120,8 +132,7 @@ def _cmd_build_collection(args: argparse.Namespace) -> int:
         raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
     params = build_params(
         "pool" if pool else "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj,
-        analysis=args.analysis, title_weight=args.title_weight, limit=args.limit,
-        source_name=source.name, keep_tokens=pool,
+        limit=args.limit, source_name=source.name, keep_tokens=pool, **_defaults(args),
     )  # fmt: skip
     docs = _read_records(source, pool)
     if args.limit is not None:

@@ -22,6 +22,9 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.floating]
 
+K1 = 1.2  # a new index's k1 and b (the settings bm25_k1, bm25_b default to them)
+B = 0.75
+
 
 class RsjPolicy(StrEnum):
     """What to do with terms whose rsj is negative (df > |C|/2).

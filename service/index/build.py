@@ -42,7 +42,7 @@ from service.csr import ptr_from_counts
 from service.data import read_docs, read_pool
 from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
-from service.index.bm25 import RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
+from service.index.bm25 import K1, B, RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.inverted import InvertedIndex
 from service.index.storage import Manifest, read_manifest, write_index_dir
 from service.index.tokenize import (
@@ -54,7 +54,6 @@ from service.index.tokenize import (
 )
 from service.index.vocab import encode_terms
 from service.records import Doc
-from service.settings import get_settings
 
 IndexKind = Literal["docs", "pool"]
 
@@ -123,6 +122,10 @@ def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = Non
 
 
 MAX_TITLE_WEIGHT = 100  # weighted counts and lengths stay far inside int32
+# a new document index's analysis chain and title weight (the settings docs_analysis and
+# docs_title_weight default to them; the commands pass the settings)
+DOCS_ANALYSIS = "word+min2+stop-long"
+DOCS_TITLE_WEIGHT = 5
 
 
 def check_title_weight(weight: int) -> int:
@@ -137,10 +140,10 @@ def check_title_weight(weight: int) -> int:
 
 
 def _title_weight(kind: IndexKind, weight: int | None) -> int:
-    """The checked title weight of a new index: ``weight``, or by default the setting
-    ``docs_title_weight`` for documents and 1 for the pool (its sentences have no title)."""
+    """The checked title weight of a new index: ``weight``, or by default
+    :data:`DOCS_TITLE_WEIGHT` for documents and 1 for the pool (its sentences have no title)."""
     if weight is None:
-        weight = get_settings().docs_title_weight if kind == "docs" else 1
+        weight = DOCS_TITLE_WEIGHT if kind == "docs" else 1
     return check_title_weight(weight)
 
 
@@ -343,8 +346,8 @@ def build_in_memory(
     docs: Iterable[Doc],
     tokenize: TokenizeFn,
     *,
-    k1: float = 1.2,
-    b: float = 0.75,
+    k1: float = K1,
+    b: float = B,
     rsj_policy: RsjPolicy | str = RsjPolicy.FLOOR,
     analysis: str = "none",
     kind: IndexKind = "docs",
@@ -415,19 +418,20 @@ def build_params(
     source_name: str | None = None,
 ) -> BuildParams:
     """The checked parameters of a new index (or collection): k1, b, the analysis chain and
-    the title weight default to the settings (the pool: no analysis, title weight 1)."""
+    the title weight default to :data:`~service.index.bm25.K1`, :data:`~service.index.bm25.B`,
+    :data:`DOCS_ANALYSIS` and :data:`DOCS_TITLE_WEIGHT` (the pool: no analysis, title weight
+    1); ``clir build-index`` passes its settings."""
     if not custom_tokenizer and tokenizer not in TOKENIZERS:
         get_index_tokenizer(tokenizer)  # raises, listing the valid names
-    settings = get_settings()
     if analysis is None:
-        analysis = settings.docs_analysis if kind == "docs" else "none"
+        analysis = DOCS_ANALYSIS if kind == "docs" else "none"
     chain = Analyzer.from_spec(analysis).name  # canonical form; unknown steps raise here
     return BuildParams(
         kind=kind,
         tokenizer=tokenizer,
         tokenizer_signature="custom" if custom_tokenizer else tokenizer_signature(tokenizer),
-        k1=settings.bm25_k1 if k1 is None else float(k1),
-        b=settings.bm25_b if b is None else float(b),
+        k1=K1 if k1 is None else float(k1),
+        b=B if b is None else float(b),
         rsj=RsjPolicy(rsj_policy).value,
         keep_tokens=keep_tokens,
         analysis=chain,
@@ -501,9 +505,8 @@ def build_docs_index(
     """Index ``docs.jsonl(.gz)`` (title + text) into ``out``.
 
     ``tokenizer`` names the tokenizer (recorded in the manifest and used for queries);
-    ``tokenize`` overrides the function itself (tests). k1 and b default to the settings,
-    the analysis chain (:mod:`service.index.analysis`) to ``settings.docs_analysis`` and the
-    title weight to ``settings.docs_title_weight``.
+    ``tokenize`` overrides the function itself (tests). k1, b, the analysis chain
+    (:mod:`service.index.analysis`) and the title weight default as in :func:`build_params`.
     """
     return _build_from_file(
         "docs", source, out, read_docs(source),

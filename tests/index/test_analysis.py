@@ -143,19 +143,21 @@ def test_pool_keeps_every_token_by_default(tmp_path: Path) -> None:
     assert index.doc_tokens(0) == ["do", "it", "now", "?"]
 
 
-def test_default_docs_chain_comes_from_the_settings(
+def test_the_default_docs_chain_and_the_setting_clir_build_index_passes(
     docs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.settings import get_settings
+    from service.cli import main
+    from service.index.build import DOCS_ANALYSIS
+    from service.settings import Settings, get_settings
 
+    assert Settings().docs_analysis == DOCS_ANALYSIS  # the default of both
+    built = build_docs_index(docs_file, tmp_path / "default", tokenizer="regex")
+    assert built.manifest["build"]["analysis"] == DOCS_ANALYSIS
     monkeypatch.setenv("CLIR_DOCS_ANALYSIS", "word")
     get_settings.cache_clear()
-    try:
-        built = build_docs_index(docs_file, tmp_path / "ix", tokenizer="regex")
-    finally:
-        monkeypatch.delenv("CLIR_DOCS_ANALYSIS")
-        get_settings.cache_clear()
-    assert built.manifest["build"]["analysis"] == "word"
+    args = ["build-index", "--docs", str(docs_file), "--out", str(tmp_path / "ix"), "--quiet"]
+    assert main([*args, "--tokenizer", "regex"]) == 0
+    assert InvertedIndex.load(tmp_path / "ix").manifest["build"]["analysis"] == "word"
     with pytest.raises(ConfigurationError, match="'klingon'"):
         build_docs_index(docs_file, tmp_path / "x", tokenizer="regex", analysis="klingon")
     assert not (tmp_path / "x").exists()
