@@ -115,9 +115,9 @@ class DecoderConfig:
     # forest took about half of the decode time. The output does not depend on it.
     pause_gc: bool = True
     # which search :meth:`service.mt.bundle.ModelBundle.decoder` builds: the compiled kernel
-    # (service.mt.compiled_decoder) or this module's Python reference, same forests; default:
-    # the setting CLIR_DECODER_ENGINE (so every command can run either)
-    engine: Literal["compiled", "reference"] = field(default_factory=lambda: _default_engine())
+    # (service.mt.compiled_decoder) or this module's Python reference, same forests; the
+    # service and the commands pass their setting CLIR_DECODER_ENGINE (so each can run either)
+    engine: Literal["compiled", "reference"] = "compiled"
     # drop the +LM nodes and edges that no derivation of the goal uses before the forest is
     # handed on (:func:`service.forest.hypergraph.prune_unreachable`); no derivation, score or
     # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
@@ -138,12 +138,6 @@ class DecoderConfig:
             raise InvalidInputError(f"pop_limit must be at least 1, got {self.pop_limit}")
         if self.max_span < 1:
             raise InvalidInputError(f"max_span must be at least 1, got {self.max_span}")
-
-
-def _default_engine() -> Literal["compiled", "reference"]:
-    from service.settings import get_settings
-
-    return get_settings().decoder_engine
 
 
 @dataclass(slots=True)
