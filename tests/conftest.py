@@ -37,6 +37,13 @@ def _session_weights_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     get_settings.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def weights_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's weights state root, which the apps and commands tests start are told
+    (CLIR_WEIGHTS_STATE_DIR) and library calls are given (``load_bundle(..., state_root=)``)."""
+    return Path(_weights_state(tmp_path_factory))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -69,7 +76,7 @@ def toy_bundle(tmp_path_factory: pytest.TempPathFactory) -> ModelBundle:
     par, lm = root / "p.tsv.gz", root / "lm.txt"
     synthetic(par, lm)
     train_model(par, lm, root / "de-en", CONFIG, log=lambda _m: None)
-    return load_bundle(root / "de-en")
+    return load_bundle(root / "de-en", state_root=_weights_state(tmp_path_factory))
 
 
 TOY_DOCS = [

@@ -101,13 +101,16 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from service.mt.tuning.run import default_pool, tune_bundle
     from service.settings import get_settings
 
-    bundle = load_bundle(args.model)
+    settings = get_settings()
+    bundle = load_bundle(args.model, state_root=settings.weights_state_dir)
     pool = args.pool or default_pool(args.dev)
     split = load_dev_pairs(args.dev, pool, bundle.src, max_words=args.max_words)
     tune_pairs = split.tune[: args.dev_size]
     heldout = split.heldout[: args.heldout_size]
     print(f"tuning on {len(tune_pairs)} sentences, {len(heldout)} held out", file=sys.stderr)
-    config = DecoderConfig(pop_limit=args.pop_limit or get_settings().pop_limit)
+    config = DecoderConfig(
+        pop_limit=args.pop_limit or settings.pop_limit, engine=settings.decoder_engine
+    )
     outcome = tune_bundle(
         bundle, tune_pairs, heldout, args.method, k=args.k, iterations=args.iterations,
         patience=args.patience, merge=args.merge, config=config, activate=args.activate,

@@ -46,10 +46,11 @@ def _cmd_weights(args: argparse.Namespace) -> int:
     from service.retrieval.versions import NotOfferedError, activate_version
     from service.settings import get_settings
 
-    bundle = load_bundle(args.model)
+    settings = get_settings()
+    bundle = load_bundle(args.model, state_root=settings.weights_state_dir)
     store = bundle.weights_store
     if args.activate is not None:
-        index_path = args.index or get_settings().first_existing(get_settings().doc_indexes)
+        index_path = args.index or settings.first_existing(settings.doc_indexes)
         if index_path is None:
             print("note: no document index: the version is not probed", file=sys.stderr)
         index = load_index(index_path) if index_path is not None else None

@@ -45,7 +45,12 @@ from service.mt.rules import (
     SINGLETON,
     WORD_PENALTY,
 )
-from service.mt.weights import WeightsStore, WeightsVersion, bundle_state_dir
+from service.mt.weights import (
+    DEFAULT_STATE_DIR,
+    WeightsStore,
+    WeightsVersion,
+    bundle_state_dir,
+)
 from service.text.compounds import COMPOUND_RULES, CompoundSplitter
 from service.text.questions import QUESTION_LANGS, QuestionRewriter
 
@@ -205,11 +210,10 @@ class ModelBundle:
 
 def weights_store(path: str | Path, state_root: str | Path | None = None) -> WeightsStore:
     """The weights of the bundle at ``path``, new versions and the active pointer kept in its
-    directory under ``state_root`` (default: the setting ``weights_state_dir``)."""
+    directory under ``state_root`` (default :data:`~service.mt.weights.DEFAULT_STATE_DIR`,
+    relative to the working directory; the service passes its setting ``weights_state_dir``)."""
     if state_root is None:
-        from service.settings import get_settings
-
-        state_root = get_settings().weights_state_dir
+        state_root = DEFAULT_STATE_DIR
     return WeightsStore(Path(path) / WEIGHTS_DIR, bundle_state_dir(path, state_root))
 
 

@@ -2,8 +2,9 @@
 
 A bundle ships its own weight vectors as ``weights/<version>.json`` and names the active one in
 ``weights/ACTIVE``. A bundle that serves is read-only: the versions that tuning and learning to
-rank write, and the active pointer, live in a *state directory* outside it
-(``settings.weights_state_dir``, one subdirectory per bundle, :func:`bundle_state_dir`). The
+rank write, and the active pointer, live in a *state directory* outside it (a state root,
+:data:`DEFAULT_STATE_DIR` unless the caller names another — the service and the commands pass
+their setting ``weights_state_dir`` —, one subdirectory per bundle, :func:`bundle_state_dir`). The
 versions of a bundle are those of both places; the state's ``ACTIVE``, once written, overrides
 the bundle's, and without one the bundle's own ``ACTIVE`` is honoured (a bundle trained before
 the state directory existed keeps serving the version it had). Building a bundle writes into
@@ -31,6 +32,7 @@ from service.errors import DataFormatError, InvalidInputError, MissingResourceEr
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ACTIVE = "ACTIVE"
 BUNDLE_NOTE = "BUNDLE"  # in a bundle's state directory: the path of the bundle it belongs to
+DEFAULT_STATE_DIR = Path("var/weights")  # the state root (the setting weights_state_dir's default)
 
 Origin = Literal["bundle", "state"]
 

@@ -265,7 +265,7 @@ def search(client: TestClient) -> dict[str, Any]:
 def test_full_flow_job_writes_a_version_that_serves_after_activation(
     admin: TestClient, bundle_copy: Path
 ) -> None:
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     old = weights.active_version()
     before = search(admin)
     assert before["weights_version"] == old
@@ -321,7 +321,7 @@ def test_full_flow_job_writes_a_version_that_serves_after_activation(
 def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_copy: Path) -> None:
     # the sparse IR features of Hieber & Riezler 2015, §3: a large weight on "home" (d2's word)
     # lifts d2 over d1, which the default weights rank first for "das haus ist groß"
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     old = weights.active_version()
     before = [h["id"] for h in search(admin)["results"]]
     assert before[0] == "d1" and "d2" in before
@@ -334,7 +334,7 @@ def test_a_version_with_per_term_ir_weights_serves(admin: TestClient, bundle_cop
 
 
 def test_a_learned_version_not_offered_needs_force(admin: TestClient, bundle_copy: Path) -> None:
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     old = weights.active_version()
     metrics = {"activation_offered": 0.0, "heldout_map_gain": -0.0031, "heldout_queries": 406.0,
                "heldout_p_map": 0.04}  # fmt: skip
@@ -357,7 +357,7 @@ def save_lex_version(weights: WeightsStore, name: str = "lex") -> str:
 
 
 def test_a_lex_version_activates_and_serves_bowfd(admin: TestClient, bundle_copy: Path) -> None:
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     before = search(admin)
     assert before["results"][0]["id"] == "d1"
     ok(admin.post(f"/v1/admin/models/{save_lex_version(weights)}/activate", headers=AUTH))
@@ -382,7 +382,7 @@ def test_activation_refuses_a_version_the_service_cannot_score(
         return get_scorer(method, index, **extra, **params)
 
     monkeypatch.setattr(versions, "make_scorer", without_grammar)
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     old = weights.active_version()
     r = admin.post(f"/v1/admin/models/{save_lex_version(weights)}/activate", headers=AUTH)
     assert r.status_code == 409, r.text
@@ -415,7 +415,7 @@ def test_jobs_and_activation_leave_the_bundle_untouched(
     ok(admin.post("/v1/admin/models/default/activate", headers=AUTH))  # the bundle's own
     assert search(admin)["weights_version"] == "default"
     assert tree_bytes(bundle_copy) == shipped
-    state = weights_store(bundle_copy).state
+    state = weights_store(bundle_copy, settings_of(admin).weights_state_dir).state
     assert state is not None and (state / f"{new}.json").is_file()
     assert (state / "ACTIVE").read_text() == "default\n"
     assert settings_of(admin).weights_state_dir in state.parents
@@ -434,7 +434,7 @@ def test_jobs_and_activation_leave_the_bundle_untouched(
 def test_a_bad_version_file_is_refused_and_the_old_one_keeps_serving(
     admin: TestClient, bundle_copy: Path, content: str, reason: str
 ) -> None:
-    weights = weights_store(bundle_copy)
+    weights = weights_store(bundle_copy, settings_of(admin).weights_state_dir)
     old = weights.active_version()
     (bundle_copy / "weights" / "broken.json").write_text(content)
     r = admin.post("/v1/admin/models/broken/activate?lang=de", headers=AUTH)

@@ -51,7 +51,8 @@ def test_sigkill_mid_request_then_restart_serves_the_same_version(
     toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
 ) -> None:
     bundle_dir = Path(shutil.copytree(toy_bundle.path, tmp_path / "de-en"))
-    store = load_bundle(bundle_dir).weights_store
+    state_root = tmp_path / "weights"
+    store = load_bundle(bundle_dir, state_root=state_root).weights_store
     active = store.active()
     doubled = store.save({k: 2 * v for k, v in active.weights.items()}, version="doubled")
     store.activate(doubled.version)
@@ -61,7 +62,7 @@ def test_sigkill_mid_request_then_restart_serves_the_same_version(
         "CLIR_POOL_INDEXES": "[]",
         "CLIR_EMBEDDED_WORKER": "false",
         "CLIR_JOB_STORE": str(tmp_path / "jobs.sqlite3"),
-        "CLIR_WEIGHTS_STATE_DIR": str(store.state.parent if store.state else tmp_path),
+        "CLIR_WEIGHTS_STATE_DIR": str(state_root),
         "CLIR_FOREST_CACHE_SIZE": "0",  # every request decodes: work is in flight when killed
     }
     server = Server(env, tmp_path / "server.log")
@@ -105,4 +106,4 @@ def test_sigkill_mid_request_then_restart_serves_the_same_version(
     assert [(h["id"], h["score"]) for h in after["results"]] == [
         (h["id"], h["score"]) for h in before["results"]
     ]
-    assert load_bundle(bundle_dir).active_weights().version == "doubled"
+    assert load_bundle(bundle_dir, state_root=state_root).active_weights().version == "doubled"

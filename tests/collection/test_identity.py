@@ -27,10 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.data]
 
 
 @pytest.fixture(scope="module")
-def demo() -> tuple[InvertedIndex, ModelBundle]:
-    return InvertedIndex.load(ROOT / "indexes" / "demo"), load_bundle(
-        ROOT / "models" / "demo-de-en"
-    )
+def demo(weights_root: Path) -> tuple[InvertedIndex, ModelBundle]:
+    bundle = load_bundle(ROOT / "models" / "demo-de-en", state_root=weights_root)
+    return InvertedIndex.load(ROOT / "indexes" / "demo"), bundle
 
 
 @pytest.fixture(scope="module")

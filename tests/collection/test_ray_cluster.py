@@ -64,10 +64,10 @@ from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES, corpus
 
-address, out, bundle_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+address, out, bundle_path, state_root = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 build_collection(corpus(200, 21), out, build_params("docs"), shards=2)
 coll = Collection(out)
-bundle = load_bundle(bundle_path)
+bundle = load_bundle(bundle_path, state_root=state_root)
 decoder = bundle.decoder()
 ray.init(address=address, log_to_driver=False)
 # a node that `ray start` launched may register, and its resources reach the scheduler, late
@@ -94,13 +94,14 @@ searcher.close()
 
 
 def test_two_node_cluster_spreads_shards_and_ranks_as_one_process(
-    cluster: tuple[str, dict[str, str]], tmp_path: Path, toy_bundle: object
+    cluster: tuple[str, dict[str, str]], tmp_path: Path, toy_bundle: object, weights_root: Path
 ) -> None:
     address, env = cluster
     bundle_path = str(toy_bundle.path)  # type: ignore[attr-defined]
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(DRIVER), address, str(tmp_path / "c"),
-         bundle_path], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+         bundle_path, str(weights_root)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

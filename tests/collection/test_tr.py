@@ -24,13 +24,15 @@ DEV = ROOT.parent / "shared" / "data" / "tr" / "de-en" / "queries.dev.tsv"
 pytestmark = [pytest.mark.slow, pytest.mark.data]
 
 
-def test_tr_over_a_pool_collection_equals_the_pool_index(tmp_path: Path) -> None:
+def test_tr_over_a_pool_collection_equals_the_pool_index(
+    tmp_path: Path, weights_root: Path
+) -> None:
     """Every 80th German TR dev query (40 spread over the set), the pool as 1, 2 and 4
     shards of several segments each."""
     if not DEV.is_file():
         pytest.skip(f"{DEV} is absent (../shared/data beside the checkout)")
     pool = InvertedIndex.load(ROOT / "indexes" / "demo-pool")
-    bundle = load_bundle(ROOT / "models" / "demo-de-en")
+    bundle = load_bundle(ROOT / "models" / "demo-de-en", state_root=weights_root)
     docs = [pool.doc(i) for i in range(pool.n_docs)]
     snaps = []
     for shards in (1, 2, 4):

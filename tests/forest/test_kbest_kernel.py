@@ -232,8 +232,8 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def demo() -> ModelBundle:
-    return load_bundle(DEMO)
+def demo(weights_root: Path) -> ModelBundle:
+    return load_bundle(DEMO, state_root=weights_root)
 
 
 @pytest.mark.slow

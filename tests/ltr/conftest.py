@@ -56,11 +56,11 @@ def ltr_data(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> ModelBundle:
+def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path, weights_root: Path) -> ModelBundle:
     """A private copy of the toy bundle: training writes weight versions into it."""
     dest = tmp_path / "de-en"
     shutil.copytree(toy_bundle.path, dest)
-    return load_bundle(dest)
+    return load_bundle(dest, state_root=weights_root)
 
 
 @pytest.fixture

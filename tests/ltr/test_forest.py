@@ -209,8 +209,8 @@ DEMO_QUERIES = {
 }
 
 
-def test_array_backed_forest_equals_the_object_forest_on_the_demo() -> None:
-    bundle = load_bundle(ROOT / "models" / "demo-de-en")
+def test_array_backed_forest_equals_the_object_forest_on_the_demo(weights_root: Path) -> None:
+    bundle = load_bundle(ROOT / "models" / "demo-de-en", state_root=weights_root)
     index = InvertedIndex.load(ROOT / "indexes" / "demo")
     start = start_weights(bundle.active_weights().weights, 1.0)
     dec = Decoding(bundle, index, start, pop_limit=100, lex=True)

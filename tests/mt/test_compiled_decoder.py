@@ -66,8 +66,8 @@ def arrays_difference(ref: Forest, fast: Forest) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def demo() -> ModelBundle:
-    return load_bundle(DEMO)
+def demo(weights_root: Path) -> ModelBundle:
+    return load_bundle(DEMO, state_root=weights_root)
 
 
 def _dev_sentences(shared: Path, count: int, seed: int) -> list[tuple[str, ...]]:

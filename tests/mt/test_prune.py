@@ -226,8 +226,8 @@ def test_the_compiled_pass_equals_the_reference_on_the_search_output(
 
 
 @pytest.fixture(scope="module")
-def demo() -> ModelBundle:
-    return load_bundle(DEMO)
+def demo(weights_root: Path) -> ModelBundle:
+    return load_bundle(DEMO, state_root=weights_root)
 
 
 @pytest.mark.slow

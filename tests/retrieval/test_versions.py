@@ -38,7 +38,8 @@ def test_bowfd_from_make_scorer_scores_lex_weights(
 
 @pytest.fixture
 def bundle(toy_bundle: ModelBundle, tmp_path: Path) -> ModelBundle:
-    return load_bundle(shutil.copytree(toy_bundle.path, tmp_path / "de-en"))
+    copy = shutil.copytree(toy_bundle.path, tmp_path / "de-en")
+    return load_bundle(copy, state_root=tmp_path / "weights")
 
 
 def test_activation_probes_the_version(bundle: ModelBundle, toy_index: InvertedIndex) -> None:

@@ -29,7 +29,7 @@ def test_train_load_translate_and_skip(tmp_path: Path) -> None:
     assert (out / MANIFEST).exists()
     assert manifest["counts"]["grammar"]["rules"] > 10
     assert not (tmp_path / "models" / "de-en.partial").exists()
-    bundle = load_bundle(out, verify=True)
+    bundle = load_bundle(out, verify=True, state_root=tmp_path / "weights")
     assert (bundle.src, bundle.tgt) == ("de", "en")
     dec = bundle.decoder()
     forest = dec.forest(["das", "haus", "ist", "groß"])

@@ -35,7 +35,9 @@ def _tr_dir(root: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_tune_writes_a_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tune_writes_a_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], weights_root: Path
+) -> None:
     par, lm = tmp_path / "p.tsv.gz", tmp_path / "lm.txt"
     synthetic(par, lm)
     model = tmp_path / "de-en"
@@ -50,7 +52,7 @@ def test_tune_writes_a_version(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = json.loads(capsys.readouterr().out)
     assert out["version"] == "t1"
     assert out["dev_bleu"] > 50  # the synthetic language is easy
-    bundle = load_bundle(model)
+    bundle = load_bundle(model, state_root=weights_root)
     assert "t1" in bundle.weights_store.versions()
     stored = bundle.weights_store.load("t1")
     assert stored.metrics["heldout_bleu"] == pytest.approx(out["heldout_bleu"], abs=0.01)
@@ -61,7 +63,7 @@ def test_tune_writes_a_version(tmp_path: Path, capsys: pytest.CaptureFixture[str
             "--iterations", "1", "--k", "5", "--version", "t2", "--start", "default"]  # fmt: skip
     assert main(args) == 0
     capsys.readouterr()
-    bundle = load_bundle(model)
+    bundle = load_bundle(model, state_root=weights_root)
     assert bundle.weights_store.load("t2").parent == "default"
     assert bundle.weights_store.active_version() == "t1"
 
