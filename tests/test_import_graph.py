@@ -2,10 +2,11 @@
 
 The serving entry points — the app factory (:func:`service.api.app.create_app`, what
 ``clir serve`` hands to uvicorn), the model bundle, the retrieval runner and the runs by path,
-the CLI module and the job worker — are imported in a fresh interpreter; in another, the app's resources (the committed
-demo bundle and indexes) are loaded and warmed up, which runs every request path once, so the
-modules the decoders and scorers import lazily are loaded too. Neither may load a module of
-:mod:`service.mt.training` or :mod:`service.mt.tuning`.
+the CLI module and the job worker — are imported in a fresh interpreter; in another, the app's
+resources (the committed demo bundle and indexes) are loaded and warmed up, which runs every
+request path once, so the modules the decoders and scorers import lazily are loaded too.
+Neither may load a module of :mod:`service.mt.training` or :mod:`service.mt.tuning`.
+:mod:`tests.test_layers` checks the same statically, with the layers of the whole service.
 """
 
 from __future__ import annotations

@@ -16,6 +16,29 @@ def test_defaults_follow_the_papers() -> None:
     assert s.admin_token is None
 
 
+def test_the_librarys_defaults_are_the_settings_defaults() -> None:
+    """Settings are read at the edges and passed down (tests/test_layers.py); a library
+    caller that passes none gets what the service would with no setting changed."""
+    from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S
+    from service.index.bm25 import K1, B
+    from service.index.build import DOCS_ANALYSIS, DOCS_TITLE_WEIGHT
+    from service.mt.decoder import DecoderConfig
+    from service.mt.training.features import RULE_TABLE_LIMIT
+    from service.mt.weights import DEFAULT_STATE_DIR
+
+    d = {name: field.default for name, field in Settings.model_fields.items()}
+    config = DecoderConfig()
+    assert (d["bm25_k1"], d["bm25_b"], d["docs_analysis"], d["docs_title_weight"]) == (
+        K1, B, DOCS_ANALYSIS, DOCS_TITLE_WEIGHT
+    )  # fmt: skip
+    assert (d["pop_limit"], d["max_span"], d["decoder_engine"]) == (
+        config.pop_limit, config.max_span, config.engine
+    )  # fmt: skip
+    assert d["kbest_time_budget_s"] == UNIQUE_KBEST_TIME_BUDGET_S
+    assert d["rule_table_limit"] == RULE_TABLE_LIMIT
+    assert d["weights_state_dir"] == DEFAULT_STATE_DIR
+
+
 def test_environment_overrides_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLIR_POP_LIMIT", "50")
     monkeypatch.setenv("CLIR_ADMIN_TOKEN", "s3cret")

@@ -15,9 +15,10 @@ read-only); the query service reads the active version on every request and keys
 and cached forests by version, so the swap needs no restart and requests in flight finish with
 the version they started with. A refused file leaves the old version serving.
 
-The request body of ``POST /train`` is :class:`service.ltr.task.LtrParams`; its paths are
-resolved with ``restrict_paths=True`` (data under ``settings.data_dir``, only configured models
-and indexes), so a request cannot make the worker read files elsewhere.
+The request body of ``POST /train`` is :class:`service.ltr.task.LtrParams`; the web's path
+policy (:func:`job_params`) keeps data files under ``settings.data_dir`` (a relative path is
+taken relative to it) and the model and index among the configured ones, so a request cannot
+make the worker read files elsewhere.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import hmac
 import logging
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
@@ -38,9 +40,11 @@ from service.collection import Collection
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
 from service.index.inverted import InvertedIndex
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
+from service.jobs.tasks import ltr_setup
 from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
 from service.retrieval.versions import NotOfferedError, activate_version, active_version_or_none
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -304,10 +308,37 @@ class ActivatedPublic(BaseModel):
 # --- jobs ----------------------------------------------------------------------------------------
 
 
+DATA_FILES = ("queries", "qrels", "dev_queries", "dev_qrels", "groups")
+
+
+def job_params(body: LtrParams, settings: Settings) -> LtrParams:
+    """A job's parameters as a client over HTTP may give them, resolved: a data file lies
+    under ``settings.data_dir`` (a relative path is taken relative to it), the model and the
+    index are among the configured ones."""
+    root = settings.data_dir.resolve()
+    update: dict[str, Path] = {}
+    for name in DATA_FILES:
+        given: Path | None = getattr(body, name)
+        if given is None:
+            continue
+        path = (root / given if not given.is_absolute() else given).resolve()
+        if not path.is_relative_to(root):
+            raise InvalidInputError(f"{name} must be a file under the data directory {root}")
+        update[name] = path
+    for name, setting in (("model", "model_bundles"), ("index", "doc_indexes")):
+        chosen: Path | None = getattr(body, name)
+        options: list[Path] = getattr(settings, setting)
+        if chosen is not None and chosen.resolve() not in {p.resolve() for p in options}:
+            raise InvalidInputError(
+                f"{name} {str(chosen)[:200]!r} is not one of the configured {setting}"
+            )
+    return body.model_copy(update=update).resolved(ltr_setup(settings))
+
+
 @router.post("/train", status_code=202, response_model=JobPublic)
 def train(body: LtrParams, settings: SettingsDep, store: JobStoreDep) -> JobPublic:
     """Queue a learning-to-rank job for a model (409 while that model has one queued/running)."""
-    params = body.resolved(settings, restrict_paths=True)
+    params = job_params(body, settings)
     job = store.submit("ltr", params.model_dump(mode="json"), model=str(params.model))
     log.info("queued ltr job %s for %s", job.id, job.model)
     return JobPublic.of(job)

@@ -84,7 +84,10 @@ def _add_train_ltr(verb: VerbAdder) -> None:
 
 
 def _cmd_train_ltr(args: argparse.Namespace) -> int:
-    from service.ltr.task import ConsoleContext, train_ltr
+    from service.jobs.tasks import ltr_setup
+    from service.ltr.task import train_ltr
+    from service.progress import ConsoleContext
+    from service.settings import get_settings
 
     params = dict(
         model=args.model, index=args.index, queries=args.queries, qrels=args.qrels,
@@ -103,7 +106,7 @@ def _cmd_train_ltr(args: argparse.Namespace) -> int:
     params.update({k: v for k, v in learning.items() if v is not None})
     ctx = ConsoleContext(enabled=not args.quiet)
     try:
-        result = train_ltr(params, ctx)
+        result = train_ltr(params, ctx, setup=ltr_setup(get_settings()))
     finally:
         ctx.close()
     print(json.dumps(result.to_json(), sort_keys=True))

@@ -1,14 +1,10 @@
-"""What a background task sees of its job: progress reports, per-epoch metrics and the
-cancellation flag that the worker honours.
+"""The worker's :class:`~service.progress.JobContext`: what a background task sees of its job.
 
-:class:`JobContext` is the one interface of a job as a task sees it, used by the
-learning-to-rank task (``service.ltr.task.run_job(params, ctx)``) and its trainer as well.
-:class:`StoreJobContext` is the worker's
-implementation: progress and metrics are written through to the :class:`~service.jobs.store.
-JobStore`; ``cancelled()`` reads the job's ``cancel_requested`` flag at most every
-``check_interval_s`` seconds (a task may poll it in a tight loop) and is also true once the
-worker itself was asked to shut down. :class:`RecordingContext` keeps everything in memory, for
-running a task in the foreground or in tests.
+:class:`StoreJobContext` writes progress and metrics through to the
+:class:`~service.jobs.store.JobStore`; ``cancelled()`` reads the job's ``cancel_requested`` flag
+at most every ``check_interval_s`` seconds (a task may poll it in a tight loop) and is also true
+once the worker itself was asked to shut down. The protocol and the contexts that need no store
+(recording, scaled, console) are in :mod:`service.progress`.
 """
 
 from __future__ import annotations
@@ -16,30 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from service.jobs.store import JobStore
 
 
-class JobContext(Protocol):
-    """The job as seen by the task that runs it."""
-
-    def progress(self, fraction: float, message: str) -> None:
-        """Report progress: ``fraction`` in [0, 1] and a short text."""
-        ...
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
-        """Record the (dev) metrics measured after ``epoch``."""
-        ...
-
-    def cancelled(self) -> bool:
-        """True once cancellation was requested; the task then raises ``JobCancelled``."""
-        ...
-
-
 class StoreJobContext:
-    """A :class:`JobContext` backed by the job store (one per running job)."""
+    """A :class:`~service.progress.JobContext` backed by the job store (one per running job)."""
 
     def __init__(
         self,
@@ -72,39 +52,3 @@ class StoreJobContext:
             self._last_check = now
             self._cancelled = self.store.cancel_requested(self.job_id)
         return self._cancelled
-
-
-class ScaledContext:
-    """A :class:`JobContext` that reports ``ctx``'s progress scaled into ``[0, top]``: for a
-    phase of a task that has more to do after it."""
-
-    def __init__(self, ctx: JobContext, top: float) -> None:
-        self.ctx = ctx
-        self.top = top
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.ctx.progress(self.top * fraction, message)
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.ctx.epoch_metrics(epoch, metrics)
-
-    def cancelled(self) -> bool:
-        return bool(self.ctx.cancelled())
-
-
-class RecordingContext:
-    """A :class:`JobContext` that records in memory (foreground runs, tests)."""
-
-    def __init__(self, cancel_after: int | None = None) -> None:
-        self.reports: list[tuple[float, str]] = []
-        self.epochs: list[tuple[int, dict[str, float]]] = []
-        self.cancel_after = cancel_after  # cancelled() is true after this many progress reports
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.reports.append((fraction, message))
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.epochs.append((epoch, dict(metrics)))
-
-    def cancelled(self) -> bool:
-        return self.cancel_after is not None and len(self.reports) >= self.cancel_after

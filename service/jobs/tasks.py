@@ -1,10 +1,14 @@
 """The registry of background tasks: job kind → ``"module:function"``, imported lazily, so the
 worker loads the learning-to-rank code only when it runs a training job.
 
-Every task has the signature ``run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]``
-and returns ``{"version": <new weights version or None>, "model": ..., "metrics": {...}}``.
-It reports progress through ``ctx``, checks ``ctx.cancelled()`` between steps and then raises
-:class:`~service.errors.JobCancelled`; any other exception fails the job.
+Every task has the signature ``run(params: dict[str, Any], ctx: JobContext, settings:
+Settings) -> dict[str, Any]`` and returns ``{"version": <new weights version or None>,
+"model": ..., "metrics": {...}}``. The worker hands it its settings; the task turns them into
+the explicit arguments of the library call (:func:`ltr_setup`), so nothing below reads
+settings. It reports progress through ``ctx``, checks ``ctx.cancelled()`` between steps and
+then raises :class:`~service.errors.JobCancelled`; any other exception fails the job.
+
+``ltr`` runs learning to rank (:func:`service.ltr.task.train_ltr`) with the job's parameters.
 
 ``selftest`` is a built-in diagnostic: ``steps`` steps of ``seconds`` each, reporting progress
 and per-step metrics and honouring cancellation. With ``model`` (a bundle directory) it ends
@@ -18,17 +22,21 @@ import importlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.errors import InvalidInputError, JobCancelled
-from service.jobs.context import JobContext
+from service.progress import JobContext
+from service.settings import Settings
 
-Task = Callable[[dict[str, Any], JobContext], dict[str, Any]]
+if TYPE_CHECKING:
+    from service.ltr.task import LtrSetup
+
+Task = Callable[[dict[str, Any], JobContext, Settings], dict[str, Any]]
 
 TASKS: dict[str, str] = {
-    "ltr": "service.ltr.task:run_job",
+    "ltr": "service.jobs.tasks:ltr",
     "selftest": "service.jobs.tasks:selftest",
 }
 
@@ -58,7 +66,30 @@ class SelftestParams(BaseModel):
     activate: bool = Field(False, description="Activate the written version.")
 
 
-def selftest(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+def ltr_setup(settings: Settings) -> LtrSetup:
+    """What a learning-to-rank run draws on, from the service's ``settings``."""
+    from service.ltr.task import LtrSetup
+
+    return LtrSetup(
+        data_dir=settings.data_dir,
+        model_bundles=tuple(settings.model_bundles),
+        doc_indexes=tuple(settings.doc_indexes),
+        backend=settings.ltr_backend,
+        pop_limit=settings.pop_limit,
+        engine=settings.decoder_engine,
+        weights_state_dir=settings.weights_state_dir,
+        ray_address=settings.ray_address,
+    )
+
+
+def ltr(params: dict[str, Any], ctx: JobContext, settings: Settings) -> dict[str, Any]:
+    """Learning to rank: train, store, return ``{"version", "model", "metrics"}``."""
+    from service.ltr.task import train_ltr, validate_params
+
+    return train_ltr(validate_params(params), ctx, setup=ltr_setup(settings)).to_json()
+
+
+def selftest(params: dict[str, Any], ctx: JobContext, settings: Settings) -> dict[str, Any]:
     """Sleep through ``steps`` steps, reporting progress; optionally write a weights version."""
     try:
         p = SelftestParams.model_validate(params)
@@ -76,7 +107,7 @@ def selftest(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if p.model is not None:
         from service.mt.bundle import weights_store
 
-        store = weights_store(p.model)
+        store = weights_store(p.model, settings.weights_state_dir)
         active = store.active()
         record = store.save(
             active.weights,

@@ -54,18 +54,20 @@ log = logging.getLogger("service.jobs.worker")  # not "__main__" when run with -
 def execute(
     store: JobStore,
     job: Job,
+    settings: Settings,
     *,
     shutdown: threading.Event | None = None,
     check_interval_s: float = 0.5,
 ) -> JobState:
-    """Run the claimed ``job`` to its end and record the outcome; returns the final state."""
+    """Run the claimed ``job`` to its end (its task given ``settings``) and record the
+    outcome; returns the final state."""
     shutdown = shutdown or threading.Event()
     ctx = StoreJobContext(store, job.id, shutdown=shutdown, check_interval_s=check_interval_s)
     log.info("job %s (%s) started", job.id, job.kind)
     outcome: JobState
     try:
         task = resolve_task(job.kind)
-        result = task(dict(job.params), ctx)
+        result = task(dict(job.params), ctx, settings)
         if not isinstance(result, dict):
             raise TypeError(f"the {job.kind} task returned {type(result).__name__}, not a dict")
         try:
@@ -130,7 +132,7 @@ def run_worker(
                     break
                 shutdown.wait(poll)
                 continue
-            execute(store, job, shutdown=shutdown)
+            execute(store, job, settings, shutdown=shutdown)
             done += 1
             if once:
                 break
@@ -177,8 +179,6 @@ def worker_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env[SETTINGS_ENV] = settings.model_dump_json(exclude={"admin_token"})
-    # tasks find bundles' weights state through get_settings(): the app's, not the default
-    env["CLIR_WEIGHTS_STATE_DIR"] = str(settings.weights_state_dir.resolve())
     return env
 
 

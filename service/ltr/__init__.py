@@ -15,6 +15,7 @@ iterative parameter mixing.
 * :mod:`service.ltr.shard`, :mod:`service.ltr.backends` — one shard of the training data and the
   inline / local-process / Ray backends that run shards;
 * :mod:`service.ltr.trainer` — the epoch loop (parameter mixing, dev evaluation, early stopping);
-* :mod:`service.ltr.task` — :class:`~service.ltr.task.LtrParams`, ``run_job`` for the job worker
-  and ``train_ltr`` for ``clir train-ltr``.
+* :mod:`service.ltr.task` — :class:`~service.ltr.task.LtrParams`, the :class:`~service.ltr.task.
+  LtrSetup` a run draws its defaults from, and ``train_ltr``, which the job worker (the task
+  ``ltr``, :mod:`service.jobs.tasks`) and ``clir train-ltr`` run.
 """

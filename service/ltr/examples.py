@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -161,11 +161,13 @@ class Decoding:
         *,
         pop_limit: int,
         lex: bool,
+        engine: Literal["compiled", "reference"] = "compiled",
     ) -> None:
+        """``engine``: the decoder's search (:class:`~service.mt.decoder.DecoderConfig`)."""
         self.bundle = bundle
         self.index = index
         self.start = dict(start)
-        self.decoder = bundle.decoder(DecoderConfig(pop_limit=pop_limit))
+        self.decoder = bundle.decoder(DecoderConfig(pop_limit=pop_limit, engine=engine))
         self.use_lex = lex or any(is_lex_feature(n) for n in self.start)
         self.scorer = BowFdScorer(index, bundle=bundle if self.use_lex else None)
         self.v = self.scorer.v_for(self.start)

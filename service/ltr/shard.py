@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -59,6 +59,8 @@ class ShardSpec:
     lex: bool = False
     freeze_smt: bool = False
     ir_terms: bool = True
+    engine: Literal["compiled", "reference"] = "compiled"  # the decoder's search
+    state_root: str | None = None  # where the bundle keeps its weights state (load_bundle)
 
 
 def shard_specs(
@@ -129,7 +131,7 @@ class Shard:
         if self._bundle is None:
             from service.mt.bundle import load_bundle
 
-            self._bundle = load_bundle(self.spec.model)
+            self._bundle = load_bundle(self.spec.model, state_root=self.spec.state_root)
         if self._index is None:
             from service.retrieval.runner import load_index
 
@@ -143,7 +145,8 @@ class Shard:
         t0 = time.perf_counter()
         spec = self.spec
         bundle, index = self._resources()
-        dec = Decoding(bundle, index, spec.start, pop_limit=spec.pop_limit, lex=spec.lex)
+        dec = Decoding(bundle, index, spec.start, pop_limit=spec.pop_limit, lex=spec.lex,
+                       engine=spec.engine)  # fmt: skip
         for name in spec.start:  # every starting weight has a column (and is carried along)
             self.space.column(name)
         failed: dict[str, str] = {}

@@ -1,11 +1,13 @@
-"""The learning-to-rank task: parameters, the job entry point and ``clir train-ltr``
+"""The learning-to-rank task: its parameters and the run behind the job and ``clir train-ltr``
 (Hieber & Riezler 2015, §4).
 
 :class:`LtrParams` (pydantic; also the admin API's request body) names the model bundle, the
 index, the training and dev queries and qrels, the objective and the learning settings;
-:meth:`LtrParams.resolved` fills in every default path and checks that it exists. Over HTTP
-(``restrict_paths=True``) data paths must lie under ``settings.data_dir`` (relative ones are
-taken relative to it) and the model and index must be among the configured ones.
+:meth:`LtrParams.resolved` fills in every default from an :class:`LtrSetup` — what the service
+is configured with: its model bundles, document indexes, data directory, backend, pop limit,
+decoder and weights state (:func:`service.jobs.tasks.ltr_setup` builds it from the settings) —
+and checks that every path exists. What a client over HTTP may name is the web's policy
+(:func:`service.api.admin.job_params`).
 
 :func:`train_ltr` runs the whole job: start weights = the bundle's active weights with
 ``IR_BM25 = v`` unless they already carry one; ``holdout`` (20 %) of the training queries are
@@ -20,7 +22,7 @@ starting version as parent (:class:`service.mt.weights.WeightsStore`: atomic, ne
 overwriting, in the weights state directory); it is activated only if asked, offered, and
 the service can score with it (:func:`service.retrieval.versions.activate_version`).
 Cancellation (``ctx.cancelled()``) raises :class:`~service.errors.JobCancelled` and writes
-nothing. :func:`run_job` is what the job worker calls (``TASKS["ltr"]``).
+nothing. The job worker runs it as the task ``ltr`` (:mod:`service.jobs.tasks`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.data import load_queries
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
-from service.jobs.context import JobContext, ScaledContext
 from service.ltr.backends import BACKENDS, make_backend
 from service.ltr.examples import (
     Decoding,
@@ -54,12 +55,13 @@ from service.ltr.trainer import (
     TrainOutcome,
     train,
 )
+from service.mt.weights import DEFAULT_STATE_DIR
+from service.progress import JobContext, ScaledContext
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
-from service.settings import Settings, get_settings
 from service.text.languages import normalize_language
 
-__all__ = ["JobContext", "LtrParams", "LtrResult", "run_job", "train_ltr"]
+__all__ = ["LtrParams", "LtrResult", "LtrSetup", "train_ltr", "validate_params"]
 
 HELDOUT_SHARE = 0.1  # share of the progress bar for measuring on the held-out queries
 
@@ -73,6 +75,24 @@ if TYPE_CHECKING:
 else:
     Objective = Literal[tuple(OBJECTIVES)]
     BackendName = Literal[tuple(BACKENDS)]
+
+
+@dataclass(frozen=True)
+class LtrSetup:
+    """What a run draws on besides its parameters: the model bundles and document indexes a
+    job may default to (the first that exists), the data directory of the default query files,
+    where several shards run (``backend``, for ``shards > 1``; Ray at ``ray_address``), the
+    decoder's pop limit and search, and the weights state root. The defaults suit a library
+    caller that names the model and the index."""
+
+    data_dir: Path = Path("../shared/data")
+    model_bundles: tuple[Path, ...] = ()
+    doc_indexes: tuple[Path, ...] = ()
+    backend: Literal["local", "ray"] = "local"
+    pop_limit: int = 200
+    engine: Literal["compiled", "reference"] = "compiled"
+    weights_state_dir: Path = DEFAULT_STATE_DIR
+    ray_address: str | None = None
 
 
 class LtrParams(BaseModel):
@@ -164,11 +184,12 @@ class LtrParams(BaseModel):
             raise ValueError("v must be a finite number")
         return value
 
-    def resolved(self, settings: Settings, *, restrict_paths: bool = False) -> LtrParams:
-        """These parameters with every path filled in, absolute and checked to exist."""
+    def resolved(self, setup: LtrSetup) -> LtrParams:
+        """These parameters with every path filled in from ``setup``, absolute and checked
+        to exist, and the backend chosen."""
         from service.mt.bundle import read_manifest
 
-        model = self._model(settings, restrict_paths)
+        model = self._model(setup)
         src = str(read_manifest(model).get("src"))
         if self.lang is not None and src != self.lang:
             raise InvalidInputError(
@@ -177,10 +198,8 @@ class LtrParams(BaseModel):
             )
         if src not in ("de", "zh"):
             raise InvalidInputError(f"the model {model} has source language {src!r}")
-        index = self._configured(
-            self.index, settings.doc_indexes, "index", "doc_indexes", restrict_paths
-        )
-        data = settings.data_dir / "clir" / f"lohelp-{src}"
+        index = _existing(self.index, setup.doc_indexes, "index", "doc_indexes")
+        data = setup.data_dir / "clir" / f"lohelp-{src}"
         defaults = {
             "queries": data / "queries.train.tsv",
             "qrels": data / "qrels.train.txt",
@@ -190,23 +209,20 @@ class LtrParams(BaseModel):
         paths: dict[str, Path] = {}
         for name, default in defaults.items():
             given: Path | None = getattr(self, name)
-            paths[name] = self._data_path(given, default, name, settings, restrict_paths)
+            paths[name] = _data_file(given if given is not None else default, name)
         if self.groups is not None:
-            paths["groups"] = self._data_path(self.groups, self.groups, "groups", settings,
-                                              restrict_paths)  # fmt: skip
-        backend = self.backend or ("inline" if self.shards == 1 else settings.ltr_backend)
+            paths["groups"] = _data_file(self.groups, "groups")
+        backend = self.backend or ("inline" if self.shards == 1 else setup.backend)
         return self.model_copy(
             update={"lang": src, "model": model, "index": index, "backend": backend, **paths}
         )
 
-    def _model(self, settings: Settings, restrict: bool) -> Path:
+    def _model(self, setup: LtrSetup) -> Path:
         from service.mt.bundle import read_manifest
 
         if self.model is not None:
-            return self._configured(
-                self.model, settings.model_bundles, "model", "model_bundles", restrict
-            )
-        for p in settings.model_bundles:
+            return _existing(self.model, setup.model_bundles, "model", "model_bundles")
+        for p in setup.model_bundles:
             if p.exists():
                 try:
                     src = read_manifest(p).get("src")
@@ -217,50 +233,35 @@ class LtrParams(BaseModel):
         if self.lang is not None:  # a client's choice this service cannot serve: as a search
             raise InvalidInputError(
                 f"no model is configured for language {self.lang!r}; the configured bundles "
-                f"are {[str(p) for p in settings.model_bundles]}"
+                f"are {[str(p) for p in setup.model_bundles]}"
             )
         raise MissingResourceError(
             f"no model bundle for {self.lang or 'any language'} among the configured "
-            f"{[str(p) for p in settings.model_bundles]}; build one with clir train-model"
+            f"{[str(p) for p in setup.model_bundles]}; build one with clir train-model"
         )
 
-    @staticmethod
-    def _configured(
-        given: Path | None, options: list[Path], what: str, setting: str, restrict: bool
-    ) -> Path:
-        if given is None:
-            found = next((p for p in options if p.exists()), None)
-            if found is None:
-                raise MissingResourceError(
-                    f"no {what}: none of the configured {setting} {[str(p) for p in options]} "
-                    "exists"
-                )
-            return found.resolve()
-        path = Path(given).resolve()
-        if restrict and path not in {p.resolve() for p in options}:
-            raise InvalidInputError(
-                f"{what} {str(given)[:200]!r} is not one of the configured {setting}"
-            )
-        if not path.exists():
-            raise MissingResourceError(f"the {what} {path} does not exist")
-        return path
 
-    @staticmethod
-    def _data_path(
-        given: Path | None, default: Path, name: str, settings: Settings, restrict: bool
-    ) -> Path:
-        root = settings.data_dir.resolve()
-        if given is None:
-            path = default.resolve()
-        elif restrict and not Path(given).is_absolute():
-            path = (root / given).resolve()
-        else:
-            path = Path(given).resolve()
-        if restrict and not path.is_relative_to(root):
-            raise InvalidInputError(f"{name} must be a file under the data directory {root}")
-        if not path.is_file():
-            raise MissingResourceError(f"{name}: the file {path} does not exist")
-        return path
+def _existing(given: Path | None, options: tuple[Path, ...], what: str, setting: str) -> Path:
+    """``given``, or the first of the configured ``options`` that exists, absolute."""
+    if given is None:
+        found = next((p for p in options if p.exists()), None)
+        if found is None:
+            raise MissingResourceError(
+                f"no {what}: none of the configured {setting} {[str(p) for p in options]} exists"
+            )
+        return found.resolve()
+    path = Path(given).resolve()
+    if not path.exists():
+        raise MissingResourceError(f"the {what} {path} does not exist")
+    return path
+
+
+def _data_file(path: Path, name: str) -> Path:
+    """``path`` absolute, if it is a file."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise MissingResourceError(f"{name}: the file {path} does not exist")
+    return path
 
 
 @dataclass(frozen=True)
@@ -327,6 +328,7 @@ def _heldout_comparison(
     start: Mapping[str, float],
     learned: Mapping[str, float],
     pop_limit: int,
+    engine: Literal["compiled", "reference"],
     p: LtrParams,
     ctx: JobContext,
 ) -> dict[str, float]:
@@ -339,7 +341,7 @@ def _heldout_comparison(
         frac = 1.0 - HELDOUT_SHARE * (1.0 - 0.8 * done / total)
         rep.progress(frac, f"decoding held-out queries {done}/{n}")
 
-    dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex)
+    dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex, engine=engine)
     dev = DevSet.build(dec, held, check=rep.check, progress=progress)
     if len(dev.queries) < 2:
         raise InvalidInputError(
@@ -393,24 +395,25 @@ def train_ltr(
     params: LtrParams | Mapping[str, Any],
     ctx: JobContext | None = None,
     *,
-    settings: Settings | None = None,
-    restrict_paths: bool = False,
+    setup: LtrSetup | None = None,
 ) -> LtrResult:
-    """Run learning to rank and store (and maybe activate) the new weights version."""
+    """Run learning to rank and store (and maybe activate) the new weights version
+    (``setup``: what the run draws on besides ``params``, default :class:`LtrSetup`)."""
     from service.mt.bundle import load_bundle
     from service.retrieval.runner import load_index
 
     t0 = time.perf_counter()
-    settings = settings or get_settings()
-    p = params if isinstance(params, LtrParams) else _validate(params)
-    p = p.resolved(settings, restrict_paths=restrict_paths)
+    setup = setup or LtrSetup()
+    p = params if isinstance(params, LtrParams) else validate_params(params)
+    p = p.resolved(setup)
     assert p.model and p.index and p.queries and p.qrels and p.dev_queries and p.dev_qrels
     ctx = ctx or NullContext()
-    bundle = load_bundle(p.model, state_root=settings.weights_state_dir)
+    bundle = load_bundle(p.model, state_root=setup.weights_state_dir)
     index = load_index(p.index)
     active = bundle.active_weights()
     start = start_weights(active.weights, p.v)
-    pop_limit = p.pop_limit or settings.pop_limit
+    pop_limit = p.pop_limit or setup.pop_limit
+    engine = setup.engine
     train_sel = select_queries(p.queries, p.qrels, index, p.limit)
     train_sel, held_sel = _hold_out(train_sel, p)
     dev_sel = select_queries(p.dev_queries, p.dev_qrels, index, p.dev_limit,
@@ -419,12 +422,13 @@ def train_ltr(
         train_sel, p.shards, model=str(p.model), index=str(p.index), start=start, seed=p.seed,
         objective=p.objective, objective_options=p.objective_options(), candidates=p.candidates,
         pop_limit=pop_limit, lex=p.lex, freeze_smt=p.freeze_smt, ir_terms=p.ir_terms,
+        engine=engine, state_root=str(setup.weights_state_dir),
     )  # fmt: skip
 
     built: list[DevSet] = []
 
     def build_dev(rep: Reporter) -> DevSet:
-        dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex)
+        dec = Decoding(bundle, index, start, pop_limit=pop_limit, lex=p.lex, engine=engine)
 
         def progress(done: int, total: int) -> None:
             rep.within(done / total, f"decoding dev {done}/{total}")
@@ -433,7 +437,7 @@ def train_ltr(
         return built[0]
 
     assert p.backend is not None
-    backend = make_backend(p.backend, bundle=bundle, index=index, ray_address=settings.ray_address)
+    backend = make_backend(p.backend, bundle=bundle, index=index, ray_address=setup.ray_address)
     share = HELDOUT_SHARE if held_sel is not None else 0.0
     with backend:
         n_dev, n_train = len(dev_sel.queries), len(train_sel.queries)
@@ -441,7 +445,7 @@ def train_ltr(
                         patience=p.patience, ctx=ScaledContext(ctx, 1.0 - share),
                         dev_share=n_dev / max(1, n_dev + n_train))  # fmt: skip
     Reporter(ctx).check()
-    heldout = _heldout_metrics(bundle, index, held_sel, start, outcome, pop_limit, p, ctx)
+    heldout = _heldout_metrics(bundle, index, held_sel, start, outcome, pop_limit, engine, p, ctx)
     metrics = _metrics(outcome, train_sel, len(built[0].queries), len(specs), heldout)
     offer = _offer(metrics)
     metrics["activation_offered"] = float(offer.offered)
@@ -473,6 +477,7 @@ def _heldout_metrics(
     start: Mapping[str, float],
     outcome: TrainOutcome,
     pop_limit: int,
+    engine: Literal["compiled", "reference"],
     p: LtrParams,
     ctx: JobContext,
 ) -> dict[str, float] | None:
@@ -484,7 +489,8 @@ def _heldout_metrics(
         # the starting weights were kept: they rank the held-out queries as they did
         n = float(len(held.queries))
         return {"queries": n, "map_gain": 0.0, "p_map": 1.0, "detectable": 0.0}
-    return _heldout_comparison(bundle, index, held, start, outcome.weights, pop_limit, p, ctx)
+    learned = outcome.weights
+    return _heldout_comparison(bundle, index, held, start, learned, pop_limit, engine, p, ctx)
 
 
 def _activate(bundle: ModelBundle, version: str, index: InvertedIndex) -> None:
@@ -555,7 +561,9 @@ def _store(
     return record.version
 
 
-def _validate(params: Mapping[str, Any]) -> LtrParams:
+def validate_params(params: Mapping[str, Any]) -> LtrParams:
+    """``params`` (a job's, as stored) as :class:`LtrParams`, or InvalidInputError naming
+    every invalid field."""
     try:
         return LtrParams.model_validate(dict(params))
     except ValidationError as exc:
@@ -563,38 +571,3 @@ def _validate(params: Mapping[str, Any]) -> LtrParams:
             f"{'.'.join(str(x) for x in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
         )
         raise InvalidInputError(f"invalid learning-to-rank parameters: {problems}") from None
-
-
-def run_job(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
-    """The job worker's entry point (``TASKS["ltr"]``): train, store, return
-    ``{"version", "model", "metrics"}``."""
-    return train_ltr(_validate(params), ctx).to_json()
-
-
-class ConsoleContext:
-    """A :class:`JobContext` for ``clir train-ltr``: a tqdm progress bar on stderr and one
-    line per epoch; Ctrl-C interrupts the command."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        import sys
-
-        from tqdm import tqdm
-
-        self._file = sys.stderr
-        self._write = tqdm.write
-        self.bar = tqdm(total=1000, unit="‰", file=sys.stderr, disable=not enabled, leave=True,
-                        bar_format="{l_bar}{bar}| {elapsed}<{remaining}")  # fmt: skip
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.bar.set_description_str(message[:60])
-        self.bar.update(max(0, round(1000 * fraction) - self.bar.n))
-
-    def epoch_metrics(self, epoch: int, metrics: dict[str, float]) -> None:
-        shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-        self._write(f"epoch {epoch}: {shown}", file=self._file)
-
-    def cancelled(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.bar.close()

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.errors import JobCancelled
-from service.jobs.context import JobContext
 from service.ltr.backends import Backend
 from service.ltr.examples import DevSet
 from service.ltr.shard import ShardEpoch, ShardSpec, mix
+from service.progress import JobContext
 
 
 class NullContext:

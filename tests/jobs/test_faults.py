@@ -18,6 +18,7 @@ from service.jobs.store import JobStore
 from service.jobs.worker import execute
 from service.mt.bundle import ModelBundle, load_bundle, weights_store
 from service.mt.weights import ACTIVE
+from service.settings import Settings
 
 
 @pytest.fixture
@@ -30,20 +31,20 @@ def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> Path:
     return Path(shutil.copytree(toy_bundle.path, tmp_path / "de-en"))
 
 
-def weights_files(bundle: Path) -> dict[str, bytes]:
+def weights_files(bundle: Path, state_root: Path) -> dict[str, bytes]:
     """The bundle's weights and those of its state directory (where new versions go)."""
-    state = weights_store(bundle).writable
+    state = weights_store(bundle, state_root).writable
     dirs = [bundle / "weights", *([state] if state.is_dir() else [])]
     return {f"{d.name}/{p.name}": p.read_bytes() for d in dirs for p in sorted(d.iterdir())}
 
 
 def test_disk_full_while_writing_a_weights_version(
-    store: JobStore, bundle_copy: Path, monkeypatch: pytest.MonkeyPatch
+    store: JobStore, bundle_copy: Path, monkeypatch: pytest.MonkeyPatch, weights_root: Path
 ) -> None:
-    state = weights_store(bundle_copy).writable
+    state = weights_store(bundle_copy, weights_root).writable
     # the state directory exists (an earlier version was written): only the new file fails
     state.mkdir(parents=True)
-    before = weights_files(bundle_copy)
+    before = weights_files(bundle_copy, weights_root)
     real_write_text = Path.write_text
 
     def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
@@ -57,15 +58,15 @@ def test_disk_full_while_writing_a_weights_version(
                                     "activate": True}, model=str(bundle_copy))  # fmt: skip
     claimed = store.claim_next(os.getpid())
     assert claimed is not None and claimed.id == job.id
-    assert execute(store, claimed) == "failed"
+    assert execute(store, claimed, Settings(weights_state_dir=weights_root)) == "failed"
     monkeypatch.undo()
     done = store.get(job.id)
     assert done.state == "failed"
     assert done.error is not None and "No space left on device" in done.error
     assert done.weights_version is None
     # nothing half-written is left, the pointer and every version are byte-identical
-    assert weights_files(bundle_copy) == before
-    bundle = load_bundle(bundle_copy)
+    assert weights_files(bundle_copy, weights_root) == before
+    bundle = load_bundle(bundle_copy, state_root=weights_root)
     assert bundle.active_weights().version == before[f"weights/{ACTIVE}"].decode().strip()
 
 
@@ -85,21 +86,26 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_malformed_training_inputs_fail_the_job_with_a_clear_error(
-    case: str, store: JobStore, bundle_copy: Path, toy_index: InvertedIndex, tmp_path: Path
+    case: str,
+    store: JobStore,
+    bundle_copy: Path,
+    toy_index: InvertedIndex,
+    tmp_path: Path,
+    weights_root: Path,
 ) -> None:
     qrels_text, expected = BAD_INPUTS[case]
     queries = write(tmp_path / "queries.tsv", QUERIES)
     qrels = write(tmp_path / "qrels.txt", qrels_text)
     dev_qrels = write(tmp_path / "dev_qrels.txt", "q1 0 d1 3\n")
-    before = weights_files(bundle_copy)
+    before = weights_files(bundle_copy, weights_root)
     params = {"model": str(bundle_copy), "index": str(toy_index.path), "queries": str(queries),
               "qrels": str(qrels), "dev_queries": str(queries), "dev_qrels": str(dev_qrels),
               "epochs": 1}  # fmt: skip
     job = store.submit("ltr", params, model=str(bundle_copy))
     claimed = store.claim_next(os.getpid())
     assert claimed is not None
-    assert execute(store, claimed) == "failed"
+    assert execute(store, claimed, Settings(weights_state_dir=weights_root)) == "failed"
     error = store.get(job.id).error or ""
     assert re.search(expected, error), error
     assert "Traceback" not in error
-    assert weights_files(bundle_copy) == before
+    assert weights_files(bundle_copy, weights_root) == before

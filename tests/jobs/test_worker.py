@@ -12,13 +12,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
 from service.errors import InvalidInputError, JobCancelled
-from service.jobs.context import RecordingContext, StoreJobContext
+from service.jobs.context import StoreJobContext
 from service.jobs.store import INTERRUPTED, SHUTDOWN, Job, JobStore
 from service.jobs.tasks import TASKS, resolve_task, selftest
 from service.jobs.worker import (
@@ -29,6 +30,7 @@ from service.jobs.worker import (
     worker_env,
 )
 from service.mt.bundle import ModelBundle, load_bundle
+from service.progress import RecordingContext
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,15 +70,15 @@ def claim(store: JobStore) -> Job:
 
 
 def test_registry_names_module_functions() -> None:
-    assert TASKS["ltr"] == "service.ltr.task:run_job"
+    assert TASKS["ltr"] == "service.jobs.tasks:ltr"
     assert resolve_task("selftest") is selftest
     with pytest.raises(InvalidInputError, match="known kinds: ltr, selftest"):
         resolve_task("bogus")
 
 
-def test_selftest_reports_every_step() -> None:
+def test_selftest_reports_every_step(settings: Settings) -> None:
     ctx = RecordingContext()
-    out = selftest({"steps": 4, "seconds": 0}, ctx)
+    out = selftest({"steps": 4, "seconds": 0}, ctx, settings)
     assert ctx.reports == [
         (0.25, "step 1/4"),
         (0.5, "step 2/4"),
@@ -87,16 +89,16 @@ def test_selftest_reports_every_step() -> None:
     assert out == {"version": None, "model": None, "metrics": {"steps": 4.0}}
 
 
-def test_selftest_stops_when_cancelled() -> None:
+def test_selftest_stops_when_cancelled(settings: Settings) -> None:
     ctx = RecordingContext(cancel_after=2)
     with pytest.raises(JobCancelled, match="before step 3 of 5"):
-        selftest({"steps": 5, "seconds": 0}, ctx)
+        selftest({"steps": 5, "seconds": 0}, ctx, settings)
     assert len(ctx.reports) == 2
 
 
-def test_selftest_rejects_unknown_parameters() -> None:
+def test_selftest_rejects_unknown_parameters(settings: Settings) -> None:
     with pytest.raises(InvalidInputError, match="invalid selftest parameters"):
-        selftest({"stepz": 3}, RecordingContext())
+        selftest({"stepz": 3}, RecordingContext(), settings)
 
 
 def test_store_context_reads_the_cancel_flag_at_most_once_per_interval(store: JobStore) -> None:
@@ -136,36 +138,37 @@ def test_store_context_is_cancelled_on_shutdown(store: JobStore) -> None:
 # --- outcomes --------------------------------------------------------------------------------
 
 
-def test_success_records_result_progress_and_epochs(store: JobStore) -> None:
+def test_success_records_result_progress_and_epochs(settings: Settings, store: JobStore) -> None:
     job = store.submit("selftest", {"steps": 2, "seconds": 0})
-    assert execute(store, claim(store)) == "succeeded"
+    assert execute(store, claim(store), settings) == "succeeded"
     got = store.get(job.id)
     assert (got.state, got.progress, got.message) == ("succeeded", 1.0, "done")
     assert got.result == {"version": None, "model": None, "metrics": {"steps": 2.0}}
     assert [(e.epoch, e.metrics) for e in got.epochs] == [(1, {"step": 1.0}), (2, {"step": 2.0})]
 
 
-def test_an_exception_fails_the_job_with_one_line(store: JobStore) -> None:
+def test_an_exception_fails_the_job_with_one_line(settings: Settings, store: JobStore) -> None:
     job = store.submit("selftest", {"steps": 3, "seconds": 0, "fail_at": 2})
-    assert execute(store, claim(store)) == "failed"
+    assert execute(store, claim(store), settings) == "failed"
     got = store.get(job.id)
     assert got.error == "RuntimeError: selftest failed at step 2 as asked"
     assert got.progress == pytest.approx(1 / 3)  # step 1 of 3 was reported before it failed
     assert got.result is None
 
 
-def test_unknown_kind_fails_the_job(store: JobStore) -> None:
+def test_unknown_kind_fails_the_job(settings: Settings, store: JobStore) -> None:
     job = store.submit("bogus", {})
-    assert execute(store, claim(store)) == "failed"
+    assert execute(store, claim(store), settings) == "failed"
     error = store.get(job.id).error
     assert error is not None and error.startswith("InvalidInputError: unknown job kind 'bogus'")
 
 
-def test_cancelling_a_running_job(store: JobStore) -> None:
+def test_cancelling_a_running_job(settings: Settings, store: JobStore) -> None:
     job = store.submit("selftest", {"steps": 1000, "seconds": 0.01})
     claimed = claim(store)
     outcome: list[str] = []
-    t = threading.Thread(target=lambda: outcome.append(execute(store, claimed, check_interval_s=0)))
+    run = partial(execute, store, claimed, settings, check_interval_s=0)
+    t = threading.Thread(target=lambda: outcome.append(run()))
     t.start()
     wait_for(lambda: store.get(job.id).progress > 0)
     store.request_cancel(job.id)
@@ -176,12 +179,13 @@ def test_cancelling_a_running_job(store: JobStore) -> None:
     assert got.progress < 1
 
 
-def test_shutdown_fails_the_running_job_as_interrupted(store: JobStore) -> None:
+def test_shutdown_fails_the_running_job_as_interrupted(settings: Settings, store: JobStore) -> None:
     job = store.submit("selftest", {"steps": 1000, "seconds": 0.01})
     claimed = claim(store)
     shutdown = threading.Event()
     outcome: list[str] = []
-    t = threading.Thread(target=lambda: outcome.append(execute(store, claimed, shutdown=shutdown)))
+    run = partial(execute, store, claimed, settings, shutdown=shutdown)
+    t = threading.Thread(target=lambda: outcome.append(run()))
     t.start()
     wait_for(lambda: store.get(job.id).progress > 0)
     shutdown.set()
@@ -258,7 +262,8 @@ def test_sigkilled_worker_leaves_weights_and_the_job_fails_after_restart(
     got = store.get(job.id)
     assert (got.state, got.error, got.weights_version) == ("failed", INTERRUPTED, None)
     assert weights_state(bundle_copy) == before  # no new version, ACTIVE untouched
-    assert load_bundle(bundle_copy).active_weights().version == before[0].strip()
+    bundle = load_bundle(bundle_copy, state_root=settings.weights_state_dir)
+    assert bundle.active_weights().version == before[0].strip()
 
 
 @pytest.mark.slow
@@ -310,15 +315,12 @@ def test_worker_env_carries_the_settings_but_not_the_admin_token(
     )
     env = worker_env(settings)
     assert not any("secret-token" in v for v in env.values())
-    assert sorted(k for k in env if k.startswith("CLIR_")) == [
-        "CLIR_WEIGHTS_STATE_DIR",  # what tasks read through get_settings()
-        "CLIR_WORKER_SETTINGS",
-    ]
-    assert env["CLIR_WEIGHTS_STATE_DIR"] == str(settings.weights_state_dir.resolve())
+    assert [k for k in env if k.startswith("CLIR_")] == ["CLIR_WORKER_SETTINGS"]
     monkeypatch.setenv("CLIR_WORKER_SETTINGS", env["CLIR_WORKER_SETTINGS"])
     child = settings_from_env()
     assert child.admin_token is None
     assert (child.job_store, child.nbest_tr) == (tmp_path / "j.sqlite3", 10)
+    assert child.weights_state_dir == settings.weights_state_dir  # what its tasks are handed
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])

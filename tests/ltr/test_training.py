@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.api.admin import job_params
 from service.errors import DataFormatError, InvalidInputError, JobCancelled, MissingResourceError
 from service.index.inverted import InvertedIndex
+from service.jobs.tasks import ltr, ltr_setup
 from service.ltr.backends import InlineBackend
 from service.ltr.examples import (
     Decoding,
@@ -17,7 +19,7 @@ from service.ltr.examples import (
 )
 from service.ltr.objectives import make_objective
 from service.ltr.shard import Shard, ShardSpec, mix, shard_specs
-from service.ltr.task import LtrParams, run_job, start_weights, train_ltr
+from service.ltr.task import LtrParams, start_weights, train_ltr
 from service.ltr.trainer import train
 from service.mt.bundle import ModelBundle
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
@@ -152,7 +154,7 @@ def test_train_ltr_writes_a_version_with_metrics(
     force_a_learned_epoch(monkeypatch)  # an epoch that won: a new version (else: no change)
     ctx = Recorder()
     params = LtrParams(lang="de", epochs=3, patience=3, candidates=5, activate=True)
-    result = train_ltr(params, ctx, settings=ltr_settings)
+    result = train_ltr(params, ctx, setup=ltr_setup(ltr_settings))
     # the default: ListMLE-TE with the SMT weights frozen and LEX features learned
     assert result.version is not None and result.version.startswith("ltr-listmle-te-")
     from service.mt.bundle import weights_store
@@ -205,7 +207,8 @@ def test_kept_start_weights_skip_ranking_the_held_out_queries(
         raise AssertionError("the held-out queries were ranked for the starting weights")
 
     monkeypatch.setattr(task, "_heldout_comparison", fail)
-    result = train_ltr(LtrParams(epochs=2, candidates=5, activate=True), settings=ltr_settings)
+    params = LtrParams(epochs=2, candidates=5, activate=True)
+    result = train_ltr(params, setup=ltr_setup(ltr_settings))
     m = result.metrics
     assert m["best_epoch"] == 0 and m["heldout_queries"] == 2 and m["heldout_map_gain"] == 0.0
     assert not result.activated and m["activation_offered"] == 0.0
@@ -225,7 +228,7 @@ def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
     groups.write_text("".join(f"{q}\t{'a' if q in ('t1', 't2', 't6') else 'b'}\n"
                               for q in TRAIN_QUERIES), encoding="utf-8")  # fmt: skip
     result = train_ltr(LtrParams(epochs=1, candidates=5, holdout=0.3, groups=groups),
-                       settings=ltr_settings)  # fmt: skip
+                       setup=ltr_setup(ltr_settings))  # fmt: skip
     kept = set(result.train.queries)
     held = set(TRAIN_QUERIES) - kept
     assert held in ({"t1", "t2", "t6"}, {"t3", "t4", "t5"})  # one whole group
@@ -234,7 +237,7 @@ def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
     # the job's figure for the start weights equals a separate ranking of the held-out queries
     from service.mt.bundle import load_bundle
 
-    bundle = load_bundle(ltr_settings.model_bundles[0])
+    bundle = load_bundle(ltr_settings.model_bundles[0], state_root=ltr_settings.weights_state_dir)
     start = start_weights(bundle.active_weights().weights, 1.0)
     sel = select_queries(ltr_data["queries"], ltr_data["qrels"], toy_index)
     sel.queries = {q: t for q, t in sel.queries.items() if q in held}
@@ -245,10 +248,10 @@ def test_holdout_keeps_groups_whole_and_measures_the_start_weights(
     # a groups file that misses a query, or too few groups, is refused with the reason
     groups.write_text("t1\ta\n", encoding="utf-8")
     with pytest.raises(InvalidInputError, match="no group for 5 training queries"):
-        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), settings=ltr_settings)
+        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), setup=ltr_setup(ltr_settings))
     groups.write_text("".join(f"{q}\tone\n" for q in TRAIN_QUERIES), encoding="utf-8")
     with pytest.raises(InvalidInputError, match=r"at least 2 groups.*holdout to 0"):
-        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), settings=ltr_settings)
+        train_ltr(LtrParams(epochs=1, holdout=0.3, groups=groups), setup=ltr_setup(ltr_settings))
 
 
 @pytest.mark.parametrize("gain", [-0.01, 0.0, 0.02])
@@ -273,7 +276,8 @@ def test_activation_is_offered_only_for_a_held_out_gain(
     force_a_learned_epoch(monkeypatch)
     store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
     before = store.active_version()
-    result = train_ltr(LtrParams(epochs=1, candidates=5, activate=True), settings=ltr_settings)
+    params = LtrParams(epochs=1, candidates=5, activate=True)
+    result = train_ltr(params, setup=ltr_setup(ltr_settings))
     out = result.to_json()
     assert out["activation"]["offered"] is (gain > 0) and out["activated"] is (gain > 0)
     assert result.metrics["activation_offered"] == float(gain > 0)
@@ -300,7 +304,7 @@ def test_every_objective_trains(
     force_a_learned_epoch(monkeypatch)  # the toy keeps its start weights: no version otherwise
     out = train_ltr(
         LtrParams(objective=objective, epochs=1, candidates=5, freeze_smt=True, lex=True),
-        settings=ltr_settings,
+        setup=ltr_setup(ltr_settings),
     ).to_json()
     assert out["version"].startswith(f"ltr-{objective}-")
     assert out["metrics"]["epochs"] == 1
@@ -316,7 +320,7 @@ def test_freeze_smt_moves_only_ir_and_lex(ltr_settings: Settings) -> None:
     )
     result = train_ltr(
         LtrParams(epochs=2, patience=5, candidates=5, freeze_smt=True, lex=True),
-        settings=ltr_settings,
+        setup=ltr_setup(ltr_settings),
     )
     learned = result.outcome.history  # at least one epoch ran
     assert learned
@@ -356,7 +360,7 @@ def test_per_term_ir_weights_are_learned_unless_turned_off(
     store = weights_store(ltr_settings.model_bundles[0], ltr_settings.weights_state_dir)
     for ir_terms in (True, False):
         result = train_ltr(LtrParams(epochs=1, candidates=5, freeze_smt=True, ir_terms=ir_terms),
-                           settings=ltr_settings)  # fmt: skip
+                           setup=ltr_setup(ltr_settings))  # fmt: skip
         saved = store.load(result.version)
         assert f"ir_terms={ir_terms}" in saved.source
         assert all(x != 0.0 for n, x in saved.weights.items() if is_ir_term_feature(n))
@@ -373,7 +377,7 @@ def test_cancellation_writes_nothing(ltr_settings: Settings) -> None:
             train_ltr(
                 LtrParams(epochs=3, candidates=5, activate=True),
                 Recorder(cancel_after=cancel_after),
-                settings=ltr_settings,
+                setup=ltr_setup(ltr_settings),
             )
     assert store.versions() == before
     assert store.active_version() == active
@@ -383,22 +387,22 @@ def test_bad_qrels_give_a_clear_error(ltr_settings: Settings, ltr_data: dict[str
     bad = ltr_data["root"] / "bad.txt"
     bad.write_text("t1 0 d1 3\nt2 0 d3\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"bad.txt:2"):
-        train_ltr(LtrParams(qrels=bad, epochs=1), settings=ltr_settings)
+        train_ltr(LtrParams(qrels=bad, epochs=1), setup=ltr_setup(ltr_settings))
     other = write_qrels(ltr_data["root"] / "other.txt", DEV_QRELS)  # qrels of other queries
     with pytest.raises(InvalidInputError, match=r"no usable query.*other\.txt"):
-        train_ltr(LtrParams(qrels=other, epochs=1), settings=ltr_settings)
+        train_ltr(LtrParams(qrels=other, epochs=1), setup=ltr_setup(ltr_settings))
     missing = ltr_data["root"] / "missing.txt"
     with pytest.raises(MissingResourceError, match=r"missing\.txt"):
-        train_ltr(LtrParams(qrels=missing, epochs=1), settings=ltr_settings)
+        train_ltr(LtrParams(qrels=missing, epochs=1), setup=ltr_setup(ltr_settings))
 
 
-def test_run_job_rejects_bad_params(ltr_settings: Settings) -> None:
+def test_the_ltr_job_rejects_bad_params(ltr_settings: Settings) -> None:
     with pytest.raises(InvalidInputError, match="objective"):
-        run_job({"objective": "svm"}, Recorder())
+        ltr({"objective": "svm"}, Recorder(), ltr_settings)
     with pytest.raises(InvalidInputError, match="epochs"):
-        run_job({"epochs": 0}, Recorder())
+        ltr({"epochs": 0}, Recorder(), ltr_settings)
     with pytest.raises(InvalidInputError, match="rho"):
-        run_job({"rho": 1.5}, Recorder())
+        ltr({"rho": 1.5}, Recorder(), ltr_settings)
     assert LtrParams(objective="perceptron", rate=0.2).objective_options() == {
         "rate": 0.2,
         "tau": 1.0,
@@ -406,23 +410,27 @@ def test_run_job_rejects_bad_params(ltr_settings: Settings) -> None:
     assert LtrParams(objective="listnet", rho=0.9).objective_options() == {"rho": 0.9, "eps": 1e-6}
 
 
-def test_restricted_paths(ltr_settings: Settings, tmp_path: Path) -> None:
+def test_the_webs_path_policy_and_the_defaults(ltr_settings: Settings, tmp_path: Path) -> None:
+    """Over HTTP (:func:`service.api.admin.job_params`) data files lie under the data
+    directory and the model is a configured one; otherwise the paths are filled in from the
+    setup."""
     rel = Path("clir/lohelp-de/queries.train.tsv")
-    ok = LtrParams(queries=rel).resolved(ltr_settings, restrict_paths=True)
+    ok = job_params(LtrParams(queries=rel), ltr_settings)
     assert ok.queries == (ltr_settings.data_dir / rel).resolve()
     outside = tmp_path / "outside.tsv"
     outside.write_text("q\tx\n", encoding="utf-8")
     with pytest.raises(InvalidInputError, match="under the data directory"):
-        LtrParams(queries=outside).resolved(ltr_settings, restrict_paths=True)
+        job_params(LtrParams(queries=outside), ltr_settings)
     with pytest.raises(InvalidInputError, match="under the data directory"):
-        LtrParams(queries=Path("../outside.tsv")).resolved(ltr_settings, restrict_paths=True)
+        job_params(LtrParams(queries=Path("../outside.tsv")), ltr_settings)
     with pytest.raises(InvalidInputError, match="not one of the configured"):
-        LtrParams(model=tmp_path).resolved(ltr_settings, restrict_paths=True)
-    resolved = LtrParams().resolved(ltr_settings)
+        job_params(LtrParams(model=tmp_path), ltr_settings)
+    assert LtrParams(queries=outside).resolved(ltr_setup(ltr_settings)).queries == outside
+    resolved = LtrParams().resolved(ltr_setup(ltr_settings))
     assert resolved.lang == "de" and resolved.backend == "inline"
     assert resolved.model == ltr_settings.model_bundles[0].resolve()
     with pytest.raises(InvalidInputError, match="not 'zh'"):
-        LtrParams(lang="zh", model=resolved.model).resolved(ltr_settings)
+        LtrParams(lang="zh", model=resolved.model).resolved(ltr_setup(ltr_settings))
 
 
 def test_clir_train_ltr(
@@ -448,7 +456,8 @@ def test_clir_train_ltr(
     assert payload["version"].startswith("ltr-perceptron-") and payload["activated"] is False
     from service.mt.bundle import load_bundle
 
-    stored = load_bundle(ltr_settings.model_bundles[0]).weights_store.load(payload["version"])
+    bundle = load_bundle(ltr_settings.model_bundles[0], state_root=ltr_settings.weights_state_dir)
+    stored = bundle.weights_store.load(payload["version"])
     assert "rate=0.05 tau=1" in stored.source and "ir_terms=False" in stored.source
     m = payload["metrics"]
     assert m["train_queries"] + m["heldout_queries"] == len(TRAIN_QUERIES)
