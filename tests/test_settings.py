@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from service.errors import ConfigurationError
 from service.settings import Settings, get_settings
 
 
@@ -37,6 +39,20 @@ def test_the_librarys_defaults_are_the_settings_defaults() -> None:
     assert d["kbest_time_budget_s"] == UNIQUE_KBEST_TIME_BUDGET_S
     assert d["rule_table_limit"] == RULE_TABLE_LIMIT
     assert d["weights_state_dir"] == DEFAULT_STATE_DIR
+
+
+def test_every_setting_a_method_names_exists_and_sets_its_parameter() -> None:
+    from service.retrieval.base import SCORERS, configured_params, document_methods
+
+    document_methods()  # the built-in scorers register themselves
+    named = {(n, p): key for n, cls in SCORERS.items() for p, key in cls.configured.items()}  # type: ignore[attr-defined]
+    assert named and all(key in Settings.model_fields for key in named.values()), named
+    s = Settings(nbest_psq=7, bowfd_cascade=None)
+    assert configured_params("psq", partial(getattr, s)) == {"nbest": 7}
+    assert configured_params("bowfd", partial(getattr, s)) == {}  # unset: the method's default
+    assert configured_params("dt", partial(getattr, s)) == {}
+    with pytest.raises(ConfigurationError, match="choose one of"):
+        configured_params("bm42", partial(getattr, s))
 
 
 def test_environment_overrides_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:

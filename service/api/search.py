@@ -128,11 +128,7 @@ def run_search(
 ) -> SearchResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query)
-    params: dict[str, Any] = {}
-    if req.method == "psq":
-        params["nbest"] = settings.nbest_psq
-    elif req.method == "bowfd" and settings.bowfd_cascade is not None:
-        params["cascade"] = settings.bowfd_cascade
+    params = service.method_params(req.method)
     depth = req.offset + req.k
     feedback = feedback_params(req, settings, isinstance(index, Collection))
     t1 = time.perf_counter()

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from service.api.logs import note_request
@@ -48,7 +49,7 @@ from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
-from service.retrieval.base import DecodedQuery, Scorer
+from service.retrieval.base import DecodedQuery, Scorer, configured_params
 from service.retrieval.query import decoder_sentences
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
@@ -414,6 +415,12 @@ class QueryService:
                     bundle, threads=self.settings.search_threads
                 )
             return searcher
+
+    def method_params(self, method: str) -> dict[str, Any]:
+        """The parameters of ``method`` that the settings set (its scorer names them,
+        :func:`~service.retrieval.base.configured_params`): PSQ's n-best size, BOW-FD's
+        cascade, TR's n-best time budget."""
+        return configured_params(method, partial(getattr, self.settings))
 
     def scorer(
         self, method: str, index: InvertedIndex | Collection, bundle: ModelBundle, **params: Any

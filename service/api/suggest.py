@@ -36,10 +36,8 @@ def run_suggest(
 ) -> SuggestResponse:
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked
-    scorer = service.scorer(
-        "tr", pool, bundle, nbest=req.nbest, levenshtein=req.levenshtein,
-        time_budget=service.settings.kbest_time_budget_s,
-    )  # fmt: skip
+    params = {**service.method_params("tr"), "nbest": req.nbest, "levenshtein": req.levenshtein}
+    scorer = service.scorer("tr", pool, bundle, **params)
     t1 = time.perf_counter()
     with decoded.lock:
         ranking = scorer.rank(decoded.query, req.k, explain=True)

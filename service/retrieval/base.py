@@ -79,6 +79,9 @@ class Scorer(ABC):
 
     name: ClassVar[str]
     ranks_documents: ClassVar[bool] = True  # False: it ranks a sentence pool (TR), not documents
+    # constructor parameters that a service configures, with the setting each comes from
+    # (:func:`configured_params`; the web layer names no method): PSQ {"nbest": "nbest_psq"}
+    configured: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self, index: InvertedIndex, *, bundle: ModelBundle | None = None, **params: Any
@@ -240,6 +243,20 @@ def get_scorer(name: str, index: InvertedIndex, **params: Any) -> Scorer:
         valid = ", ".join(sorted(SCORERS))
         raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
     return factory(index, **params)
+
+
+def configured_params(name: str, setting: Callable[[str], Any]) -> dict[str, Any]:
+    """The parameters of the scorer ``name`` that a configuration sets: for each one its
+    class names (:attr:`Scorer.configured`), the value ``setting`` gives that setting's name,
+    unless it is None (then the method's own default stays)."""
+    _load_builtin_scorers()
+    factory = SCORERS.get(name)
+    if factory is None:
+        valid = ", ".join(sorted(SCORERS))
+        raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
+    named: Mapping[str, str] = getattr(factory, "configured", {})
+    values = {param: setting(key) for param, key in named.items()}
+    return {param: value for param, value in values.items() if value is not None}
 
 
 def document_methods() -> tuple[str, ...]:

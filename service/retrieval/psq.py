@@ -33,7 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -199,6 +199,8 @@ def psq_scores(
 @register("psq")
 class ProbabilisticStructuredQuery(Scorer):
     """PSQ over the index with n-best derived and lexical translation probabilities."""
+
+    configured: ClassVar[Mapping[str, str]] = {"nbest": "nbest_psq"}
 
     def __init__(
         self,

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -203,6 +203,7 @@ class TranslationRetrieval(Scorer):
     """Ranks pool sentences by ``Σ_t Pr(t|s)·Pr(d|t)`` (TR paper, Algorithms 1 and 2)."""
 
     ranks_documents = False
+    configured: ClassVar[Mapping[str, str]] = {"time_budget": "kbest_time_budget_s"}
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -66,6 +66,8 @@ class BowFdScorer(Scorer):
     ``bundle``, whose grammar holds the rules' word alignments), ``engine`` ``"fast"`` or
     ``"reference"`` (same numbers).
     """
+
+    configured: ClassVar[Mapping[str, str]] = {"cascade": "bowfd_cascade"}
 
     def __init__(
         self,
