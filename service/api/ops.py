@@ -38,10 +38,14 @@ def readyz(request: Request) -> JSONResponse:
     """Readiness: 200 when a model and an index are loaded, else 503 with what is missing."""
     settings: Settings = request.app.state.settings
     resources: Resources | None = getattr(request.app.state, "resources", None)
-    page = {"max_query_chars": settings.max_query_chars}  # the web page's input maxlength
+    page: dict[str, Any] = {"max_query_chars": settings.max_query_chars}  # inputs' maxlength
     if resources is None:
         body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
         return JSONResponse(body | page, status_code=503)
+    # the page's feedback switch: offered on one index (not yet on a sharded collection),
+    # and its default (CLIR_FEEDBACK)
+    offered = not isinstance(resources.doc_index, Collection)
+    page["feedback"] = {"offered": offered, "default": offered and settings.feedback}
     body = resources.status() | page
     if isinstance(resources.doc_index, Collection):
         body["collection"] = collection_status(resources.doc_index, request.app.state.service)

@@ -1125,3 +1125,25 @@ def test_feedback_switch_shows_the_added_words_and_lives_in_the_address(
     wait(page).until(lambda d: "fb=1" not in d.current_url and result_titles(d) == plain)
     assert not page.find_element(By.ID, "search-feedback").is_selected()
     assert page.find_element(By.ID, "search-expansion").get_attribute("hidden")
+
+
+@pytest.mark.browser
+def test_the_feedback_switch_follows_the_service_default(
+    chrome: WebDriver, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    settings = demo_settings(tmp_path_factory.mktemp("jobs-fb"), feedback=True)
+    with LiveServer(settings) as server:
+        chrome.get(server.url + "/")
+        wait(chrome).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-lang option"))
+        box = chrome.find_element(By.ID, "search-feedback")
+        assert box.is_selected()  # on by default
+        search(chrome, "Tabelle sortieren")
+        assert "fb=" not in chrome.current_url  # the default needs no mark in the address
+        assert not chrome.find_element(By.ID, "search-expansion").get_attribute("hidden")
+        box.click()  # off: the address says so, and a reload keeps it off
+        search(chrome, "Tabelle sortieren")
+        wait(chrome).until(lambda d: "fb=0" in d.current_url)
+        chrome.refresh()
+        wait(chrome).until(lambda d: result_titles(d))
+        assert not chrome.find_element(By.ID, "search-feedback").is_selected()
+        assert chrome.find_element(By.ID, "search-expansion").get_attribute("hidden")

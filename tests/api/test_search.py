@@ -298,3 +298,15 @@ def test_feedback_on_a_collection_is_refused_when_asked_and_skipped_by_default(
     assert r.status_code == 422 and "not offered on a sharded collection" in r.json()["detail"]
     default_on = make_client(doc_indexes=[out], feedback=True)
     assert _search(default_on)["expansion"] is None
+
+
+def test_readyz_tells_the_page_whether_feedback_is_offered(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    assert make_client().get("/readyz").json()["feedback"] == {"offered": True, "default": False}
+    on = make_client(feedback=True)
+    assert on.get("/readyz").json()["feedback"] == {"offered": True, "default": True}
+    out = tmp_path / "coll"
+    build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
+    coll = make_client(doc_indexes=[out], feedback=True)
+    assert coll.get("/readyz").json()["feedback"] == {"offered": False, "default": False}

@@ -53,7 +53,7 @@ function errorMessage(response, data) {
 }
 
 // The server's limits that error messages quote (languages.js sets them from /readyz).
-export const pageLimits = { maxQueryChars: null };
+export const pageLimits = { maxQueryChars: null, feedback: { offered: true, default: false } };
 
 export async function callApi(method, path, body) {
   const init = { method: method, headers: { Accept: "application/json" } };

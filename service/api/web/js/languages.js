@@ -16,6 +16,14 @@ function setMaxQueryChars(limit) {
   for (const id of ["search-query", "suggest-sentence"]) byId(id).maxLength = limit;
 }
 
+/** The feedback switch: hidden where the service offers no feedback, else its default. */
+function setFeedback(feedback) {
+  if (!feedback || typeof feedback !== "object") return;
+  pageLimits.feedback = { offered: feedback.offered !== false, default: feedback.default === true };
+  byId("search-feedback").closest(".field").hidden = !pageLimits.feedback.offered;
+  byId("search-feedback").checked = pageLimits.feedback.default;
+}
+
 export async function loadLanguages(attempt) {
   const status = byId("service-status");
   let body = null;
@@ -31,6 +39,7 @@ export async function loadLanguages(attempt) {
     return;
   }
   setMaxQueryChars(body.max_query_chars);
+  setFeedback(body.feedback);
   if (body.detail === "still loading" && attempt < 30) {
     status.textContent = "The service is still loading its models…";
     window.setTimeout(function () { loadLanguages(attempt + 1); }, 1000);

@@ -5,7 +5,7 @@
  * shared link and on back and forward.
  */
 
-import { ApiError, callApi } from "./api.js";
+import { ApiError, callApi, pageLimits } from "./api.js";
 import { docHash, docState, foundBy } from "./docview.js";
 import {
   byId,
@@ -34,7 +34,8 @@ function searchAddress(request, offset) {
   params.set("lang", request.lang);
   params.set("method", request.method);
   if (request.k !== 10) params.set("k", String(request.k));
-  if (request.feedback) params.set("fb", "1");
+  // fb=1 / fb=0: the switch, when it differs from the service's default
+  if (request.feedback !== pageLimits.feedback.default) params.set("fb", request.feedback ? "1" : "0");
   const page = Math.floor(offset / request.k) + 1;
   if (page > 1) params.set("page", String(page));
   return "?" + params.toString();
@@ -66,7 +67,9 @@ export function restoreSearch() {
   }
   const k = parseInt(params.get("k") || "10", 10);
   byId("search-k").value = String(Number.isFinite(k) && k > 0 ? k : 10);
-  byId("search-feedback").checked = params.get("fb") === "1";
+  const fb = params.get("fb");
+  byId("search-feedback").checked = pageLimits.feedback.offered &&
+    (fb === "1" || (fb !== "0" && pageLimits.feedback.default));
   const request = readSearchForm();
   const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
   const offset = (page - 1) * request.k;
@@ -82,7 +85,7 @@ function readSearchForm() {
     lang: byId("search-lang").value,
     method: byId("search-method").value,
     k: Number.isFinite(k) ? k : 10,
-    feedback: byId("search-feedback").checked,
+    feedback: pageLimits.feedback.offered && byId("search-feedback").checked,
   };
 }
 
