@@ -1,0 +1,364 @@
+"""The service's structure as a checked contract, read from the source with :mod:`ast`
+(README.md, "Layout"): layers, no import cycle, no private name across modules, settings read
+only at the edges, training code reached only from the CLI. :mod:`tests.test_import_graph`
+checks the last at run time too.
+
+**Layers**, top first. A module may import its own component and any layer below, never one
+above; the components of a layer written with ``|`` are independent (neither imports the
+other):
+
+* ``cli`` — ``clir``, the outermost edge (``clir serve`` starts the API);
+* ``api`` — the web service;
+* ``jobs`` — the job store, the worker and the tasks it runs (each task is handed the
+  worker's settings and turns them into the arguments of a library call);
+* ``ltr | runs`` — learning to rank; runs by path (``clir search``, ``run``, ``eval``);
+* ``collection`` — sharded, writable collections, searched by every method;
+* ``retrieval`` — the scorers (DT, PSQ, BOW-FD, TR) of a decoded query;
+* ``mt`` — translation models, decoding, training and tuning;
+* ``forest | index`` — hypergraphs and their inference; the inverted BM25 index;
+* foundation — ``settings | logs | jit | arraydir | extras | csr | learning | progress |
+  text | data | evaluation``, each standing alone;
+* base — ``errors | records`` and the package root (``__version__``).
+
+**What counts as an import**: every ``import`` statement of a module wherever it stands — at
+module level, inside a function (a lazy import defers loading, not dependence; a cycle through
+one is a cycle) or under ``TYPE_CHECKING`` (a type from another module is a dependence on it)
+— and a string constant that names a module, as registries name what they import lazily
+(``"service.jobs.tasks:ltr"``). ``from a import b`` depends on ``a.b`` when that is a module,
+else on ``a``. A package's ``__init__`` is a module like any other; importing ``a.b.c`` does not
+count as importing ``a.b``'s ``__init__``.
+
+**Private names**: ``from m import _x`` and ``m._x`` (``m`` a module) are refused across
+modules; dunders (``__version__``) are public.
+
+**Settings** (:mod:`service.settings`) are read at the edges — the app factory, the CLI and the
+job worker with its tasks — and passed down as arguments and config objects: only ``api``,
+``cli`` and ``jobs`` import the module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "service"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Components (top-level modules or packages of ``service``) at one level."""
+
+    name: str
+    components: tuple[str, ...]
+    independent: bool = False  # the components may not import each other
+
+
+FOUNDATION = (
+    *("settings", "logs", "jit", "arraydir", "extras", "csr", "learning", "progress"),
+    *("text", "data", "evaluation"),
+)
+# bottom first
+LAYERS = (
+    Layer("base", ("", "errors", "records"), independent=True),
+    Layer("foundation", FOUNDATION, independent=True),
+    Layer("forest | index", ("forest", "index"), independent=True),
+    Layer("mt", ("mt",)),
+    Layer("retrieval", ("retrieval",)),
+    Layer("collection", ("collection",)),
+    Layer("ltr | runs", ("ltr", "runs"), independent=True),
+    Layer("jobs", ("jobs",)),
+    Layer("api", ("api",)),
+    Layer("cli", ("cli",)),
+)
+SETTINGS = "service.settings"
+EDGES = ("api", "cli", "jobs")  # the only components that import SETTINGS
+
+
+@dataclass(frozen=True)
+class Import:
+    """One dependence of ``source`` on ``target`` (``names``: what ``from ... import`` took
+    from a module, empty for a module imported whole), at ``line``."""
+
+    source: str
+    target: str
+    names: tuple[str, ...]
+    line: int
+    how: str  # "module", "function", "type-checking" or "string"
+
+    def where(self) -> str:
+        return f"{module_path(self.source)}:{self.line} ({self.how})"
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the service by dotted name (a package by its ``__init__``)."""
+    out: dict[str, Path] = {}
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def module_path(name: str) -> str:
+    return str(modules()[name].relative_to(ROOT))
+
+
+def component(name: str) -> str:
+    """The top-level module or package of ``service`` that module ``name`` belongs to."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+MODULE_STRING = re.compile(r"(service(?:\.\w+)+)(?::\w+)?")
+
+
+def _resolve(source: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = source if modules()[source].name == "__init__.py" else source.rpartition(".")[0]
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _visit(source: str, node: ast.AST, how: str) -> Iterator[Import]:
+    known = modules()
+    for child in ast.iter_child_nodes(node):
+        inner = how
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            inner = "function" if how == "module" else how
+        elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            inner = "type-checking"
+        if isinstance(child, ast.Import):
+            for alias in child.names:
+                if alias.name in known:
+                    yield Import(source, alias.name, (), child.lineno, how)
+        elif isinstance(child, ast.ImportFrom):
+            base = _resolve(source, child)
+            for alias in child.names:
+                sub = f"{base}.{alias.name}"
+                if sub in known:
+                    yield Import(source, sub, (), child.lineno, how)
+                elif base in known:
+                    yield Import(source, base, (alias.name,), child.lineno, how)
+        elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+            match = MODULE_STRING.fullmatch(child.value)
+            if match and match[1] in known:
+                yield Import(source, match[1], (), child.lineno, "string")
+        yield from _visit(source, child, inner)
+
+
+@cache
+def imports() -> tuple[Import, ...]:
+    """Every dependence of every module of the service on another of its modules."""
+    found: list[Import] = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found.extend(i for i in _visit(name, tree, "module") if i.target != name)
+    return tuple(found)
+
+
+def layer_of(comp: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if comp in layer.components)
+
+
+def test_every_component_has_one_layer() -> None:
+    listed = [c for layer in LAYERS for c in layer.components]
+    assert len(listed) == len(set(listed)), "a component is listed twice"
+    present = {component(m) for m in modules()}
+    assert present <= set(listed), f"place these in LAYERS: {sorted(present - set(listed))}"
+
+
+def layer_violations(found: tuple[Import, ...]) -> list[str]:
+    """One line per import of a higher layer, or of an independent sibling."""
+    out = []
+    for imp in found:
+        src, dst = component(imp.source), component(imp.target)
+        if src == dst:
+            continue
+        i, j = layer_of(src), layer_of(dst)
+        if j > i or (j == i and LAYERS[i].independent):
+            what = "an independent sibling" if i == j else f"layer {LAYERS[j].name!r}"
+            out.append(
+                f"{imp.where()}: {imp.source} imports {imp.target} — {LAYERS[i].name!r} may not "
+                f"import {what}"
+            )
+    return out
+
+
+def _fail_with(lines: list[str]) -> None:
+    if lines:
+        pytest.fail("\n".join(["", *dict.fromkeys(lines)]), pytrace=False)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    _fail_with(layer_violations(imports()))
+
+
+def cycles(found: tuple[Import, ...]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan 1972), each sorted."""
+    graph: dict[str, set[str]] = {m: set() for m in modules()}
+    for imp in found:
+        graph[imp.source].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                out.append(sorted(scc))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def describe_cycles(found: tuple[Import, ...]) -> list[str]:
+    lines = []
+    for scc in cycles(found):
+        lines.append("cycle: " + ", ".join(scc))
+        members = set(scc)
+        for imp in found:
+            if imp.source in members and imp.target in members:
+                lines.append(f"  {imp.where()}: {imp.source} -> {imp.target}")
+    return lines
+
+
+def test_no_import_cycle() -> None:
+    _fail_with(describe_cycles(imports()))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses() -> list[str]:
+    """``from m import _x`` and ``m._x`` (``m`` a module imported whole) across modules."""
+    out = [
+        f"{imp.where()}: {imp.source} imports {name} from {imp.target}"
+        for imp in imports()
+        for name in imp.names
+        if _private(name)
+    ]
+    known = modules()
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname and a.name in known:
+                        aliases[a.asname] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, node)
+                for a in node.names:
+                    if f"{base}.{a.name}" in known:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and _private(node.attr)
+            ):
+                out.append(f"{module_path(name)}:{node.lineno}: {name} reads "
+                           f"{aliases[node.value.id]}.{node.attr}")  # fmt: skip
+    return out
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    _fail_with(private_uses())
+
+
+def test_settings_are_read_at_the_edges() -> None:
+    deep = [
+        f"{imp.where()}: {imp.source} imports {SETTINGS}"
+        for imp in imports()
+        if imp.target == SETTINGS and component(imp.source) not in (*EDGES, "settings")
+    ]
+    _fail_with(deep)
+
+
+def test_training_and_tuning_are_imported_only_by_the_cli() -> None:
+    """The static side of :mod:`tests.test_import_graph`: nothing that serves imports them."""
+    inside = ("service.mt.training", "service.mt.tuning")
+
+    def within(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in inside)
+
+    reached = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        if within(imp.target) and not within(imp.source) and component(imp.source) != "cli"
+    ]
+    _fail_with(reached)
+
+
+# --- the checks themselves, on made-up imports ------------------------------------------
+
+
+def _fake(source: str, target: str, names: tuple[str, ...] = ()) -> Import:
+    return Import(source, target, names, 1, "module")
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "allowed"),
+    [
+        ("service.retrieval.dt", "service.mt.decoder", True),  # downwards
+        ("service.mt.decoder", "service.retrieval.dt", False),  # upwards
+        ("service.index.build", "service.forest.hypergraph", False),  # independent siblings
+        ("service.cli.search", "service.api.processes", True),  # cli over api
+        ("service.api.app", "service.cli.core", False),
+        ("service.ltr.task", "service.jobs.tasks", False),  # the worker runs ltr, not back
+        ("service.forest.hypergraph", "service.mt.rules", False),
+        ("service.retrieval.runner", "service.collection.search", False),
+        ("service.runs", "service.collection.search", True),
+        ("service.text.clean", "service.records", True),
+        ("service.text.clean", "service.data.io", False),  # foundation modules stand alone
+    ],
+)
+def test_the_layer_check_sees_an_import(source: str, target: str, allowed: bool) -> None:
+    assert (layer_violations((_fake(source, target),)) == []) == allowed
+
+
+def test_the_cycle_check_sees_a_function_level_cycle() -> None:
+    found = (
+        _fake("service.retrieval.dt", "service.retrieval.base"),
+        Import("service.retrieval.base", "service.retrieval.dt", (), 9, "function"),
+    )
+    assert cycles(found) == [["service.retrieval.base", "service.retrieval.dt"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "private"), [("_run", True), ("__version__", False), ("kernel", False), ("_", True)]
+)
+def test_a_private_name_starts_with_an_underscore_and_is_no_dunder(
+    name: str, private: bool
+) -> None:
+    assert _private(name) == private
