@@ -42,9 +42,8 @@ def readyz(request: Request) -> JSONResponse:
     if resources is None:
         body: dict[str, Any] = {"ready": False, "detail": "still loading", "missing": []}
         return JSONResponse(body | page, status_code=503)
-    # the page's feedback switch: offered on one index (not yet on a sharded collection),
-    # and its default (CLIR_FEEDBACK)
-    offered = not isinstance(resources.doc_index, Collection)
+    # the page's feedback switch: offered wherever documents are searched, and its default
+    offered = resources.doc_index is not None
     page["feedback"] = {"offered": offered, "default": offered and settings.feedback}
     body = resources.status() | page
     if isinstance(resources.doc_index, Collection):

@@ -150,8 +150,7 @@ class SearchRequest(RequestBody):
         None,
         description="Expand the query with pseudo-relevance feedback (RM3): the method's top "
         "documents add English terms to the translation, and the expanded query ranks the "
-        "documents by BM25. Unset: the service's default (CLIR_FEEDBACK). Not offered on a "
-        "sharded collection.",
+        "documents by BM25. Unset: the service's default (CLIR_FEEDBACK).",
     )
 
     _query_not_blank = field_validator("query")(_not_blank)

@@ -45,6 +45,7 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.collection import Collection
+from service.collection.feedback import feedback_ranking
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.index.analysis import LONG_STOPWORDS, is_word
@@ -52,7 +53,7 @@ from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import one_best
 from service.retrieval.explain import explanation_json
-from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
+from service.retrieval.feedback import FeedbackParams
 from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -87,17 +88,10 @@ def _total_max(
     return max(total, min(sum(int(c) for c in candidates), n_docs))
 
 
-def feedback_params(
-    req: SearchRequest, settings: Settings, collection: bool
-) -> FeedbackParams | None:
+def feedback_params(req: SearchRequest, settings: Settings) -> FeedbackParams | None:
     """RM3's parameters when the request (or, when it does not say, the service default)
-    asks for feedback. A sharded collection offers none: asked for, that is an error; by
-    default, the search goes without."""
+    asks for feedback."""
     if req.feedback is False or (req.feedback is None and not settings.feedback):
-        return None
-    if collection:
-        if req.feedback:
-            raise InvalidInputError(FEEDBACK_ON_COLLECTION)
         return None
     return FeedbackParams(
         settings.feedback_docs,
@@ -130,7 +124,7 @@ def run_search(
     decoded = service.decode(bundle, req.query)
     params = service.method_params(req.method)
     depth = req.offset + req.k
-    feedback = feedback_params(req, settings, isinstance(index, Collection))
+    feedback = feedback_params(req, settings)
     t1 = time.perf_counter()
     weighted: Callable[[Iterable[str]], set[str]]
     with decoded.lock:
@@ -139,14 +133,20 @@ def run_search(
             index.refresh()  # a commit is visible to the next search
             snap = index.snapshot
             searcher = service.collection_searcher(bundle)
+            first = depth if feedback is None else feedback.first_depth(depth)
             if settings.search_backend == "ray":
                 ranking, (total, relation), failed = service.ray_searcher(index, bundle).rank(
-                    snap, req.method, decoded.query, depth, explain=req.explain, params=params
+                    snap, req.method, decoded.query, first, explain=req.explain, params=params
                 )
             else:
                 ranking, (total, relation) = searcher.rank(
-                    snap, req.method, decoded.query, depth, explain=req.explain, params=params
+                    snap, req.method, decoded.query, first, explain=req.explain, params=params
                 )
+            if feedback is not None:  # the expansion and its ranking read the segments here
+                ranking, (total, relation) = feedback_ranking(
+                    snap, decoded.query, ranking, (total, relation), depth, feedback,
+                    explain=req.explain,
+                )  # fmt: skip
             scorer = searcher.any_scorer(snap, req.method, params)
             service.metrics.observe_shards(ranking.info.get("shard_seconds", {}))
 

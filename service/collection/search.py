@@ -46,9 +46,10 @@ import numpy as np
 import numpy.typing as npt
 
 from service.collection.boards import new_board_name, open_board, private_board, release_board
+from service.collection.feedback import feedback_ranking
 from service.collection.manifest import is_collection
 from service.collection.reader import Collection, SegmentView, Snapshot
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import (
@@ -66,7 +67,7 @@ from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.dt import DirectTranslation
 from service.retrieval.explain import Explanation, TrExplanation
-from service.retrieval.feedback import FEEDBACK_ON_COLLECTION, FeedbackParams
+from service.retrieval.feedback import FeedbackParams
 from service.retrieval.psq import ProbabilisticStructuredQuery
 from service.retrieval.runner import load_index
 from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
@@ -722,12 +723,16 @@ class CollectionScorer(Scorer):
         explain: bool = False,
         feedback: FeedbackParams | None = None,
     ) -> Ranking:
-        if feedback is not None:
-            raise InvalidInputError(FEEDBACK_ON_COLLECTION)
         self.collection.refresh()
+        snapshot = self.collection.snapshot
+        depth = k if feedback is None else feedback.first_depth(k)
         ranking, retrieved = self.searcher.rank(
-            self.collection.snapshot, self.method, query, k, explain=explain, params=self.params
-        )
+            snapshot, self.method, query, depth, explain=explain, params=self.params,
+        )  # fmt: skip
+        if feedback is not None:  # the feedback stage, as over one index
+            ranking, retrieved = feedback_ranking(
+                snapshot, query, ranking, retrieved, k, feedback, explain=explain
+            )
         ranking.info["retrieved"] = list(retrieved)  # what retrieved() answers
         return ranking
 

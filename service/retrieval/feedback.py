@@ -32,7 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,10 +45,6 @@ from service.retrieval.explain import Explanation, FeedbackExplanation
 Weighting = Literal["posterior", "uniform"]
 Form = Literal["interpolate", "replace"]
 FORMS: tuple[Form, ...] = ("interpolate", "replace")
-FEEDBACK_ON_COLLECTION = (
-    "feedback is not offered on a sharded collection yet (its documents' term vectors live in "
-    "the shards); search without feedback, or against one index"
-)
 WEIGHTINGS: tuple[Weighting, ...] = ("posterior", "uniform")
 
 
@@ -195,20 +191,33 @@ def expand(
     weights = document_weights([s for _, s in pairs], params.weighting)
     estimate = relevance_model_reference if reference else relevance_model
     rm = estimate(index, docnos, weights.tolist()) if docnos else {}
+    original = query_model(index, query_tokens)
+    order = combine(original, rm, params)
+    terms = tuple((index.term(t), w) for t, w in order)
+    added = tuple(index.term(t) for t, _ in order if t not in original)
+    return Expansion(terms, added, tuple(docnos))
+
+
+Key = TypeVar("Key", int, str)
+
+
+def combine(
+    original: Mapping[Key, float], rm: Mapping[Key, float], params: FeedbackParams
+) -> list[tuple[Key, float]]:
+    """P'(w) = λ·P(w|q) + (1 − λ)·P(w|R), P(w|R) cut to its ``params.terms`` most probable
+    terms and renormalised; the terms with a positive weight, best first, ties by the key (a
+    term id of one index, or the term: an index numbers its terms in their sorted order, so
+    both order alike)."""
     kept = sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[: params.terms]
     total = math.fsum(w for _, w in kept)
     rel = {t: w / total for t, w in kept} if total > 0 else {}
-    original = query_model(index, query_tokens)
     lam = params.original_weight if rel and original else (1.0 if original else 0.0)
-    combined: dict[int, float] = {}
+    combined: dict[Key, float] = {}
     for t, w in original.items():
         combined[t] = combined.get(t, 0.0) + lam * w
     for t, w in rel.items():
         combined[t] = combined.get(t, 0.0) + (1.0 - lam) * w
-    order = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))
-    terms = tuple((index.term(t), w) for t, w in order if w > 0)
-    added = tuple(index.term(t) for t, _ in order if t not in original and combined[t] > 0)
-    return Expansion(terms, added, tuple(docnos))
+    return sorted(((t, w) for t, w in combined.items() if w > 0), key=lambda kv: (-kv[1], kv[0]))
 
 
 def rank_expanded(index: InvertedIndex, expansion: Expansion, k: int) -> Hits:

@@ -288,16 +288,20 @@ def test_feedback_follows_the_service_default_unless_the_request_says(
     assert _search(on, feedback=False)["expansion"] is None
 
 
-def test_feedback_on_a_collection_is_refused_when_asked_and_skipped_by_default(
-    make_client: MakeClient, tmp_path: Path
+@pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
+def test_feedback_on_a_collection_ranks_as_on_the_index(
+    make_client: MakeClient, tmp_path: Path, method: str
 ) -> None:
     out = tmp_path / "coll"
     build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
-    asked = make_client(doc_indexes=[out])
-    r = asked.post("/v1/search", json={"query": "das haus", "lang": "de", "feedback": True})
-    assert r.status_code == 422 and "not offered on a sharded collection" in r.json()["detail"]
-    default_on = make_client(doc_indexes=[out], feedback=True)
-    assert _search(default_on)["expansion"] is None
+    single, coll = make_client(), make_client(doc_indexes=[out])
+    body = {"method": method, "feedback": True, "explain": True, "k": 5}
+    one, many = _search(single, **body), _search(coll, **body)
+    keep = ("results", "total", "total_relation", "total_max", "expansion", "signature")
+    assert {k: many[k] for k in keep} == {k: one[k] for k in keep}
+    assert (
+        _search(coll, **body, offset=5)["results"] == _search(single, **body, offset=5)["results"]
+    )
 
 
 def test_readyz_tells_the_page_whether_feedback_is_offered(
@@ -309,4 +313,5 @@ def test_readyz_tells_the_page_whether_feedback_is_offered(
     out = tmp_path / "coll"
     build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
     coll = make_client(doc_indexes=[out], feedback=True)
-    assert coll.get("/readyz").json()["feedback"] == {"offered": False, "default": False}
+    assert coll.get("/readyz").json()["feedback"] == {"offered": True, "default": True}
+    assert make_client(doc_indexes=[]).get("/readyz").json()["feedback"]["offered"] is False

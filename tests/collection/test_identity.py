@@ -154,3 +154,30 @@ def test_segments_weigh_forest_words_as_one_index(
     assert got == {w: index.weighted_term(w) for w in sorted(words)}
     assert sum(t is not None for t in got.values()) > 100  # not a trivial agreement
     assert got["zzzunheard"] is None
+
+
+@pytest.mark.parametrize("form", ["interpolate", "replace"])
+def test_feedback_over_a_collection_ranks_like_one_index(
+    demo: tuple[InvertedIndex, ModelBundle],
+    dev_queries: list[DecodedQuery],
+    tmp_path: Path,
+    form: str,
+) -> None:
+    """RM3 over 2 shards of several segments: the expansion (its terms and weights), the
+    ranking and the count equal one index's, for every method and dev query."""
+    from service.collection.search import CollectionScorer
+    from service.retrieval.feedback import FeedbackParams
+
+    index, bundle = demo
+    coll = collection_of(index, tmp_path / "c", 2, merge=False)
+    feedback = FeedbackParams(form=form, pool=30)  # type: ignore[arg-type]
+    for method in ("dt", "psq", "bowfd"):
+        one = get_scorer(method, index, bundle=bundle, **PARAMS[method])
+        many = CollectionScorer(coll, method, bundle=bundle, **PARAMS[method])
+        for q in dev_queries[::4]:
+            a, b = one.rank(q, 20, feedback=feedback), many.rank(q, 20, feedback=feedback)
+            assert b.info["expansion"] == a.info["expansion"], (method, q.qid)
+            assert [h.doc_id for h in b.hits] == [h.doc_id for h in a.hits], (method, q.qid)
+            assert [h.score for h in b.hits] == [h.score for h in a.hits], (method, q.qid)
+            assert many.retrieved(b, 20, q) == one.retrieved(a, 20, q), (method, q.qid)
+            assert b.signature == a.signature

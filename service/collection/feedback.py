@@ -1,0 +1,169 @@
+"""Pseudo-relevance feedback over a collection (RM3: Lavrenko & Croft 2001, §3; Abdul-Jaleel
+et al. 2004, §2), ranking exactly as :mod:`service.retrieval.feedback` does over one index of
+the same documents.
+
+The method's first ranking comes from the collection's searcher. The feedback documents' term
+vectors are read from the segments that hold them (each segment's postings transposed once,
+:meth:`~service.index.inverted.InvertedIndex.doc_vectors`), their terms kept by the
+collection's RSJ weight (:meth:`~service.collection.reader.Snapshot.weighted`); the expanded
+query ranks every segment with the collection's statistics and the segments' top lists merge
+by score, then by sequence number — a single index's document order. Segments number their
+terms differently, so the relevance model is keyed by the term itself; a single index's term
+ids follow the terms' sorted order, so both cut and order the terms alike
+(:func:`service.retrieval.feedback.combine`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from service.collection.reader import Snapshot
+from service.index.inverted import Hits
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, one_best
+from service.retrieval.explain import FeedbackExplanation
+from service.retrieval.feedback import (
+    Expansion,
+    FeedbackParams,
+    as_mapping,
+    combine,
+    document_weights,
+    interpolate,
+)
+
+
+def relevance_model(
+    snapshot: Snapshot, seqs: Sequence[int], weights: Sequence[float]
+) -> dict[str, float]:
+    """P(w | R) by term: Σ_d P(d|q) · tf(w, d) / |d| over the documents ``seqs``, for terms
+    with a positive RSJ weight in the collection (the same sums, in the same order, as the
+    single index's :func:`service.retrieval.feedback.relevance_model`)."""
+    model: dict[str, float] = {}
+    for seq, weight in zip(seqs, weights, strict=True):
+        view, docno = snapshot.locate_seq(int(seq))
+        _, ids, tfs = view.index.doc_vectors([docno])
+        total = int(tfs.sum()) or 1
+        share = float(weight) / total
+        for tid, tf in zip(ids.tolist(), tfs.tolist(), strict=True):
+            term = view.index.term(tid)
+            if snapshot.weighted(term):
+                model[term] = model.get(term, 0.0) + share * tf
+    return model
+
+
+def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> dict[str, float]:
+    """P(w | q) by term: the tokens' index terms weighted in the collection, count / number."""
+    views = snapshot.views()
+    if not views:
+        return {}
+    terms = [t for t in views[0].index.analyzer.terms(tokens) if snapshot.weighted(t)]
+    if not terms:
+        return {}
+    counts = Counter(terms)
+    return {t: c / len(terms) for t, c in counts.items()}
+
+
+def expand(
+    snapshot: Snapshot,
+    tokens: Sequence[str],
+    first: Sequence[tuple[int, float]],
+    params: FeedbackParams,
+) -> Expansion:
+    """RM3's expanded query from the first ranking's top ``params.docs`` documents."""
+    pairs = list(first)[: params.docs]
+    seqs = [d for d, _ in pairs]
+    weights = document_weights([s for _, s in pairs], params.weighting)
+    rm = relevance_model(snapshot, seqs, weights.tolist()) if seqs else {}
+    original = query_model(snapshot, tokens)
+    order = combine(original, rm, params)
+    terms = tuple((t, w) for t, w in order)
+    added = tuple(t for t, _ in order if t not in original)
+    return Expansion(terms, added, tuple(seqs))
+
+
+def rank_expanded(snapshot: Snapshot, expansion: Expansion, k: int) -> tuple[Hits, int]:
+    """The collection's top ``k`` for the expanded query (documents by sequence number), and
+    how many documents hold an expansion term (segments hold disjoint documents)."""
+    seqs, scores = [], []
+    reached = 0
+    for view in snapshot.views():
+        pairs = [(view.index.vocab.id(t), w) for t, w in expansion.terms]
+        kept = [(i, w) for i, w in pairs if i is not None]
+        if not kept:
+            continue
+        hits, n = view.index.rank_counted([i for i, _ in kept], [w for _, w in kept], k)
+        reached += n
+        seqs.append(view.seq[hits.docs])
+        scores.append(hits.scores)
+    if not seqs:
+        return Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0
+    all_seqs, all_scores = np.concatenate(seqs), np.concatenate(scores)
+    order = np.lexsort((all_seqs, -all_scores))[:k]
+    return Hits(all_seqs[order].astype(np.int32), all_scores[order].astype(np.float32)), reached
+
+
+def feedback_ranking(
+    snapshot: Snapshot,
+    query: DecodedQuery,
+    first: Ranking,
+    retrieved: tuple[int, Relation],
+    k: int,
+    params: FeedbackParams,
+    *,
+    explain: bool = False,
+) -> tuple[Ranking, tuple[int, Relation]]:
+    """The feedback stage after the collection's ``first`` ranking (at least
+    ``params.first_depth(k)`` deep, with the count the method ``retrieved``): the expanded
+    query's ranking, mixed with the first in the ``interpolate`` form; a hit's explanation
+    names the expansion terms its document holds, with the method's own explanation when
+    the first ranking (explained) held it."""
+    translation = [t for sentence in one_best(query) for t in sentence]
+    own = [(h.docno, h.score) for h in first.hits]
+    expansion = expand(snapshot, translation, own, params)
+    found, reached = rank_expanded(snapshot, expansion, params.expanded_depth(k))
+    mixed = params.form == "interpolate"
+    if mixed:
+        pool = own[: params.pool]
+        head = Hits(
+            np.array([d for d, _ in pool], dtype=np.int32),
+            np.array([s for _, s in pool], dtype=np.float32),
+        )
+        found = interpolate(head, found, params.mix, k)
+    own_explained = {h.docno: h.explanation for h in first.hits} if explain else {}
+    hits = []
+    for seq, score in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
+        view, docno = snapshot.locate_seq(seq)
+        expl = None
+        if explain:
+            held = {t for t, _ in expansion.terms if view.index.contains(t, docno)}
+            expl = FeedbackExplanation(
+                params.signature(),
+                " ".join(translation),
+                tuple((t, w) for t, w in expansion.terms if t in held),
+                tuple(t for t in expansion.added if t in held),
+                own_explained.get(seq),
+            )
+        hits.append(Hit(seq, view.index.doc_id(docno), float(score), expl))
+    own_n, _ = retrieved
+    candidates = [reached]
+    own_candidates = first.info.get("candidates")
+    if mixed and isinstance(own_candidates, list):
+        candidates += [int(c) for c in own_candidates]
+    elif mixed and isinstance(own_candidates, int):
+        candidates.append(own_candidates)
+    total = max(reached, own_n) if mixed else reached
+    relation: Relation = "gte" if mixed and len(candidates) > 1 else "eq"
+    info: dict[str, Any] = {
+        **{key: v for key, v in first.info.items() if key not in ("candidates", "reached")},
+        "first_candidates": own_candidates,
+        "candidates": candidates,
+        "reached": total,
+        "reached_relation": relation,
+        "expansion": as_mapping(expansion),
+        "retrieved": [total, relation],
+    }
+    signature = f"{first.signature}|fb:{params.signature()}"
+    return Ranking(query.qid, hits, signature, info), (total, relation)
