@@ -145,6 +145,12 @@ def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
     fanned = make_client(doc_indexes=[coll_path], search_backend="ray", search_shard_timeout_s=60)
     for method in ("dt", "psq", "bowfd"):
         assert search(fanned, method) == search(local, method)
+        # feedback: the method's ranking from the shard workers, the expansion ranked here
+        body = {"query": QUERY, "lang": "de", "method": method, "feedback": True, "explain": True}
+        got, want = fanned.post("/v1/search", json=body), local.post("/v1/search", json=body)
+        assert got.status_code == want.status_code == 200, got.text
+        for key in ("results", "total", "total_relation", "expansion", "signature"):
+            assert got.json()[key] == want.json()[key], (method, key)
     ready = fanned.get("/readyz").json()
     assert [s["up"] for s in ready["collection"]["shards"]] == [True, True]
     service = fanned.app.state.service  # type: ignore[attr-defined]
