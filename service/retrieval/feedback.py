@@ -15,9 +15,15 @@ index terms, P(w | q) = count / length —
 
     P'(w) = λ · P(w | q) + (1 − λ) · P(w | R),     λ = ``original_weight``
 
-(RM3, Abdul-Jaleel et al. 2004, §2; Anserini's defaults: 10 documents, 10 terms, λ = 0.5). The
-expanded query ranks the same index by BM25 with real-valued term weights
-Σ_w P'(w) · bm25(w, d) (:meth:`~service.index.inverted.InvertedIndex.rank`).
+(RM3, Abdul-Jaleel et al. 2004, §2; Anserini's defaults are 10 documents, 10 terms, λ = 0.5;
+ours keep its documents and terms and take λ = 0.7, chosen on the dev sets: bench/README.md).
+The expanded query ranks the same index by BM25 with real-valued term weights
+Σ_w P'(w) · bm25(w, d) (:meth:`~service.index.inverted.InvertedIndex.rank`). In the default
+form, ``interpolate``, the result mixes that ranking with the method's own — CombSUM of their
+min-max normalised scores (Fox & Shaw 1994; Lee 1997, §3), both read ``pool`` deep —, which
+keeps the top of the method's ranking where the expanded query alone drifts; ``replace``
+returns the expanded query's ranking alone. :func:`apply_feedback` is the stage;
+:mod:`service.collection.feedback` is the same stage over a sharded collection.
 
 Term vectors come from the index's postings, transposed once per process
 (:meth:`~service.index.inverted.InvertedIndex.doc_vectors`), never from raw text per request.
