@@ -45,7 +45,7 @@ def relevance_model(
     for seq, weight in zip(seqs, weights, strict=True):
         view, docno = snapshot.locate_seq(int(seq))
         _, ids, tfs = view.index.doc_vectors([docno])
-        total = int(tfs.sum()) or 1
+        total = max(int(view.index.doc_lengths[docno]), 1)  # as the single index's model
         share = float(weight) / total
         for tid, tf in zip(ids.tolist(), tfs.tolist(), strict=True):
             term = view.index.term(tid)

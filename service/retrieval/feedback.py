@@ -132,13 +132,13 @@ def relevance_model(
     index: InvertedIndex, docnos: Sequence[int], doc_weights: npt.ArrayLike
 ) -> dict[int, float]:
     """P(w | R) over term ids (unnormalised by the cut): Σ_d P(d|q) · tf(w, d) / |d| from the
-    documents' term vectors, for terms with a non-zero rsj."""
+    documents' term vectors, for terms with a non-zero rsj; |d| is the document's indexed
+    length (its terms' frequencies summed, a title's counted ``title_weight`` times)."""
     ptr, term_ids, tfs = index.doc_vectors(docnos)
-    lengths = np.diff(ptr)
+    rows = np.diff(ptr)
     weights = np.asarray(doc_weights, dtype=np.float64)
-    totals = np.add.reduceat(tfs, ptr[:-1]) if len(tfs) else np.zeros(0, np.int64)
-    totals = np.where(lengths > 0, totals, 1)
-    share = np.repeat(weights / totals, lengths) * tfs
+    totals = np.maximum(index.doc_lengths[np.asarray(docnos, dtype=np.int64)], 1)
+    share = np.repeat(weights / totals, rows) * tfs
     keep = index.rsj[term_ids] != 0
     ids, inverse = np.unique(term_ids[keep], return_inverse=True)
     mass = np.zeros(len(ids), dtype=np.float64)
