@@ -17,21 +17,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from service.collection.reader import Snapshot
 from service.index.inverted import Hits
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, one_best
-from service.retrieval.explain import FeedbackExplanation
 from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
-    as_mapping,
     combine,
     document_weights,
-    interpolate,
+    finish_feedback,
 )
 
 
@@ -124,46 +121,24 @@ def feedback_ranking(
     own = [(h.docno, h.score) for h in first.hits]
     expansion = expand(snapshot, translation, own, params)
     found, reached = rank_expanded(snapshot, expansion, params.expanded_depth(k))
-    mixed = params.form == "interpolate"
-    if mixed:
-        pool = own[: params.pool]
-        head = Hits(
-            np.array([d for d, _ in pool], dtype=np.int32),
-            np.array([s for _, s in pool], dtype=np.float32),
-        )
-        found = interpolate(head, found, params.mix, k)
-    own_explained = {h.docno: h.explanation for h in first.hits} if explain else {}
-    hits = []
-    for seq, score in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
+    own_explained = {h.docno: h.explanation for h in first.hits}
+
+    def holds(term: str, seq: int) -> bool:
         view, docno = snapshot.locate_seq(seq)
-        expl = None
-        if explain:
-            held = {t for t, _ in expansion.terms if view.index.contains(t, docno)}
-            expl = FeedbackExplanation(
-                params.signature(),
-                " ".join(translation),
-                tuple((t, w) for t, w in expansion.terms if t in held),
-                tuple(t for t in expansion.added if t in held),
-                own_explained.get(seq),
-            )
-        hits.append(Hit(seq, view.index.doc_id(docno), float(score), expl))
-    own_n, _ = retrieved
-    candidates = [reached]
-    own_candidates = first.info.get("candidates")
-    if mixed and isinstance(own_candidates, list):
-        candidates += [int(c) for c in own_candidates]
-    elif mixed and isinstance(own_candidates, int):
-        candidates.append(own_candidates)
-    total = max(reached, own_n) if mixed else reached
-    relation: Relation = "gte" if mixed and len(candidates) > 1 else "eq"
-    info: dict[str, Any] = {
-        **{key: v for key, v in first.info.items() if key not in ("candidates", "reached")},
-        "first_candidates": own_candidates,
-        "candidates": candidates,
-        "reached": total,
-        "reached_relation": relation,
-        "expansion": as_mapping(expansion),
-        "retrieved": [total, relation],
-    }
+        return view.index.contains(term, docno)
+
+    stage = finish_feedback(
+        own, found, reached, expansion, translation, k, params,
+        own_retrieved=retrieved[0], own_candidates=first.info.get("candidates"),
+        holds=holds if explain else None, own_explanation=own_explained.get,
+    )  # fmt: skip
+    hits = [Hit(seq, _doc_id(snapshot, seq), s, e) for seq, s, e in stage.hits]
+    rest = {key: v for key, v in first.info.items() if key not in ("candidates", "reached")}
+    info = {**rest, **stage.info, "retrieved": list(stage.retrieved)}
     signature = f"{first.signature}|fb:{params.signature()}"
-    return Ranking(query.qid, hits, signature, info), (total, relation)
+    return Ranking(query.qid, hits, signature, info), stage.retrieved
+
+
+def _doc_id(snapshot: Snapshot, seq: int) -> str:
+    view, docno = snapshot.locate_seq(seq)
+    return view.index.doc_id(docno)

@@ -20,7 +20,7 @@ from service.errors import ConfigurationError, InvalidInputError
 from service.forest.inference import fast_viterbi
 from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
-from service.retrieval.explain import Explanation, FeedbackExplanation
+from service.retrieval.explain import Explanation
 
 if TYPE_CHECKING:
     from service.mt.bundle import ModelBundle
@@ -119,42 +119,28 @@ class Scorer(ABC):
     def _rank_with_feedback(
         self, query: DecodedQuery, k: int, explain: bool, feedback: FeedbackParams
     ) -> Ranking:
-        from service.retrieval.feedback import apply_feedback, as_mapping
+        from service.retrieval.feedback import expand, finish_feedback, rank_expanded_counted
 
         depth = feedback.first_depth(k)
+        explainer = None
         if explain:  # only the page's hits are explained, not the whole first ranking
             first, info, explainer = self._rank_explainable(query, depth)
         else:
             first, info = self._rank(query, depth, False)
         own_retrieved, _ = self._retrieved(Ranking(query.qid, first, "", info), depth, query)
         translation = [t for sentence in one_best(query) for t in sentence]
-        own = [(h.docno, h.score, None) for h in first]
-        result = apply_feedback(self.index, translation, own, k, feedback, explain=explain)
-        hits = []
-        in_first = {h.docno for h in first}
-        for d, s, e in result.hits:
-            if isinstance(e, FeedbackExplanation) and d in in_first:
-                e = replace(e, first=explainer(d))
-            hits.append(Hit(d, self.index.doc_id(d), s, e))
-        own_candidates = info.get("candidates")
-        mixed = feedback.form == "interpolate"
-        # retrieved: the expanded query's documents, with the method's own when they are
-        # mixed in (their union: at least the larger count; at most the expanded count plus
-        # the method's candidates, the bound the API's `total_max` reads)
-        candidates = [result.reached]
-        if mixed and isinstance(own_candidates, list):
-            candidates += [int(c) for c in own_candidates]
-        elif mixed and isinstance(own_candidates, int):
-            candidates.append(own_candidates)
-        info = {
-            **{key: v for key, v in info.items() if key not in ("candidates", "reached")},
-            "first_candidates": own_candidates,
-            "candidates": candidates,
-            "reached": max(result.reached, own_retrieved) if mixed else result.reached,
-            "reached_relation": "gte" if mixed and len(candidates) > 1 else "eq",
-            "expansion": as_mapping(result.expansion),
-        }
-        return Ranking(query.qid, hits, f"{self.signature(query)}|fb:{feedback.signature()}", info)
+        own = [(h.docno, h.score) for h in first]
+        expansion = expand(self.index, translation, own, feedback)
+        found, reached = rank_expanded_counted(self.index, expansion, feedback.expanded_depth(k))
+        stage = finish_feedback(
+            own, found, reached, expansion, translation, k, feedback,
+            own_retrieved=own_retrieved, own_candidates=info.get("candidates"),
+            holds=self.index.contains if explain else None, own_explanation=explainer,
+        )  # fmt: skip
+        hits = [Hit(d, self.index.doc_id(d), s, e) for d, s, e in stage.hits]
+        rest = {key: v for key, v in info.items() if key not in ("candidates", "reached")}
+        signature = f"{self.signature(query)}|fb:{feedback.signature()}"
+        return Ranking(query.qid, hits, signature, {**rest, **stage.info})
 
     @abstractmethod
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:

@@ -22,8 +22,9 @@ The expanded query ranks the same index by BM25 with real-valued term weights
 form, ``interpolate``, the result mixes that ranking with the method's own — CombSUM of their
 min-max normalised scores (Fox & Shaw 1994; Lee 1997, §3), both read ``pool`` deep —, which
 keeps the top of the method's ranking where the expanded query alone drifts; ``replace``
-returns the expanded query's ranking alone. :func:`apply_feedback` is the stage;
-:mod:`service.collection.feedback` is the same stage over a sharded collection.
+returns the expanded query's ranking alone. ``Scorer.rank(..., feedback=)`` runs the stage
+over one index, :mod:`service.collection.feedback` over a sharded collection; both end in
+:func:`finish_feedback`.
 
 Term vectors come from the index's postings, transposed once per process
 (:meth:`~service.index.inverted.InvertedIndex.doc_vectors`), never from raw text per request.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -282,71 +283,75 @@ def interpolate_reference(first: Hits, second: Hits, share: float, k: int) -> Hi
     )
 
 
-class FeedbackResult(NamedTuple):
-    """The feedback stage's ranking: (docno, score, explanation) best first, and what the
-    stage reports (``info``)."""
+class FeedbackStage(NamedTuple):
+    """The feedback stage's result: (document, score, explanation) best first, and what it
+    adds to the method's ``info`` (the expansion, and the counts ``retrieved`` reads)."""
 
     hits: list[tuple[int, float, Explanation | None]]
-    expansion: Expansion
-    reached: int  # documents holding an expansion term
+    info: dict[str, Any]
+    retrieved: tuple[int, Literal["eq", "gte"]]
 
 
-def apply_feedback(
-    index: InvertedIndex,
+def finish_feedback(
+    first: Sequence[tuple[int, float]],
+    expanded: Hits,
+    reached: int,
+    expansion: Expansion,
     translation: Sequence[str],
-    first: Sequence[tuple[int, float, Explanation | None]],
     k: int,
     params: FeedbackParams,
     *,
-    explain: bool = False,
-) -> FeedbackResult:
-    """The stage after a method's ``first`` ranking (at least :meth:`FeedbackParams.first_depth`
-    deep): expand the 1-best ``translation`` from its top documents, rank the expanded query
-    and, in the ``interpolate`` form, mix the two rankings (:func:`interpolate`). With
-    ``explain``, each hit says which expansion terms it holds and carries the method's own
-    explanation when the first ranking had it."""
-    expansion = expand(index, translation, [(d, s) for d, s, _ in first], params)
-    found, reached = rank_expanded_counted(index, expansion, params.expanded_depth(k))
-    if params.form == "interpolate":
+    own_retrieved: int,
+    own_candidates: Any,
+    holds: Callable[[str, int], bool] | None = None,
+    own_explanation: Callable[[int], Explanation | None] | None = None,
+) -> FeedbackStage:
+    """What one index and a sharded collection share after each ranked the expanded query
+    its own way (``expanded``, ``reached`` documents holding an expansion term): in the
+    ``interpolate`` form the mix with the method's ``first`` ranking (:func:`interpolate`,
+    its top ``pool``); with ``holds(term, doc)``, each hit's explanation (the expansion terms
+    it holds, and the method's own explanation where ``own_explanation`` has one); and the
+    count retrieved — the expanded query's, or with the method's own mixed in their union: at
+    least the larger count, at most the expanded count plus the method's candidates (the
+    bound the API's ``total_max`` reads)."""
+    mixed = params.form == "interpolate"
+    if mixed:
         pool = first[: params.pool]
         own = Hits(
-            np.array([d for d, _, _ in pool], dtype=np.int32),
-            np.array([s for _, s, _ in pool], dtype=np.float32),
+            np.array([d for d, _ in pool], dtype=np.int32),
+            np.array([x for _, x in pool], dtype=np.float32),
         )
-        found = interpolate(own, found, params.mix, k)
-    firsts = {d: e for d, _, e in first} if explain else {}
+        expanded = interpolate(own, expanded, params.mix, k)
+    in_first = {d for d, _ in first}
     hits: list[tuple[int, float, Explanation | None]] = []
-    for d, score in zip(found.docs.tolist(), found.scores.tolist(), strict=True):
+    for d, score in zip(expanded.docs.tolist(), expanded.scores.tolist(), strict=True):
         expl: Explanation | None = None
-        if explain:
-            held = set(matched_expansion(index, expansion, d, every=True))
+        if holds is not None:
+            held = {t for t, _ in expansion.terms if holds(t, d)}
+            mine = own_explanation(d) if own_explanation is not None and d in in_first else None
             expl = FeedbackExplanation(
                 params.signature(),
                 " ".join(translation),
                 tuple((t, w) for t, w in expansion.terms if t in held),
                 tuple(t for t in expansion.added if t in held),
-                firsts.get(d),
+                mine,
             )
         hits.append((d, float(score), expl))
-    return FeedbackResult(hits, expansion, reached)
-
-
-def matched_expansion(
-    index: InvertedIndex, expansion: Expansion, docno: int, *, every: bool = False
-) -> list[str]:
-    """The expansion's added terms (``every``: all its terms) that document ``docno`` holds,
-    in the expansion's order (for explanations)."""
-    terms = [t for t, _ in expansion.terms] if every else list(expansion.added)
-    out = []
-    for term in terms:
-        tid = index.vocab.id(term)
-        if tid is None:
-            continue
-        docs = index.postings(tid).docs
-        pos = int(np.searchsorted(docs, docno))
-        if pos < len(docs) and int(docs[pos]) == docno:
-            out.append(term)
-    return out
+    candidates = [reached]
+    if mixed and isinstance(own_candidates, list):
+        candidates += [int(c) for c in own_candidates]
+    elif mixed and isinstance(own_candidates, int):
+        candidates.append(own_candidates)
+    total = max(reached, own_retrieved) if mixed else reached
+    relation: Literal["eq", "gte"] = "gte" if mixed and len(candidates) > 1 else "eq"
+    info = {
+        "first_candidates": own_candidates,
+        "candidates": candidates,
+        "reached": total,
+        "reached_relation": relation,
+        "expansion": as_mapping(expansion),
+    }
+    return FeedbackStage(hits, info, (total, relation))
 
 
 def as_mapping(expansion: Expansion) -> Mapping[str, object]:
