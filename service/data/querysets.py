@@ -4,7 +4,8 @@ The LibreOffice query sets of ``../shared/data/clir`` are a page's title plus it
 paragraph (about 50 German words, 95 Chinese characters). Searchers mostly type a few words.
 A **short** query keeps the beginning of the paragraph query — the first
 :data:`SHORT_TOKENS` whitespace tokens of a German query, the first :data:`SHORT_CHARS`
-characters of a Chinese one — which is mostly the page title; it keeps the qid and so the
+characters of a Chinese one (a Latin word the cut falls inside kept whole) — which is mostly
+the page title; it keeps the qid and so the
 judgments of its paragraph query. Its **monolingual ceiling** is the same cut of the English
 page's own text (title, then text), ranked by the same index: what a perfect translation of
 the short query could at best retrieve (Hieber & Riezler 2015, §5, compare their systems with
@@ -29,18 +30,42 @@ QUERY_SETS: tuple[str, ...] = ("paragraph", "short", "question")
 
 def short_text(text: str, lang: str) -> str:
     """The beginning of ``text`` a searcher would type: its first :data:`SHORT_CHARS`
-    non-space characters for Chinese, its first :data:`SHORT_TOKENS` whitespace tokens
-    otherwise (English included)."""
+    non-space characters for Chinese — a Latin word the cut falls inside kept whole
+    (:func:`_latin_end`): a searcher types "LibreOffice", not "LibreOffic" —, its first
+    :data:`SHORT_TOKENS` whitespace tokens otherwise (English included)."""
     if lang == "zh":
-        out: list[str] = []
-        n = 0
-        for ch in " ".join(text.split()):
-            if n == SHORT_CHARS:
-                break
-            out.append(ch)
-            n += not ch.isspace()
-        return "".join(out).strip()
+        chars = " ".join(text.split())
+        i = n = 0
+        while i < len(chars) and n < SHORT_CHARS:
+            n += not chars[i].isspace()
+            i += 1
+        return chars[: _latin_end(chars, i)].strip()
     return " ".join(text.split()[:SHORT_TOKENS])
+
+
+def _is_latin(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+def _latin_end(chars: str, i: int) -> int:
+    """Where a cut at ``i`` ends once the Latin word it falls inside is completed: the run of
+    ASCII letters and digits, with ``.``, ``-`` or ``_`` between two of them
+    ("FORECAST.ETS.ADD", "UTF-8")."""
+    if not 0 < i < len(chars):
+        return i
+    inside = _is_latin(chars[i - 1]) or (
+        chars[i - 1] in "._-" and i > 1 and _is_latin(chars[i - 2]) and _is_latin(chars[i])
+    )
+    if not inside:
+        return i
+    while i < len(chars):
+        if _is_latin(chars[i]):
+            i += 1
+        elif chars[i] in "._-" and i + 1 < len(chars) and _is_latin(chars[i + 1]):
+            i += 2
+        else:
+            break
+    return i
 
 
 def short_queries(queries: Mapping[str, str], lang: str) -> dict[str, str]:

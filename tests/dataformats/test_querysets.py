@@ -30,6 +30,25 @@ def test_chinese_keeps_the_first_fourteen_characters_not_counting_spaces() -> No
     assert short_text("  排序  ", "zh") == "排序"
 
 
+@pytest.mark.parametrize(
+    ("text", "short"),
+    [
+        # the 14th character is inside a Latin word: the word is kept whole
+        ("文档信息 显示有关活动 LibreOffice 文档的信息。", "文档信息 显示有关活动 LibreOffice"),
+        ("FORECAST.ETS.STAT.MULT 函数", "FORECAST.ETS.STAT.MULT"),
+        ("文本格式定义编码为的 UTF-8 文本", "文本格式定义编码为的 UTF-8"),  # cut after "-"
+        ("快捷方式 (LibreOffice) 键盘", "快捷方式 (LibreOffice"),
+        # the cut falls after a whole word: nothing added
+        ("公式 定义 UTF-8 编码的文本格式", "公式 定义 UTF-8 编码的文本"),
+        ("在文本文档中插入 Basic 宏的方法", "在文本文档中插入 Basic 宏"),
+    ],
+)
+def test_chinese_cut_never_ends_inside_a_latin_word(text: str, short: str) -> None:
+    assert short_text(text, "zh") == short
+    counted = len(short.replace(" ", ""))
+    assert counted >= SHORT_CHARS or counted == len(text.replace(" ", ""))
+
+
 def test_short_queries_keep_qids_and_refuse_empty_text() -> None:
     assert short_queries({"q1": "a b c d e f g h i j"}, "de") == {"q1": "a b c d e f g h"}
     with pytest.raises(InvalidInputError, match="no text"):
