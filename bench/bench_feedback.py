@@ -15,6 +15,14 @@ ranking it again, the feedback forms of :mod:`service.retrieval.feedback`:
 * ``+mix@N``: the same mix of both rankings' top N (``pool``, 100), what the service mixes for
   a page of up to N results (its MAP is cut at N; its NDCG@10 and MRR are the page's).
 
+For a method that ranks again (BOW-FD), through ``Scorer.rank(..., feedback=)`` itself:
+
+* ``+rerank``: the ``rerank`` form, the first ranking's 1000 documents ranked again with the
+  relevance model as extra IR weight on the forest's words;
+* ``+rerank+mix``: the ``rerank+interpolate`` form, that ranking mixed with ``+rm3``'s, 1000 deep;
+* ``+rerank@N``: the ``rerank`` form as the service runs it for a page of up to N results
+  (``pool``: the first ranking's top N ranked again; MAP cut at N).
+
 With ``--grid``, BOW-FD's ``+mix`` is also measured for every point of a grid of RM3's
 parameters (documents, terms, λ, mix) from the same first rankings.
 
@@ -77,6 +85,23 @@ def feedback_forms(
         "+mix": interpolate(first, rm3, params.mix, DEPTH),
         f"+mix@{top}": interpolate(head, Hits(rm3.docs[:top], rm3.scores[:top]), params.mix, top),
     }
+
+
+def rerank_forms(params: FeedbackParams) -> list[tuple[str, FeedbackParams, int]]:
+    """The rerank forms measured (name, parameters, depth): see the module docstring."""
+    deep = replace_params(params, pool=DEPTH)
+    return [
+        ("+rerank", replace_params(deep, form="rerank"), DEPTH),
+        ("+rerank+mix", replace_params(deep, form="rerank+interpolate"), DEPTH),
+        (f"+rerank@{params.pool}", replace_params(params, form="rerank"), params.pool),
+    ]
+
+
+def hits_of(ranking: Any) -> Hits:
+    return Hits(
+        np.array([h.docno for h in ranking.hits], dtype=np.int32),
+        np.array([h.score for h in ranking.hits], dtype=np.float32),
+    )
 
 
 def grid_maps(
@@ -162,10 +187,7 @@ def rank_sets(
                 t0 = time.perf_counter()
                 ranking = scorer.rank(q, DEPTH)
                 t1 = time.perf_counter()
-                first = Hits(
-                    np.array([h.docno for h in ranking.hits], dtype=np.int32),
-                    np.array([h.score for h in ranking.hits], dtype=np.float32),
-                )
+                first = hits_of(ranking)
                 runs.record(m, qid, first, t1 - t0)
                 if p.grid and m == "bowfd":
                     firsts[qid] = (tokens, first)
@@ -174,6 +196,11 @@ def rank_sets(
                 share = (time.perf_counter() - t0) / len(forms)
                 for form, hits in forms.items():
                     runs.record(m + form, qid, hits, share)
+                if scorer.reranks:
+                    for key, fb, depth in rerank_forms(params):
+                        t0 = time.perf_counter()
+                        again = scorer.rank(q, depth, feedback=fb)
+                        runs.record(m + key, qid, hits_of(again), time.perf_counter() - t0)
             if i % 25 == 0:
                 print(f"{lang} {set_name}: query {i}/{len(queries)}", file=sys.stderr)
         english = english_queries(set_name, lang, queries, qrels)

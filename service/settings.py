@@ -68,10 +68,13 @@ class Settings(BaseSettings):
     feedback_weight: float = Field(
         0.7, ge=0, le=1, description="RM3: the original query's share λ of the expanded one."
     )
-    feedback_form: Literal["interpolate", "replace"] = Field(
-        "interpolate",
+    feedback_form: Literal["interpolate", "replace", "rerank", "rerank+interpolate"] = Field(
+        "rerank",
         description="With feedback, the results: the method's ranking and the expanded query's "
-        "mixed (CombSUM of min-max normalised scores), or the expanded query's alone.",
+        "mixed (CombSUM of min-max normalised scores; 'interpolate'), the expanded query's "
+        "alone ('replace'), or BOW-FD's ranking again with the relevance model as extra IR "
+        "weight on the forest's words, alone ('rerank', the default; DT and PSQ interpolate) "
+        "or mixed with the expanded query's ('rerank+interpolate').",
     )
     feedback_mix: float = Field(
         0.5, ge=0, le=1, description="interpolate: the expanded query's share of the mix."

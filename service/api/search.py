@@ -107,7 +107,7 @@ def _expansion(shown: Any, feedback: FeedbackParams | None) -> Expansion | None:
     if shown is None or feedback is None:
         return None
     return Expansion(
-        feedback=feedback.signature(),
+        feedback=str(shown.get("feedback", feedback.signature())),  # what the method ran
         terms=[ExpansionTerm(term=t["term"], weight=t["weight"]) for t in shown["terms"]],
         added=list(shown["added"]),
     )
@@ -143,9 +143,13 @@ def run_search(
                     snap, req.method, decoded.query, first, explain=req.explain, params=params
                 )
             if feedback is not None:  # the expansion and its ranking read the segments here
+                # the rerank forms search again in this process, over the first ranking's
+                # documents only (a few hundred: the segments are open here too)
+                rerank = searcher.reranker(snap, req.method, decoded.query, params,
+                                           explain=req.explain)  # fmt: skip
                 ranking, (total, relation) = feedback_ranking(
                     snap, decoded.query, ranking, (total, relation), depth, feedback,
-                    explain=req.explain,
+                    explain=req.explain, rerank=rerank,
                 )  # fmt: skip
             scorer = searcher.any_scorer(snap, req.method, params)
             service.metrics.observe_shards(ranking.info.get("shard_seconds", {}))

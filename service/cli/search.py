@@ -80,9 +80,11 @@ def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--feedback-form",
-        choices=["interpolate", "replace"],
-        default="interpolate",
-        help="the method's ranking and the expanded query's mixed (default), or the latter alone",
+        choices=["rerank", "interpolate", "replace", "rerank+interpolate"],
+        default="rerank",
+        help="rerank (default): BOW-FD ranks again with the relevance model as extra term weight "
+        "(DT and PSQ interpolate); interpolate: the method's ranking and the expanded query's "
+        "mixed; replace: the expanded query's alone; rerank+interpolate: both",
     )
     p.add_argument(
         "--feedback-mix", type=float, default=0.5, help="interpolate: the expanded query's share"

@@ -16,9 +16,10 @@ ids follow the terms' sorted order, so both cut and order the terms alike
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from service.collection.reader import Snapshot
 from service.index.inverted import Hits
@@ -27,9 +28,14 @@ from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
     combine,
+    cut_relevance,
     document_weights,
     finish_feedback,
 )
+
+#: Ranks the given documents (sequence numbers, ascending) again with an expansion's relevance
+#: model as extra weight: the method's search restricted to them, its top ``depth``.
+Rerank = Callable[[Expansion, FeedbackParams, "npt.NDArray[np.int64]", int], Ranking]
 
 
 def relevance_model(
@@ -51,16 +57,17 @@ def relevance_model(
     return model
 
 
-def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> dict[str, float]:
-    """P(w | q) by term: the tokens' index terms weighted in the collection, count / number."""
+def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> tuple[dict[str, float], int]:
+    """P(w | q) by term: the tokens' index terms weighted in the collection, count / number;
+    and that number ``n``."""
     views = snapshot.views()
     if not views:
-        return {}
+        return {}, 0
     terms = [t for t in views[0].index.analyzer.terms(tokens) if snapshot.weighted(t)]
     if not terms:
-        return {}
+        return {}, 0
     counts = Counter(terms)
-    return {t: c / len(terms) for t, c in counts.items()}
+    return {t: c / len(terms) for t, c in counts.items()}, len(terms)
 
 
 def expand(
@@ -74,11 +81,11 @@ def expand(
     seqs = [d for d, _ in pairs]
     weights = document_weights([s for _, s in pairs], params.weighting)
     rm = relevance_model(snapshot, seqs, weights.tolist()) if seqs else {}
-    original = query_model(snapshot, tokens)
+    original, n = query_model(snapshot, tokens)
     order = combine(original, rm, params)
     terms = tuple((t, w) for t, w in order)
     added = tuple(t for t, _ in order if t not in original)
-    return Expansion(terms, added, tuple(seqs))
+    return Expansion(terms, added, tuple(seqs), tuple(cut_relevance(rm, params)), n)
 
 
 def rank_expanded(snapshot: Snapshot, expansion: Expansion, k: int) -> tuple[Hits, int]:
@@ -111,17 +118,38 @@ def feedback_ranking(
     params: FeedbackParams,
     *,
     explain: bool = False,
+    rerank: Rerank | None = None,
 ) -> tuple[Ranking, tuple[int, Relation]]:
     """The feedback stage after the collection's ``first`` ranking (at least
     ``params.first_depth(k)`` deep, with the count the method ``retrieved``): the expanded
     query's ranking, mixed with the first in the ``interpolate`` form; a hit's explanation
     names the expansion terms its document holds, with the method's own explanation when
-    the first ranking (explained) held it."""
+    the first ranking (explained) held it. In the rerank forms, ``rerank(expansion, params,
+    seqs, depth)`` ranks the first ranking's documents again with the relevance model's extra
+    weights (:meth:`~service.collection.search.SnapshotSearcher.reranker`); without it (a
+    method with no forest) the ``interpolate`` form runs (:meth:`FeedbackParams.for_method`)."""
+    params = params.for_method(rerank is not None)
     translation = [t for sentence in one_best(query) for t in sentence]
     own = [(h.docno, h.score) for h in first.hits]
     expansion = expand(snapshot, translation, own, params)
-    found, reached = rank_expanded(snapshot, expansion, params.expanded_depth(k))
     own_explained = {h.docno: h.explanation for h in first.hits}
+    usable = None
+    if params.reranks:
+        assert rerank is not None
+        words = [w for f in query.forests for w in f.hypergraph.arrays().vocabulary]
+        views = snapshot.views()
+        terms = views[0].index.analyzer.terms(words) if views else []
+        usable = {t for t in terms if snapshot.weighted(t)}
+        seqs = np.unique(np.asarray([d for d, _ in own], dtype=np.int64))
+        again = rerank(expansion, params, seqs, len(own))
+        own = [(h.docno, h.score) for h in again.hits]
+        own_explained = {h.docno: h.explanation for h in again.hits}
+    depth = params.expanded_depth(k)
+    found, reached = (
+        rank_expanded(snapshot, expansion, depth)
+        if depth
+        else (Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0)
+    )
 
     def holds(term: str, seq: int) -> bool:
         view, docno = snapshot.locate_seq(seq)
@@ -130,7 +158,8 @@ def feedback_ranking(
     stage = finish_feedback(
         own, found, reached, expansion, translation, k, params,
         own_retrieved=retrieved[0], own_candidates=first.info.get("candidates"),
-        holds=holds if explain else None, own_explanation=own_explained.get,
+        own_relation=retrieved[1],
+        holds=holds if explain else None, own_explanation=own_explained.get, usable=usable,
     )  # fmt: skip
     hits = [Hit(seq, _doc_id(snapshot, seq), s, e) for seq, s, e in stage.hits]
     rest = {key: v for key, v in first.info.items() if key not in ("candidates", "reached")}

@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.collection.boards import new_board_name, open_board, private_board, release_board
-from service.collection.feedback import feedback_ranking
+from service.collection.feedback import Rerank, feedback_ranking
 from service.collection.manifest import is_collection
 from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
@@ -67,7 +67,7 @@ from service.retrieval.bowfd.ranking import SentenceRanking
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.dt import DirectTranslation
 from service.retrieval.explain import Explanation, TrExplanation
-from service.retrieval.feedback import FeedbackParams
+from service.retrieval.feedback import Expansion, FeedbackParams, rerank_weights
 from service.retrieval.psq import ProbabilisticStructuredQuery
 from service.retrieval.runner import load_index
 from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
@@ -196,6 +196,11 @@ class Method:
         """The collection's top ``k`` from its merged partial."""
         n = min(k, len(part.seqs))
         return replace(part, seqs=part.seqs[:n], scores=part.scores[:n], ids=part.ids[:n])
+
+    def restricted(self, seqs: Int64Array) -> Any:
+        """The plan of a search of only the documents ``seqs`` (ascending): what the rerank
+        feedback forms search (:meth:`SnapshotSearcher.reranker`)."""
+        raise ConfigurationError(f"{type(self).__name__} cannot search a set of documents")
 
     def explain(
         self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
@@ -425,6 +430,9 @@ class BowFdMethod(Method):
             retrieved=n, relation=relation,
         )  # fmt: skip
 
+    def restricted(self, seqs: Int64Array) -> Any:
+        return seqs  # as a cascade's first-stage documents (search_plan)
+
     def explain(
         self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
     ) -> Explanation | None:
@@ -637,9 +645,11 @@ class SnapshotSearcher:
         explain: bool = False,
         params: Mapping[str, Any] | None = None,
         count: bool = True,
+        restrict: Int64Array | None = None,
     ) -> tuple[Ranking, tuple[int, Relation]]:
         """The top ``k`` of the collection, and how many documents the method retrieved
-        (``count``: beyond ``k`` too; else a lower bound)."""
+        (``count``: beyond ``k`` too; else a lower bound); ``restrict``: only these documents
+        (sequence numbers, ascending; BOW-FD, as a cascade's first stage restricts it)."""
         params = dict(params or {})
         m = get_method(method)
         kept: dict[str, Any] = {}
@@ -648,7 +658,10 @@ class SnapshotSearcher:
         def first_stage(name: str, depth: int) -> Ranking:
             return self.rank(snapshot, name, query, depth, count=False)[0]
 
-        plan = search_plan(method, lead, query, first_stage)
+        if restrict is not None:
+            plan = m.restricted(np.asarray(restrict, dtype=np.int64))
+        else:
+            plan = search_plan(method, lead, query, first_stage)
         if lead is not None:  # once for every shard of this process
             plan = m.segments_plan(lead, snapshot.views(), query, plan, k, len(snapshot.shards))
         seconds: dict[int, float] = {}
@@ -685,6 +698,35 @@ class SnapshotSearcher:
             snapshot, query, final, lead.signature(query), {"shard_seconds": seconds}, explained
         )
         return ranking, (final.retrieved, final.relation)
+
+    def reranker(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        query: DecodedQuery,
+        params: Mapping[str, Any] | None = None,
+        *,
+        explain: bool = False,
+    ) -> Rerank | None:
+        """How the rerank feedback forms rank the collection again (None for a method that
+        cannot, :attr:`Scorer.reranks`): the method over the given documents only, the query's
+        weights carrying the relevance model's (:func:`~service.retrieval.feedback
+        .rerank_weights`) — as :meth:`BowFdScorer._rerank` ranks one index."""
+        lead = self.any_scorer(snapshot, method, params or {})
+        if not isinstance(lead, BowFdScorer) or not lead.reranks:
+            return None
+        v = lead.v_for(query.weights)
+
+        def rerank(
+            expansion: Expansion, fb: FeedbackParams, seqs: Int64Array, depth: int
+        ) -> Ranking:
+            weighted = replace(query, weights=rerank_weights(expansion, fb, v, query.weights))
+            return self.rank(
+                snapshot, method, weighted, max(depth, 1), explain=explain, params=params,
+                count=False, restrict=seqs,
+            )[0]  # fmt: skip
+
+        return rerank
 
 
 def _id_of(snapshot: Snapshot, seq: int) -> str:
@@ -730,8 +772,10 @@ class CollectionScorer(Scorer):
             snapshot, self.method, query, depth, explain=explain, params=self.params,
         )  # fmt: skip
         if feedback is not None:  # the feedback stage, as over one index
+            rerank = self.searcher.reranker(snapshot, self.method, query, self.params,
+                                            explain=explain)  # fmt: skip
             ranking, retrieved = feedback_ranking(
-                snapshot, query, ranking, retrieved, k, feedback, explain=explain
+                snapshot, query, ranking, retrieved, k, feedback, explain=explain, rerank=rerank
             )
         ranking.info["retrieved"] = list(retrieved)  # what retrieved() answers
         return ranking

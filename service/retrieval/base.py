@@ -16,15 +16,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from service.errors import ConfigurationError, InvalidInputError
 from service.forest.inference import fast_viterbi
-from service.index.inverted import InvertedIndex
+from service.index.inverted import Hits, InvertedIndex
 from service.mt.decoder import Forest
 from service.retrieval.explain import Explanation
 
 if TYPE_CHECKING:
     from service.mt.bundle import ModelBundle
-    from service.retrieval.feedback import FeedbackParams
+    from service.retrieval.feedback import Expansion, FeedbackParams
 
 
 @dataclass(frozen=True)
@@ -121,26 +124,62 @@ class Scorer(ABC):
     ) -> Ranking:
         from service.retrieval.feedback import expand, finish_feedback, rank_expanded_counted
 
+        feedback = feedback.for_method(self.reranks)
         depth = feedback.first_depth(k)
         explainer = None
         if explain:  # only the page's hits are explained, not the whole first ranking
             first, info, explainer = self._rank_explainable(query, depth)
         else:
             first, info = self._rank(query, depth, False)
-        own_retrieved, _ = self._retrieved(Ranking(query.qid, first, "", info), depth, query)
+        own_retrieved, own_relation = self._retrieved(
+            Ranking(query.qid, first, "", info), depth, query
+        )
         translation = [t for sentence in one_best(query) for t in sentence]
         own = [(h.docno, h.score) for h in first]
         expansion = expand(self.index, translation, own, feedback)
-        found, reached = rank_expanded_counted(self.index, expansion, feedback.expanded_depth(k))
+        if feedback.reranks:  # the method again, over its own documents, with the relevance model
+            restrict = np.unique(np.asarray([d for d, _ in own], dtype=np.int32))
+            again, explainer = self._rerank(query, expansion, feedback, restrict, depth, explain)
+            own = [(h.docno, h.score) for h in again]
+        expanded_depth = feedback.expanded_depth(k)
+        found, reached = (
+            rank_expanded_counted(self.index, expansion, expanded_depth)
+            if expanded_depth
+            else (Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0)
+        )
+        usable = None
+        if feedback.reranks:  # the index terms of the forests' words
+            words = [w for f in query.forests for w in f.hypergraph.arrays().vocabulary]
+            usable = {self.index.term(t) for t in self.index.term_ids(words) if self.index.rsj[t]}
         stage = finish_feedback(
             own, found, reached, expansion, translation, k, feedback,
             own_retrieved=own_retrieved, own_candidates=info.get("candidates"),
+            own_relation=own_relation,
             holds=self.index.contains if explain else None, own_explanation=explainer,
+            usable=usable,
         )  # fmt: skip
         hits = [Hit(d, self.index.doc_id(d), s, e) for d, s, e in stage.hits]
         rest = {key: v for key, v in info.items() if key not in ("candidates", "reached")}
         signature = f"{self.signature(query)}|fb:{feedback.signature()}"
         return Ranking(query.qid, hits, signature, {**rest, **stage.info})
+
+    #: Whether the method can rank again with a relevance model's term weights (the rerank
+    #: feedback forms, :mod:`service.retrieval.feedback`); one that cannot keeps its ranking.
+    reranks: ClassVar[bool] = False
+
+    def _rerank(
+        self,
+        query: DecodedQuery,
+        expansion: Expansion,
+        params: FeedbackParams,
+        restrict: npt.NDArray[np.int32],
+        k: int,
+        explain: bool,
+    ) -> tuple[list[Hit], Callable[[int], Explanation | None] | None]:
+        """The top ``k`` of the documents ``restrict`` (sorted) ranked again with the relevance
+        model of ``expansion`` as extra term weight, and (``explain``) their explainer; only
+        for methods whose :attr:`reranks` is true."""
+        raise ConfigurationError(f"{self.name} cannot rank again with feedback")
 
     @abstractmethod
     def _rank(self, query: DecodedQuery, k: int, explain: bool) -> tuple[list[Hit], dict[str, Any]]:

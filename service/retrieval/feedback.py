@@ -22,8 +22,23 @@ The expanded query ranks the same index by BM25 with real-valued term weights
 form, ``interpolate``, the result mixes that ranking with the method's own — CombSUM of their
 min-max normalised scores (Fox & Shaw 1994; Lee 1997, §3), both read ``pool`` deep —, which
 keeps the top of the method's ranking where the expanded query alone drifts; ``replace``
-returns the expanded query's ranking alone. ``Scorer.rank(..., feedback=)`` runs the stage
-over one index, :mod:`service.collection.feedback` over a sharded collection; both end in
+returns the expanded query's ranking alone.
+
+The ``rerank`` forms feed the relevance model back into the method's own model instead of (or
+besides) an English query: BOW-FD ranks its first ranking's documents again with every
+expansion term the forest can produce earning extra IR weight — the per-term weights of Hieber
+& Riezler 2015, §3 ("Decomposable Retrieval Features": ``t`` earns ``(v + δ_t)·bm25(t, d)``) —
+
+    δ_t = v · (1 − λ)/λ · n · P_cut(t | R),
+
+``n`` the 1-best translation's term count and P_cut the cut, renormalised relevance model: RM3
+itself, relative to the original query, weights a query term λ/n + (1 − λ)·P(t|R) =
+(λ/n)·(1 + δ_t/v) (:func:`rerank_weights`). ``rerank`` returns that second ranking alone,
+``rerank+interpolate`` mixes it with the expanded query's as ``interpolate`` does. A method
+without a forest (DT, PSQ) runs them as ``interpolate`` (:meth:`FeedbackParams.for_method`).
+
+``Scorer.rank(..., feedback=)`` runs the stage over one index,
+:mod:`service.collection.feedback` over a sharded collection; both end in
 :func:`finish_feedback`.
 
 Term vectors come from the index's postings, transposed once per process
@@ -38,7 +53,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
@@ -47,11 +63,12 @@ import numpy.typing as npt
 from service.errors import InvalidInputError
 from service.index.build import field_terms
 from service.index.inverted import Hits, InvertedIndex
+from service.retrieval.bowfd.features import IR_TERM_PREFIX
 from service.retrieval.explain import Explanation, FeedbackExplanation
 
 Weighting = Literal["posterior", "uniform"]
-Form = Literal["interpolate", "replace"]
-FORMS: tuple[Form, ...] = ("interpolate", "replace")
+Form = Literal["interpolate", "replace", "rerank", "rerank+interpolate"]
+FORMS: tuple[Form, ...] = ("interpolate", "replace", "rerank", "rerank+interpolate")
 WEIGHTINGS: tuple[Weighting, ...] = ("posterior", "uniform")
 
 
@@ -63,7 +80,10 @@ class FeedbackParams:
     terms: int = 10  # expansion terms kept from P(w | R)
     original_weight: float = 0.7  # λ: the query's own share (Anserini: 0.5; 0.7 tuned on dev)
     weighting: Weighting = "posterior"  # P(d | q): softmax of the first scores, or uniform
-    form: Form = "interpolate"  # the result: both rankings mixed, or the expanded one alone
+    # the result: the method's ranking again with the relevance model's term weights (rerank:
+    # chosen on the dev sets; a method without a forest interpolates), the method's ranking and
+    # the expanded query's mixed, the expanded one alone, or rerank and mixed
+    form: Form = "rerank"
     mix: float = 0.5  # interpolate: the expanded ranking's share
     pool: int = 100  # interpolate: how deep both rankings are read and normalised
 
@@ -84,36 +104,93 @@ class FeedbackParams:
             raise InvalidInputError(f"feedback mix must be in [0, 1], got {self.mix}")
         if not 1 <= self.pool <= 10_000:
             raise InvalidInputError(f"feedback pool must be in [1, 10000], got {self.pool}")
+        if self.reranks and self.original_weight == 0.0:
+            raise InvalidInputError(
+                f"feedback form {self.form} weights the forest relative to the original query: "
+                "original_weight must be above 0"
+            )
         if self.weighting not in WEIGHTINGS:
             raise InvalidInputError(
                 f"feedback weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}"
             )
 
+    @property
+    def mixes(self) -> bool:
+        """The result mixes the method's ranking with the expanded query's."""
+        return self.form in ("interpolate", "rerank+interpolate")
+
+    @property
+    def reranks(self) -> bool:
+        """The method ranks again with the relevance model as extra term weight."""
+        return self.form in ("rerank", "rerank+interpolate")
+
+    def for_method(self, reranks: bool) -> FeedbackParams:
+        """The parameters a method runs: one that cannot rank again (:attr:`Scorer.reranks`)
+        runs the rerank forms as ``interpolate``."""
+        return self if reranks or not self.reranks else replace(self, form="interpolate")
+
     def signature(self) -> str:
         w = "" if self.weighting == "posterior" else f",{self.weighting}"
         rm3 = f"rm3({self.docs},{self.terms},{self.original_weight:g}{w})"
-        return rm3 if self.form == "replace" else f"{rm3}+mix({self.mix:g}@{self.pool})"
+        if self.form == "rerank":  # the method's top `pool` ranked again
+            return f"{rm3}+rerank@{self.pool}"
+        if self.reranks:
+            rm3 += "+rerank"
+        return f"{rm3}+mix({self.mix:g}@{self.pool})" if self.mixes else rm3
 
     def first_depth(self, k: int) -> int:
         """How deep the method's own ranking is needed for a result of ``k``."""
-        return max(self.docs, k, self.pool) if self.form == "interpolate" else self.docs
+        return self.docs if self.form == "replace" else max(self.docs, k, self.pool)
 
     def expanded_depth(self, k: int) -> int:
-        """How deep the expanded query's ranking is needed for a result of ``k``."""
-        return max(k, self.pool) if self.form == "interpolate" else k
+        """How deep the expanded query's ranking is needed for a result of ``k`` (0: the
+        result does not read it)."""
+        if self.form == "rerank":
+            return 0
+        return max(k, self.pool) if self.mixes else k
 
 
 @dataclass(frozen=True)
 class Expansion:
     """The expanded query: index terms with their weights P'(w), best first, and which of
-    them the original query did not have (``added``)."""
+    them the original query did not have (``added``); ``relevance`` the cut, renormalised
+    relevance model P_cut(w | R) (best first) and ``query_length`` the original query's term
+    count ``n``, what :func:`rerank_weights` reads."""
 
     terms: tuple[tuple[str, float], ...]
     added: tuple[str, ...]
     feedback_docs: tuple[int, ...]
+    relevance: tuple[tuple[str, float], ...] = ()
+    query_length: int = 0
 
     def weights(self) -> dict[str, float]:
         return dict(self.terms)
+
+    def within(self, usable: AbstractSet[str]) -> Expansion:
+        """The expansion as far as a method can use it: its terms in ``usable`` (the rerank
+        form weights only the words the forest can produce)."""
+        return Expansion(
+            tuple((t, w) for t, w in self.terms if t in usable),
+            tuple(t for t in self.added if t in usable),
+            self.feedback_docs,
+            tuple((t, w) for t, w in self.relevance if t in usable),
+            self.query_length,
+        )
+
+
+def rerank_weights(
+    expansion: Expansion, params: FeedbackParams, v: float, weights: Mapping[str, float]
+) -> dict[str, float]:
+    """``weights`` (a method's weight vector) with the rerank forms' extra IR weight of every
+    relevance-model term added to its ``ir:<term>`` entry: δ_t = v · (1 − λ)/λ · n · P_cut(t|R)
+    (see the module docstring; a term the forest cannot produce earns nothing from it)."""
+    out = dict(weights)
+    lam = params.original_weight
+    scale = v * (1.0 - lam) / lam * expansion.query_length
+    for term, p in expansion.relevance:
+        name = IR_TERM_PREFIX + term
+        out[name] = out.get(name, 0.0) + scale * p
+    return out
 
 
 def document_weights(scores: Sequence[float], weighting: Weighting) -> npt.NDArray[np.float64]:
@@ -172,11 +249,18 @@ def relevance_model_reference(
 
 def query_model(index: InvertedIndex, tokens: Sequence[str]) -> dict[int, float]:
     """P(w | q): the query tokens' index terms, count / number of terms (repeats counted)."""
+    return query_model_counted(index, tokens)[0]
+
+
+def query_model_counted(
+    index: InvertedIndex, tokens: Sequence[str]
+) -> tuple[dict[int, float], int]:
+    """:func:`query_model`, and the number of terms ``n`` (repeats counted)."""
     ids = [t for t in index.term_ids(tokens) if index.rsj[t] != 0]
     if not ids:
-        return {}
+        return {}, 0
     counts = Counter(ids)
-    return {t: c / len(ids) for t, c in counts.items()}
+    return {t: c / len(ids) for t, c in counts.items()}, len(ids)
 
 
 def expand(
@@ -198,14 +282,23 @@ def expand(
     weights = document_weights([s for _, s in pairs], params.weighting)
     estimate = relevance_model_reference if reference else relevance_model
     rm = estimate(index, docnos, weights.tolist()) if docnos else {}
-    original = query_model(index, query_tokens)
+    original, n = query_model_counted(index, query_tokens)
     order = combine(original, rm, params)
     terms = tuple((index.term(t), w) for t, w in order)
     added = tuple(index.term(t) for t, _ in order if t not in original)
-    return Expansion(terms, added, tuple(docnos))
+    relevance = tuple((index.term(t), w) for t, w in cut_relevance(rm, params))
+    return Expansion(terms, added, tuple(docnos), relevance, n)
 
 
 Key = TypeVar("Key", int, str)
+
+
+def cut_relevance(rm: Mapping[Key, float], params: FeedbackParams) -> list[tuple[Key, float]]:
+    """P(w|R) cut to its ``params.terms`` most probable terms (ties by the key) and
+    renormalised, best first; empty when it holds no mass."""
+    kept = sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[: params.terms]
+    total = math.fsum(w for _, w in kept)
+    return [(t, w / total) for t, w in kept] if total > 0 else []
 
 
 def combine(
@@ -215,9 +308,7 @@ def combine(
     terms and renormalised; the terms with a positive weight, best first, ties by the key (a
     term id of one index, or the term: an index numbers its terms in their sorted order, so
     both order alike)."""
-    kept = sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[: params.terms]
-    total = math.fsum(w for _, w in kept)
-    rel = {t: w / total for t, w in kept} if total > 0 else {}
+    rel = dict(cut_relevance(rm, params))
     lam = params.original_weight if rel and original else (1.0 if original else 0.0)
     combined: dict[Key, float] = {}
     for t, w in original.items():
@@ -303,19 +394,33 @@ def finish_feedback(
     *,
     own_retrieved: int,
     own_candidates: Any,
+    own_relation: Literal["eq", "gte"] = "gte",
     holds: Callable[[str, int], bool] | None = None,
     own_explanation: Callable[[int], Explanation | None] | None = None,
+    usable: AbstractSet[str] | None = None,
 ) -> FeedbackStage:
     """What one index and a sharded collection share after each ranked the expanded query
     its own way (``expanded``, ``reached`` documents holding an expansion term): in the
-    ``interpolate`` form the mix with the method's ``first`` ranking (:func:`interpolate`,
-    its top ``pool``); with ``holds(term, doc)``, each hit's explanation (the expansion terms
-    it holds, and the method's own explanation where ``own_explanation`` has one); and the
-    count retrieved — the expanded query's, or with the method's own mixed in their union: at
-    least the larger count, at most the expanded count plus the method's candidates (the
-    bound the API's ``total_max`` reads)."""
-    mixed = params.form == "interpolate"
-    if mixed:
+    mixing forms the mix with the method's ``first`` ranking (:func:`interpolate`, its top
+    ``pool``; in the rerank forms ``first`` is the method's second ranking), in the
+    ``rerank`` form ``first`` alone; with ``holds(term, doc)``, each hit's explanation (the
+    expansion terms it holds, and the method's own explanation where ``own_explanation`` has
+    one); and the
+    count retrieved — the expanded query's, the method's own (``own_retrieved``,
+    ``own_relation``) in the ``rerank`` form, or with both mixed their union's: at least the
+    larger count, at most the expanded count plus the method's candidates (the bound the API's
+    ``total_max`` reads). In the ``rerank`` form, the expansion shown and explained is the
+    part the method could use: its terms in ``usable`` (the forest's index terms)."""
+    mixed = params.mixes
+    if params.form == "rerank" and usable is not None:
+        expansion = expansion.within(usable)
+    if params.form == "rerank":
+        head = first[:k]
+        expanded = Hits(
+            np.array([d for d, _ in head], dtype=np.int32),
+            np.array([x for _, x in head], dtype=np.float32),
+        )
+    elif mixed:
         pool = first[: params.pool]
         own = Hits(
             np.array([d for d, _ in pool], dtype=np.int32),
@@ -344,12 +449,15 @@ def finish_feedback(
         candidates.append(own_candidates)
     total = max(reached, own_retrieved) if mixed else reached
     relation: Literal["eq", "gte"] = "gte" if mixed and len(candidates) > 1 else "eq"
+    if params.form == "rerank":  # the method's own documents, ranked again
+        total, relation = own_retrieved, own_relation
+        candidates = own_candidates if isinstance(own_candidates, list) else [own_candidates]
     info = {
         "first_candidates": own_candidates,
         "candidates": candidates,
         "reached": total,
         "reached_relation": relation,
-        "expansion": as_mapping(expansion),
+        "expansion": {**as_mapping(expansion), "feedback": params.signature()},
     }
     return FeedbackStage(hits, info, (total, relation))
 

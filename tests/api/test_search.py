@@ -259,7 +259,8 @@ def test_feedback_expands_the_query_and_says_with_what(
     fb = _search(client, method=method, feedback=True, explain=True)
     assert plain["expansion"] is None
     exp = fb["expansion"]
-    default = "rm3(10,10,0.7)+mix(0.5@100)"
+    # BOW-FD ranks its documents again; DT and PSQ cannot, and interpolate
+    default = "rm3(10,10,0.7)+" + ("rerank@100" if method == "bowfd" else "mix(0.5@100)")
     assert exp["feedback"] == default and fb["signature"].endswith(f"|fb:{default}")
     # the library's stage, through the service's decode
     scorer = get_scorer(method, toy_index, bundle=toy_bundle)
@@ -282,7 +283,10 @@ def test_feedback_follows_the_service_default_unless_the_request_says(
     make_client: MakeClient,
 ) -> None:
     on = make_client(feedback=True, feedback_docs=2, feedback_terms=3, feedback_weight=0.7)
-    assert _search(on)["expansion"]["feedback"] == "rm3(2,3,0.7)+mix(0.5@100)"
+    assert _search(on)["expansion"]["feedback"] == "rm3(2,3,0.7)+rerank@100"
+    assert _search(on, method="dt")["expansion"]["feedback"] == "rm3(2,3,0.7)+mix(0.5@100)"
+    both = make_client(feedback=True, feedback_form="rerank+interpolate")
+    assert _search(both)["expansion"]["feedback"] == "rm3(10,10,0.7)+rerank+mix(0.5@100)"
     alone = make_client(feedback=True, feedback_form="replace")
     assert _search(alone)["expansion"]["feedback"] == "rm3(10,10,0.7)"
     assert _search(on, feedback=False)["expansion"] is None

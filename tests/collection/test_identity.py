@@ -156,7 +156,7 @@ def test_segments_weigh_forest_words_as_one_index(
     assert got["zzzunheard"] is None
 
 
-@pytest.mark.parametrize("form", ["interpolate", "replace"])
+@pytest.mark.parametrize("form", ["interpolate", "replace", "rerank", "rerank+interpolate"])
 def test_feedback_over_a_collection_ranks_like_one_index(
     demo: tuple[InvertedIndex, ModelBundle],
     dev_queries: list[DecodedQuery],
@@ -171,7 +171,9 @@ def test_feedback_over_a_collection_ranks_like_one_index(
     index, bundle = demo
     coll = collection_of(index, tmp_path / "c", 2, merge=False)
     feedback = FeedbackParams(form=form, pool=30)  # type: ignore[arg-type]
-    for method in ("dt", "psq", "bowfd"):
+    # the rerank forms: BOW-FD ranks its documents again; DT cannot and interpolates
+    methods = ("dt", "bowfd") if form.startswith("rerank") else ("dt", "psq", "bowfd")
+    for method in methods:
         one = get_scorer(method, index, bundle=bundle, **PARAMS[method])
         many = CollectionScorer(coll, method, bundle=bundle, **PARAMS[method])
         for q in dev_queries[::4]:

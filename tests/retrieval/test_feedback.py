@@ -29,6 +29,7 @@ from service.retrieval.feedback import (
     rank_expanded,
     relevance_model,
     relevance_model_reference,
+    rerank_weights,
 )
 from service.retrieval.query import decode_query
 
@@ -93,7 +94,7 @@ def test_the_expanded_query_mixes_the_query_and_the_relevance_model(
 ) -> None:
     tokens = demo_index.tokenize("insert a table into the document")
     first = demo_index.bm25_topk(tokens, 50)
-    params = FeedbackParams(docs=10, terms=7, original_weight=lam)
+    params = FeedbackParams(docs=10, terms=7, original_weight=lam, form="interpolate")
     exp = expand(demo_index, tokens, first, params)
     weights = exp.weights()
     assert math.isclose(sum(weights.values()), 1.0, rel_tol=1e-9)
@@ -145,6 +146,7 @@ def test_nothing_to_feed_back_leaves_the_query_alone(demo_index: InvertedIndex) 
         ({"form": "combsum"}, "feedback form"),
         ({"mix": -0.1}, "feedback mix"),
         ({"pool": 0}, "feedback pool"),
+        ({"original_weight": 0.0}, "original_weight must be above 0"),  # rerank: (1 − λ)/λ
     ],
 )
 def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: str) -> None:
@@ -153,10 +155,17 @@ def test_bad_parameters_are_refused_by_name(kwargs: dict[str, object], message: 
 
 
 def test_signature_names_the_parameters() -> None:
-    assert FeedbackParams().signature() == "rm3(10,10,0.7)+mix(0.5@100)"
+    assert FeedbackParams().signature() == "rm3(10,10,0.7)+rerank@100"
+    both = FeedbackParams(form="rerank+interpolate")
+    assert both.signature() == "rm3(10,10,0.7)+rerank+mix(0.5@100)"
+    # a method that cannot rank again interpolates, and says so
+    assert FeedbackParams().for_method(False).signature() == "rm3(10,10,0.7)+mix(0.5@100)"
+    assert FeedbackParams().for_method(True) == FeedbackParams()
+    assert FeedbackParams(form="replace").for_method(False).form == "replace"
     replace = FeedbackParams(5, 20, 0.7, "uniform", form="replace")
     assert replace.signature() == "rm3(5,20,0.7,uniform)"
-    assert FeedbackParams(mix=0.3, pool=50).signature() == "rm3(10,10,0.7)+mix(0.3@50)"
+    mixed = FeedbackParams(mix=0.3, pool=50, form="interpolate")
+    assert mixed.signature() == "rm3(10,10,0.7)+mix(0.3@50)"
 
 
 @settings(max_examples=200, deadline=None)
@@ -233,3 +242,91 @@ def test_every_document_method_has_the_feedback_stage(
             assert expl.first == own_expl.get(hit.docno)
         for term in expl.matched_terms():
             assert toy_index.contains(term, hit.docno) or expl.first is not None
+
+
+def test_rerank_weights_are_rm3s_weighting_relative_to_the_query(demo_index: InvertedIndex) -> None:
+    """δ_t = v·(1 − λ)/λ·n·P_cut(t|R), recomputed from the reference relevance model (the
+    documents' stored text) and the query's own term count."""
+    tokens = demo_index.tokenize("insert a table into the text document")
+    first = demo_index.bm25_topk(tokens, 20)
+    params = FeedbackParams(docs=5, terms=6, original_weight=0.6)
+    expansion = expand(demo_index, tokens, first, params)
+    weights = rerank_weights(expansion, params, 2.0, {"ir:table": 0.5, "LM": 1.0})
+    docs = first.docs[:5].tolist()
+    rm = relevance_model_reference(
+        demo_index, docs, document_weights(first.scores[:5].tolist(), "posterior").tolist()
+    )
+    kept = sorted(rm.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
+    total = math.fsum(w for _, w in kept)
+    n = sum(1 for t in tokens if (i := demo_index.vocab.id(t)) is not None and demo_index.rsj[i])
+    expected = {"ir:table": 0.5, "LM": 1.0}
+    for tid, w in kept:
+        name = "ir:" + demo_index.term(tid)
+        expected[name] = expected.get(name, 0.0) + 2.0 * (0.4 / 0.6) * n * w / total
+    assert weights.keys() == expected.keys()
+    assert all(math.isclose(weights[k], expected[k], rel_tol=1e-9) for k in expected)
+    assert n == expansion.query_length and len(kept) == 6
+
+
+@pytest.mark.parametrize("form", ["rerank", "rerank+interpolate"])
+def test_bowfd_ranks_its_documents_again_with_the_relevance_model(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, form: str
+) -> None:
+    """The rerank forms against a hand-composed pipeline on the reference engine: the first
+    ranking's documents, BOW-FD again with the ``ir:`` weights the relevance model gives."""
+    from dataclasses import replace
+
+    from service.retrieval.bowfd import BowFdScorer
+
+    scorer = get_scorer("bowfd", toy_index, bundle=toy_bundle)
+    reference = BowFdScorer(toy_index, engine="reference", bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    params = FeedbackParams(docs=3, terms=5, form=form, pool=6)  # type: ignore[arg-type]
+    ranking = scorer.rank(query, 4, explain=True, feedback=params)
+    first = reference.rank(query, 6)
+    translation = [t for s in one_best(query) for t in s]
+    own = [(h.docno, h.score) for h in first.hits]
+    expansion = expand(toy_index, translation, own, params)
+    weights = rerank_weights(expansion, params, reference.v, query.weights)
+    assert any(k.startswith("ir:") for k in weights)
+    restrict = np.array(sorted(d for d, _ in own), dtype=np.int32)
+    preps = reference.prepare(replace(query, weights=weights), restrict)
+    docs, scores, _ = reference.rank_prepared(preps, len(own))
+    again = Hits(docs.astype(np.int32), scores.astype(np.float32))
+    if form == "rerank":
+        expected = Hits(again.docs[:4], again.scores[:4])
+    else:
+        expected = interpolate_reference(again, rank_expanded(toy_index, expansion, 6), 0.5, 4)
+    assert [h.docno for h in ranking.hits] == expected.docs.tolist()
+    assert np.allclose([h.score for h in ranking.hits], expected.scores, atol=1e-5)
+    assert (
+        ranking.signature.endswith(f"|fb:{params.signature()}") and "+rerank" in params.signature()
+    )
+    # the count is the method's own (rerank reorders its documents), or the union's bound
+    n, _ = scorer.retrieved(ranking, 4, query)
+    own_n, _ = scorer.retrieved(scorer.rank(query, 1000), 1000, query)
+    assert n == own_n if form == "rerank" else n >= own_n
+    shown = {t["term"] for t in ranking.info["expansion"]["terms"]}
+    words = [w for f in query.forests for w in f.hypergraph.arrays().vocabulary]
+    usable = {toy_index.term(t) for t in toy_index.term_ids(words) if toy_index.rsj[t]}
+    if form == "rerank":  # only what the forest could use is shown
+        assert shown == {t for t, _ in expansion.terms} & usable
+    else:  # the expanded query ranks with every term
+        assert shown == {t for t, _ in expansion.terms}
+    for hit in ranking.hits:  # the second ranking's derivation rides along
+        expl = hit.explanation
+        assert isinstance(expl, FeedbackExplanation)
+        if hit.docno in set(again.docs.tolist()):
+            assert expl.first is not None
+
+
+def test_a_method_without_a_forest_interpolates_in_the_rerank_forms(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex
+) -> None:
+    scorer = get_scorer("dt", toy_index, bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    rerank = scorer.rank(query, 4, feedback=FeedbackParams(docs=3, terms=5, pool=6))
+    mixed = scorer.rank(query, 4, feedback=FeedbackParams(docs=3, terms=5, form="interpolate",
+                                                           pool=6))  # fmt: skip
+    assert [(h.docno, h.score) for h in rerank.hits] == [(h.docno, h.score) for h in mixed.hits]
+    assert rerank.signature == mixed.signature and "+rerank" not in rerank.signature

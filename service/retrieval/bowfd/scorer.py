@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_
 from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.explain import BowFdExplanation, Explanation
 from service.retrieval.lex import LexFeatures, is_lex_feature
+
+if TYPE_CHECKING:
+    from service.retrieval.feedback import Expansion, FeedbackParams
 
 DEFAULT_PER_SENTENCE_K = 1000
 
@@ -292,6 +295,32 @@ class BowFdScorer(Scorer):
             "per_sentence": [r.info for r in lists],
         }
         return hits, info, lambda d: self.explain(preps, d, lists, v)
+
+    reranks: ClassVar[bool] = True
+
+    def _rerank(
+        self,
+        query: DecodedQuery,
+        expansion: Expansion,
+        params: FeedbackParams,
+        restrict: Int32Array,
+        k: int,
+        explain: bool,
+    ) -> tuple[list[Hit], Callable[[int], Explanation | None] | None]:
+        """The rerank feedback forms: the documents ``restrict`` ranked again, every forest
+        word the relevance model holds earning its extra IR weight δ_t (the per-term weights of
+        §3, :func:`service.retrieval.feedback.rerank_weights`)."""
+        from service.retrieval.feedback import rerank_weights  # feedback imports this package
+
+        v = self.v_for(query.weights)
+        weights = rerank_weights(expansion, params, v, query.weights)
+        preps = self.prepare(replace(query, weights=weights), restrict)
+        docs, scores, lists = self.rank_prepared(preps, k, v)
+        hits = [
+            Hit(d, self.index.doc_id(d), s, None)
+            for d, s in zip(docs.tolist(), scores.tolist(), strict=True)
+        ]
+        return hits, (lambda d: self.explain(preps, d, lists, v)) if explain else None
 
     def explain(
         self,
