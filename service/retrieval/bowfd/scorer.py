@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -113,6 +114,9 @@ class BowFdScorer(Scorer):
         self.cascade = cascade
         self.first_stage = first_stage
         self._first: Scorer | None = None
+        # per thread, the last ranking's query and prepared sentences: the rerank feedback
+        # forms rank the same forests again with other term weights (see _rerank)
+        self._last = threading.local()
 
     def signature_parts(self) -> dict[str, Any]:
         parts: dict[str, Any] = {
@@ -278,6 +282,7 @@ class BowFdScorer(Scorer):
         t0 = time.perf_counter()
         v = self.v_for(query.weights)
         preps = self.prepare(query)
+        self._last.prepared = (query, preps)
         t1 = time.perf_counter()
         docs, scores, lists = self.rank_prepared(preps, k, v)
         t2 = time.perf_counter()
@@ -314,7 +319,13 @@ class BowFdScorer(Scorer):
 
         v = self.v_for(query.weights)
         weights = rerank_weights(expansion, params, v, query.weights)
-        preps = self.prepare(replace(query, weights=weights), restrict)
+        last, self._last.prepared = getattr(self._last, "prepared", None), None
+        if last is not None and last[0] is query:  # the first ranking's forests, reweighted
+            term_w = self._term_weights(replace(query, weights=weights))
+            index = self.index
+            preps = [join_index(with_term_weights(p, term_w), index, restrict) for p in last[1]]
+        else:
+            preps = self.prepare(replace(query, weights=weights), restrict)
         docs, scores, lists = self.rank_prepared(preps, k, v)
         hits = [
             Hit(d, self.index.doc_id(d), s, None)
