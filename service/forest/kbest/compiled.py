@@ -248,19 +248,20 @@ class Extraction:
         return self.status
 
     def _bind(self) -> None:
-        """The arguments of :func:`extract` but ``limit`` (again after arrays grew)."""
+        """The arguments of :func:`extract` but ``limit`` (again after arrays grew): the
+        arrays grouped as the kernel's named tuples, each spread (see :func:`extract`)."""
         self._args = (
-            Forest(
+            *Forest(
                 self.tail_ptr, self.tail_nodes, self.w, self.run_edges, self.run_score,
                 self.run_end,
             ),
-            Patterns(self.pat_ptr, self.pat_sym, self.pat_state),
-            Lists(self.node, self.pool, self.ent_score, self.ent, self.ranks, self.hs, self.hx),
-            Rows(self.srow, self.shash),
-            Strings(
+            *Patterns(self.pat_ptr, self.pat_sym, self.pat_state),
+            *Lists(self.node, self.pool, self.ent_score, self.ent, self.ranks, self.hs, self.hx),
+            *Rows(self.srow, self.shash),
+            *Strings(
                 self.picked, self.picked_hash, self.picked_wptr, self.picked_words, self.table
             ),
-            Scratch(self.need, self.stack, self.dstack, self.wstack),
+            *Scratch(self.need, self.stack, self.dstack, self.wstack),
             self.counters, self.want, self.goal, self.k, self.mask,
         )  # fmt: skip
 

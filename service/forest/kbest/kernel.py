@@ -231,13 +231,13 @@ def _ranks_before(xa: int, xb: int, ent: Int32Array, ranks: Int32Array, tail_ptr
 
 
 @njit(cache=True, nogil=True)
-def _room(v: int, arity: int, lists: Lists, counters: IntArray, want: IntArray) -> bool:
+def _room(
+    v: int, arity: int, node: IntArray, counters: IntArray, want: IntArray, pool: Int32Array,
+    ent_score: FloatArray, ranks: Int32Array, hs: FloatArray, hx: Int32Array,
+) -> bool:  # fmt: skip
     """Room for one pass of LazyNext and a pop at ``v`` (``arity``: its last entry's edge):
     entries, ranks, heap and list space, moving the heap or the list of ``v`` to a block
     twice as large when full. False (with ``want`` set) if an array must grow first."""
-    node, pool, ent_score, ranks, hs, hx = (
-        lists.node, lists.pool, lists.ent_score, lists.ranks, lists.hs, lists.hx
-    )  # fmt: skip
     ok = True
     need = counters[C_ENT] + arity + 1
     if need > ent_score.shape[0]:
@@ -292,341 +292,17 @@ def rehash(table: IntArray, picked_hash: HashArray, n: int) -> None:
         table[slot] = i + 1
 
 
-# --- Algorithm 3 on a stack ---------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _push(v: int, x: int, score: float, e: int, lists: Lists, tail_ptr: IntArray) -> None:
-    """Push entry ``x`` (``score``, edge ``e``) on the heap of ``v`` (sift up)."""
-    node, ent, ranks, hs, hx = lists.node, lists.ent, lists.ranks, lists.hs, lists.hx
-    base = node[v, H_START]
-    hn = node[v, H_LEN]
-    node[v, H_LEN] = hn + 1
-    while hn > 0:
-        parent = (hn - 1) >> 1
-        p = base + parent
-        ps = hs[p]
-        pe = hx[p, 0]
-        if ps != score:
-            up = score > ps
-        elif pe != e:
-            up = e < pe
-        else:
-            up = _ranks_before(x, hx[p, 1], ent, ranks, tail_ptr)
-        if not up:
-            break
-        hs[base + hn] = ps
-        hx[base + hn, 0] = pe
-        hx[base + hn, 1] = hx[p, 1]
-        hn = parent
-    hs[base + hn] = score
-    hx[base + hn, 0] = e
-    hx[base + hn, 1] = x
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pop_heap(v: int, lists: Lists, tail_ptr: IntArray) -> int:
-    """Pop the top of the heap of ``v`` (sift down): its entry."""
-    node, ent, ranks, hs, hx = lists.node, lists.ent, lists.ranks, lists.hs, lists.hx
-    base = node[v, H_START]
-    x: int = hx[base, 1]
-    hn = node[v, H_LEN] - 1
-    node[v, H_LEN] = hn
-    if hn > 0:
-        last = base + hn
-        ls = hs[last]
-        le = hx[last, 0]
-        lx = hx[last, 1]
-        at = 0
-        while True:
-            ch = 2 * at + 1
-            if ch >= hn:
-                break
-            a = base + ch
-            if ch + 1 < hn:
-                b = a + 1
-                if hs[b] != hs[a]:
-                    right = hs[b] > hs[a]
-                elif hx[b, 0] != hx[a, 0]:
-                    right = hx[b, 0] < hx[a, 0]
-                else:
-                    right = _ranks_before(hx[b, 1], hx[a, 1], ent, ranks, tail_ptr)
-                if right:
-                    ch += 1
-                    a = b
-            if hs[a] != ls:
-                down = hs[a] > ls
-            elif hx[a, 0] != le:
-                down = hx[a, 0] < le
-            else:
-                down = _ranks_before(hx[a, 1], lx, ent, ranks, tail_ptr)
-            if not down:
-                break
-            hs[base + at] = hs[a]
-            hx[base + at, 0] = hx[a, 0]
-            hx[base + at, 1] = hx[a, 1]
-            at = ch
-        hs[base + at] = ls
-        hx[base + at, 0] = le
-        hx[base + at, 1] = lx
-    return x
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pop(v: int, f: Forest, lists: Lists, counters: IntArray) -> bool:
-    """Move the best of ``cand[v]`` — the head of the sorted run or the top of the heap — to
-    the end of ``D̂(v)``; False if ``cand[v]`` is empty."""
-    node, ent_score, ent, hs, hx = lists.node, lists.ent_score, lists.ent, lists.hs, lists.hx
-    run_edges, run_score = f.run_edges, f.run_score
-    c = node[v, RUN_NEXT]
-    base = node[v, H_START]
-    take_heap = node[v, H_LEN] > 0
-    if c < f.run_end[v]:
-        if take_heap:
-            # edges differ (⟨e, 0⟩ precedes every successor of e): no rank tie-break
-            ts = hs[base]
-            rs = run_score[c]
-            take_heap = ts > rs or (ts == rs and hx[base, 0] < run_edges[c])
-        if not take_heap:
-            node[v, RUN_NEXT] = c + 1
-            x = counters[C_ENT]
-            counters[C_ENT] = x + 1
-            ent_score[x] = run_score[c]
-            ent[x, E_EDGE] = run_edges[c]
-            ent[x, E_RANKS] = 0  # ranks[:max_arity] are zeros
-            ent[x, E_STR] = -1
-    elif not take_heap:
-        return False
-    if take_heap:
-        x = _pop_heap(v, lists, f.tail_ptr)
-    n = node[v, F_LEN]
-    lists.pool[node[v, F_START] + n] = x
-    node[v, F_LEN] = n + 1
-    return True
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _lazy_next(
-    v: int, d: int, i: int, t: int, sp: int, f: Forest, lists: Lists, counters: IntArray,
-    stack: IntArray,
-) -> bool:  # fmt: skip
-    """LazyNext of ``D̂(v)``'s last entry ``d``, from tail position ``i`` on: push the
-    successors ``⟨e, j + b^i⟩`` whose tail derivation exists, unless a tail must first get
-    more derivations (LazyKthBest of the tail): then a frame for it is pushed at ``sp``, this
-    frame (``t``) remembers ``i``, and the result is True."""
-    tail_ptr, tail_nodes, w = f.tail_ptr, f.tail_nodes, f.w
-    node, pool, ent_score, ent, ranks = (
-        lists.node, lists.pool, lists.ent_score, lists.ent, lists.ranks
-    )  # fmt: skip
-    e = ent[d, E_EDGE]
-    lo = tail_ptr[e]
-    arity = tail_ptr[e + 1] - lo
-    roff = ent[d, E_RANKS]
-    while i < arity:
-        later = False
-        for q in range(i + 1, arity):
-            if ranks[roff + q] != 0:
-                later = True
-                break
-        if later:
-            i += 1
-            continue
-        u = tail_nodes[lo + i]
-        r = ranks[roff + i] + 1
-        # LazyKthBest(u, r + 1) unless u has r + 1 derivations or no more
-        if stack[t, 3] == 0 and 0 < node[u, F_LEN] <= r and node[u, EXHAUSTED_V] == 0:
-            stack[t, 2] = i
-            stack[t, 3] = 1
-            stack[sp, 0] = u
-            stack[sp, 1] = r + 1
-            stack[sp, 2] = -1
-            stack[sp, 3] = 0
-            return True
-        stack[t, 3] = 0
-        if r < node[u, F_LEN]:
-            # the successor ⟨e, j + b^i⟩: W(e), then the tails' scores in tail order
-            score = w[e]
-            for q in range(arity):
-                rq = ranks[roff + q] + 1 if q == i else ranks[roff + q]
-                score += ent_score[pool[node[tail_nodes[lo + q], F_START] + rq]]
-            ro = counters[C_RANK]
-            counters[C_RANK] = ro + arity
-            for q in range(arity):
-                ranks[ro + q] = ranks[roff + q]
-            ranks[ro + i] += 1
-            x = counters[C_ENT]
-            counters[C_ENT] = x + 1
-            ent_score[x] = score
-            ent[x, E_EDGE] = e
-            ent[x, E_RANKS] = ro
-            ent[x, E_STR] = -1
-            _push(v, x, score, e, lists, tail_ptr)
-        i += 1
-    return False
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _lazy_kth_best(
-    goal: int, k: int, f: Forest, lists: Lists, counters: IntArray, want: IntArray,
-    stack: IntArray,
-) -> bool:  # fmt: skip
-    """LazyKthBest(goal, k) on a stack of frames ``(node, k, tail position in LazyNext or -1
-    before it, returning from a call)``, resumed from the frames left by the last call; False
-    (frames kept) if an array must grow first."""
-    tail_ptr = f.tail_ptr
-    node, pool, ent = lists.node, lists.pool, lists.ent
-    sp = counters[C_SP]
-    if sp == 0 and 0 < node[goal, F_LEN] < k and node[goal, EXHAUSTED_V] == 0:
-        stack[0, 0] = goal
-        stack[0, 1] = k
-        stack[0, 2] = -1
-        stack[0, 3] = 0
-        sp = 1
-    while sp > 0:
-        t = sp - 1
-        v = stack[t, 0]
-        i = stack[t, 2]
-        if i < 0:
-            if node[v, F_LEN] >= stack[t, 1] or node[v, EXHAUSTED_V] != 0:
-                sp -= 1
-                continue
-            i = 0
-            stack[t, 3] = 0
-        d = pool[node[v, F_START] + node[v, F_LEN] - 1]
-        e = ent[d, E_EDGE]
-        arity = tail_ptr[e + 1] - tail_ptr[e]
-        if (
-            counters[C_ENT] + arity + 1 > lists.ent_score.shape[0]
-            or counters[C_RANK] + arity * arity > lists.ranks.shape[0]
-            or node[v, H_LEN] + arity > node[v, H_CAP]
-            or node[v, F_LEN] == node[v, F_CAP]
-        ) and not _room(v, arity, lists, counters, want):
-            counters[C_SP] = sp
-            return False
-        if _lazy_next(v, d, i, t, sp, f, lists, counters, stack):
-            sp += 1
-            continue
-        if _pop(v, f, lists, counters):
-            stack[t, 2] = -1
-        else:
-            node[v, EXHAUSTED_V] = 1
-            sp -= 1
-    counters[C_SP] = 0
-    return True
-
-
 # --- target strings ----------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
-def _make_rows(
-    d: int, f: Forest, pat: Patterns, lists: Lists, rows: Rows, counters: IntArray,
-    want: IntArray, scratch: Scratch,
-) -> int:  # fmt: skip
-    """Rows for the entries under ``d`` whose strings are not hashed yet, and the edges among
-    them without a pattern (each listed once: :data:`NEED`). :data:`GROW` if rows ran out
-    (the rows made so far stay; the traversal starts over)."""
-    tail_ptr, tail_nodes = f.tail_ptr, f.tail_nodes
-    pat_state = pat.state
-    node, pool, ent, ranks = lists.node, lists.pool, lists.ent, lists.ranks
-    srow = rows.srow
-    need, dstack = scratch.need, scratch.dstack
-    counters[C_STAMP] += 1
-    stamp = counters[C_STAMP]
-    n_need = 0
-    dstack[0] = d
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        x = dstack[sp]
-        r = ent[x, E_STR]
-        if r >= 0 and (srow[r, S_LEN] >= 0 or srow[r, S_SEEN] == stamp):
-            continue
-        if r < 0:
-            r = counters[C_STR]
-            if r >= srow.shape[0]:
-                want[W_STR] = r + 1
-                return GROW
-            counters[C_STR] = r + 1
-            ent[x, E_STR] = r
-            srow[r, S_LEN] = -1
-            srow[r, S_VSTR] = -1
-        srow[r, S_SEEN] = stamp
-        e = ent[x, E_EDGE]
-        if pat_state[e] != PAT_KNOWN and pat_state[e] != stamp:
-            need[n_need] = e
-            n_need += 1
-            pat_state[e] = stamp
-        srow[r, S_EDGE] = e
-        lo = tail_ptr[e]
-        arity = tail_ptr[e + 1] - lo
-        roff = ent[x, E_RANKS]
-        for q in range(arity - 1, -1, -1):
-            c = pool[node[tail_nodes[lo + q], F_START] + ranks[roff + q]]
-            srow[r, S_KIDS + q] = c  # an entry, until the row's string is hashed
-            dstack[sp] = c
-            sp += 1
-    if n_need > 0:
-        counters[C_NEED] = n_need
-        return NEED
-    return _GO
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _hash_rows(
-    root: int, tail_ptr: IntArray, pat: Patterns, ent: Int32Array, rows: Rows, dstack: IntArray
-) -> None:
-    """Hash the strings of the rows under ``root`` not hashed yet, tails first; their kids
-    become rows."""
-    pat_ptr, pat_sym = pat.ptr, pat.sym
-    srow, shash = rows.srow, rows.shash
-    dstack[0] = root
-    sp = 1
-    while sp > 0:
-        r = dstack[sp - 1]
-        if srow[r, S_LEN] >= 0:
-            sp -= 1
-            continue
-        e = srow[r, S_EDGE]
-        arity = tail_ptr[e + 1] - tail_ptr[e]
-        pending = False
-        for q in range(arity):
-            rc = ent[srow[r, S_KIDS + q], E_STR]
-            if srow[rc, S_LEN] < 0:
-                dstack[sp] = rc
-                sp += 1
-                pending = True
-        if pending:
-            continue
-        for q in range(arity):
-            srow[r, S_KIDS + q] = ent[srow[r, S_KIDS + q], E_STR]  # now rows
-        h = _U0
-        hp = _U1
-        length = 0
-        for s_at in range(pat_ptr[e], pat_ptr[e + 1]):
-            sym = pat_sym[s_at]
-            if sym >= 0:
-                h = h * _B + np.uint64(sym + 1)
-                hp = hp * _B
-                length += 1
-            else:
-                rc = srow[r, S_KIDS + ~sym]
-                h = h * shash[rc, 1] + shash[rc, 0]
-                hp = hp * shash[rc, 1]
-                length += srow[rc, S_LEN]
-        shash[r, 0] = h
-        shash[r, 1] = hp
-        srow[r, S_LEN] = length
-        sp -= 1
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _walk_words(
-    r: int, i: int, lo: int, write: bool, pat: Patterns, srow: Int32Array, words: IntArray,
-    wstack: IntArray,
+    r: int, i: int, lo: int, write: bool, pat_ptr: IntArray, pat_sym: IntArray,
+    srow: Int32Array, words: IntArray, wstack: IntArray,
 ) -> bool:  # fmt: skip
     """The words of row ``r`` against string ``i``, whose words start at ``words[lo]``:
     compared (True if equal), or written there (``write``, for a new string ``i``). Each row
     walked entirely is marked as holding string ``i``'s words from its offset on; comparing,
     a row so marked at the offset reached is skipped. Frames: row, position in its pattern,
     its end, its offset."""
-    pat_ptr, pat_sym = pat.ptr, pat.sym
     e = srow[r, S_EDGE]
     wstack[0, 0] = r
     wstack[0, 1] = pat_ptr[e]
@@ -666,37 +342,14 @@ def _walk_words(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find(
-    r: int, h: np.uint64, pat: Patterns, srow: Int32Array, strings: Strings, wstack: IntArray
-) -> tuple[np.int64, bool]:
-    """Is the string of row ``r`` (masked hash ``h``) among the strings found? Compared word by
-    word with each of the same hash and length. Returns the slot where the probe stopped (the
-    string's, or the empty one it would take) and whether it was found."""
-    picked_hash, wptr, table = strings.hash, strings.wptr, strings.table
-    length = srow[r, S_LEN]
-    cap = table.shape[0]
-    slot = np.int64(_mix(h) & np.uint64(cap - 1))
-    while table[slot] != 0:
-        i = table[slot] - 1
-        if (
-            picked_hash[i] == h
-            and wptr[i + 1] - wptr[i] == length
-            and _walk_words(r, i, wptr[i], False, pat, srow, strings.words, wstack)
-        ):
-            return slot, True
-        slot = (slot + 1) & (cap - 1)
-    return slot, False
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _add_string(
-    r: int, d: int, j: int, h: np.uint64, slot: np.int64, pat: Patterns, srow: Int32Array,
-    strings: Strings, counters: IntArray, want: IntArray, wstack: IntArray,
+    r: int, d: int, j: int, h: np.uint64, slot: np.int64, pat_ptr: IntArray, pat_sym: IntArray,
+    srow: Int32Array, picked: IntArray, picked_hash: HashArray, wptr: IntArray,
+    words: IntArray, table: IntArray, counters: IntArray, want: IntArray, wstack: IntArray,
 ) -> bool:  # fmt: skip
     """Keep the string of row ``r`` (entry ``d``, the goal's ``j``-th derivation) as a new
     string, its words after the strings found, in the table at ``slot``; False (nothing
     changed) if an array must grow first."""
-    picked, picked_hash, wptr, words, table = strings
     length = srow[r, S_LEN]
     cap = table.shape[0]
     n = counters[C_PICKED]
@@ -709,7 +362,7 @@ def _add_string(
         if 2 * (n + 1) > cap:
             want[W_TABLE] = 2 * cap
         return False
-    _walk_words(r, n, at, True, pat, srow, words, wstack)
+    _walk_words(r, n, at, True, pat_ptr, pat_sym, srow, words, wstack)
     picked[n, 0] = d
     picked[n, 1] = j
     picked_hash[n] = h
@@ -722,7 +375,20 @@ def _add_string(
 # --- the search ---------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def extract(
-    f: Forest, pat: Patterns, lists: Lists, rows: Rows, strings: Strings, scratch: Scratch,
+    # Forest
+    tail_ptr: IntArray, tail_nodes: IntArray, w: FloatArray, run_edges: IntArray,
+    run_score: FloatArray, run_end: IntArray,
+    # Patterns
+    pat_ptr: IntArray, pat_sym: IntArray, pat_state: IntArray,
+    # Lists
+    node: IntArray, pool: Int32Array, ent_score: FloatArray, ent: Int32Array, ranks: Int32Array,
+    hs: FloatArray, hx: Int32Array,
+    # Rows
+    srow: Int32Array, shash: HashArray,
+    # Strings
+    picked: IntArray, picked_hash: HashArray, wptr: IntArray, words: IntArray, table: IntArray,
+    # Scratch
+    need: IntArray, stack: IntArray, dstack: IntArray, wstack: IntArray,
     counters: IntArray, want: IntArray, goal: int, k: int, mask: np.uint64, limit: int,
 ) -> int:  # fmt: skip
     """Examine derivations of ``goal`` in order, keeping the first of each distinct string,
@@ -730,34 +396,314 @@ def extract(
     ``counters[C_J]`` reaches ``limit`` (:data:`LIMIT`); or stop for patterns (:data:`NEED`)
     or for an array to grow to ``want`` (:data:`GROW`), and resume on the next call.
 
-    ``strings.picked[i]`` is the entry and the rank among the goal's derivations of the
-    ``i``-th string found, its words ``strings.words[wptr[i] : wptr[i + 1]]``.
+    The arrays are those of the named tuples :class:`Forest`, :class:`Patterns`,
+    :class:`Lists`, :class:`Rows`, :class:`Strings` and :class:`Scratch`, in their order
+    (the caller passes each tuple spread: numba types a named tuple argument in Python at
+    every call, 4 µs for these, and the search is called hundreds of times per forest).
+    ``picked[i]`` is the entry and the rank among the goal's derivations of the ``i``-th string
+    found, its words ``words[wptr[i] : wptr[i + 1]]``.
+
+    One loop, the steps of Algorithm 3 written in it: an inlined helper still costs an atomic
+    reference count per array it takes at every execution, so only the word walk (shared by
+    the comparison and the writing out of a new string) and the rare adding of a string are
+    helpers.
     """
-    node, pool, ent = lists.node, lists.pool, lists.ent
-    srow, shash = rows.srow, rows.shash
-    wstack = scratch.wstack
     while True:
         if counters[C_PICKED] >= k:
             return DONE
         j = counters[C_J]
         if j >= limit:
             return LIMIT
-        if not _lazy_kth_best(goal, j + 1, f, lists, counters, want, scratch.stack):
-            return GROW
+
+        # --- LazyKthBest(goal, j + 1), on a stack of frames (node, k, tail position in
+        # LazyNext or -1 before it, returning from a call); resumed after GROW ---------------
+        sp = counters[C_SP]
+        if sp == 0 and 0 < node[goal, F_LEN] <= j and node[goal, EXHAUSTED_V] == 0:
+            stack[0, 0] = goal
+            stack[0, 1] = j + 1
+            stack[0, 2] = -1
+            stack[0, 3] = 0
+            sp = 1
+        while sp > 0:
+            t = sp - 1
+            v = stack[t, 0]
+            i = stack[t, 2]
+            if i < 0:
+                if node[v, F_LEN] >= stack[t, 1] or node[v, EXHAUSTED_V] != 0:
+                    sp -= 1
+                    continue
+                i = 0
+                stack[t, 3] = 0
+            # LazyNext of the last derivation of v, from tail position i on
+            d = pool[node[v, F_START] + node[v, F_LEN] - 1]
+            e = ent[d, E_EDGE]
+            lo = tail_ptr[e]
+            arity = tail_ptr[e + 1] - lo
+            if (
+                counters[C_ENT] + arity + 1 > ent_score.shape[0]
+                or counters[C_RANK] + arity * arity > ranks.shape[0]
+                or node[v, H_LEN] + arity > node[v, H_CAP]
+                or node[v, F_LEN] == node[v, F_CAP]
+            ) and not _room(v, arity, node, counters, want, pool, ent_score, ranks, hs, hx):
+                counters[C_SP] = sp
+                return GROW
+            roff = ent[d, E_RANKS]
+            called = False
+            while i < arity:
+                later = False
+                for q in range(i + 1, arity):
+                    if ranks[roff + q] != 0:
+                        later = True
+                        break
+                if later:
+                    i += 1
+                    continue
+                u = tail_nodes[lo + i]
+                r = ranks[roff + i] + 1
+                # LazyKthBest(u, r + 1) unless u has r + 1 derivations or no more
+                if stack[t, 3] == 0 and 0 < node[u, F_LEN] <= r and node[u, EXHAUSTED_V] == 0:
+                    stack[t, 2] = i
+                    stack[t, 3] = 1
+                    stack[sp, 0] = u
+                    stack[sp, 1] = r + 1
+                    stack[sp, 2] = -1
+                    stack[sp, 3] = 0
+                    sp += 1
+                    called = True
+                    break
+                stack[t, 3] = 0
+                if r < node[u, F_LEN]:
+                    # the successor ⟨e, j + b^i⟩: W(e), then the tails' scores in tail order
+                    score = w[e]
+                    for q in range(arity):
+                        rq = ranks[roff + q] + 1 if q == i else ranks[roff + q]
+                        score += ent_score[pool[node[tail_nodes[lo + q], F_START] + rq]]
+                    ro = counters[C_RANK]
+                    counters[C_RANK] = ro + arity
+                    for q in range(arity):
+                        ranks[ro + q] = ranks[roff + q]
+                    ranks[ro + i] += 1
+                    x = counters[C_ENT]
+                    counters[C_ENT] = x + 1
+                    ent_score[x] = score
+                    ent[x, E_EDGE] = e
+                    ent[x, E_RANKS] = ro
+                    ent[x, E_STR] = -1
+                    # push on the heap of v (sift up)
+                    base = node[v, H_START]
+                    hn = node[v, H_LEN]
+                    node[v, H_LEN] = hn + 1
+                    while hn > 0:
+                        parent = (hn - 1) >> 1
+                        p = base + parent
+                        ps = hs[p]
+                        pe = hx[p, 0]
+                        if ps != score:
+                            up = score > ps
+                        elif pe != e:
+                            up = e < pe
+                        else:
+                            up = _ranks_before(x, hx[p, 1], ent, ranks, tail_ptr)
+                        if not up:
+                            break
+                        hs[base + hn] = ps
+                        hx[base + hn, 0] = pe
+                        hx[base + hn, 1] = hx[p, 1]
+                        hn = parent
+                    hs[base + hn] = score
+                    hx[base + hn, 0] = e
+                    hx[base + hn, 1] = x
+                i += 1
+            if called:
+                continue
+            # pop the best of cand[v]: the head of the sorted run or the top of the heap
+            c = node[v, RUN_NEXT]
+            hn = node[v, H_LEN]
+            base = node[v, H_START]
+            take_heap = hn > 0
+            if c < run_end[v]:
+                if take_heap:
+                    # edges differ (⟨e, 0⟩ precedes every successor of e): no rank tie-break
+                    ts = hs[base]
+                    rs = run_score[c]
+                    take_heap = ts > rs or (ts == rs and hx[base, 0] < run_edges[c])
+                if not take_heap:
+                    node[v, RUN_NEXT] = c + 1
+                    x = counters[C_ENT]
+                    counters[C_ENT] = x + 1
+                    ent_score[x] = run_score[c]
+                    ent[x, E_EDGE] = run_edges[c]
+                    ent[x, E_RANKS] = 0  # ranks[:max_arity] are zeros
+                    ent[x, E_STR] = -1
+            elif not take_heap:
+                node[v, EXHAUSTED_V] = 1
+                sp -= 1
+                continue
+            if take_heap:
+                # pop the top of the heap of v (sift down)
+                x = hx[base, 1]
+                hn -= 1
+                node[v, H_LEN] = hn
+                if hn > 0:
+                    last = base + hn
+                    ls = hs[last]
+                    le = hx[last, 0]
+                    lx = hx[last, 1]
+                    at = 0
+                    while True:
+                        ch = 2 * at + 1
+                        if ch >= hn:
+                            break
+                        a = base + ch
+                        if ch + 1 < hn:
+                            b = a + 1
+                            if hs[b] != hs[a]:
+                                right = hs[b] > hs[a]
+                            elif hx[b, 0] != hx[a, 0]:
+                                right = hx[b, 0] < hx[a, 0]
+                            else:
+                                right = _ranks_before(hx[b, 1], hx[a, 1], ent, ranks, tail_ptr)
+                            if right:
+                                ch += 1
+                                a = b
+                        if hs[a] != ls:
+                            down = hs[a] > ls
+                        elif hx[a, 0] != le:
+                            down = hx[a, 0] < le
+                        else:
+                            down = _ranks_before(hx[a, 1], lx, ent, ranks, tail_ptr)
+                        if not down:
+                            break
+                        hs[base + at] = hs[a]
+                        hx[base + at, 0] = hx[a, 0]
+                        hx[base + at, 1] = hx[a, 1]
+                        at = ch
+                    hs[base + at] = ls
+                    hx[base + at, 0] = le
+                    hx[base + at, 1] = lx
+            n = node[v, F_LEN]
+            pool[node[v, F_START] + n] = x
+            node[v, F_LEN] = n + 1
+            stack[t, 2] = -1
+        counters[C_SP] = 0
         if node[goal, F_LEN] <= j:
             return EXHAUSTED
         d = pool[node[goal, F_START] + j]
         r = ent[d, E_STR]
         if r < 0 or srow[r, S_LEN] < 0:
-            status = _make_rows(d, f, pat, lists, rows, counters, want, scratch)
-            if status != _GO:
-                return status
-            _hash_rows(ent[d, E_STR], f.tail_ptr, pat, ent, rows, scratch.dstack)
+            # --- rows for the entries under d whose strings are not hashed yet, and the
+            # edges among them without a pattern (each listed once) ---------------------------
+            counters[C_STAMP] += 1
+            stamp = counters[C_STAMP]
+            n_need = 0
+            dstack[0] = d
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                x = dstack[sp]
+                r = ent[x, E_STR]
+                if r >= 0 and (srow[r, S_LEN] >= 0 or srow[r, S_SEEN] == stamp):
+                    continue
+                if r < 0:
+                    r = counters[C_STR]
+                    if r >= srow.shape[0]:
+                        want[W_STR] = r + 1
+                        return GROW  # the rows made so far stay; the traversal starts over
+                    counters[C_STR] = r + 1
+                    ent[x, E_STR] = r
+                    srow[r, S_LEN] = -1
+                    srow[r, S_VSTR] = -1
+                srow[r, S_SEEN] = stamp
+                e = ent[x, E_EDGE]
+                if pat_state[e] != PAT_KNOWN and pat_state[e] != stamp:
+                    need[n_need] = e
+                    n_need += 1
+                    pat_state[e] = stamp
+                srow[r, S_EDGE] = e
+                lo = tail_ptr[e]
+                arity = tail_ptr[e + 1] - lo
+                roff = ent[x, E_RANKS]
+                for q in range(arity - 1, -1, -1):
+                    c = pool[node[tail_nodes[lo + q], F_START] + ranks[roff + q]]
+                    srow[r, S_KIDS + q] = c  # an entry, until the row's string is hashed
+                    dstack[sp] = c
+                    sp += 1
+            if n_need > 0:
+                counters[C_NEED] = n_need
+                return NEED
+            # --- hash the strings of those rows, tails first --------------------------------
+            dstack[0] = ent[d, E_STR]
+            sp = 1
+            while sp > 0:
+                r = dstack[sp - 1]
+                if srow[r, S_LEN] >= 0:
+                    sp -= 1
+                    continue
+                e = srow[r, S_EDGE]
+                arity = tail_ptr[e + 1] - tail_ptr[e]
+                pending = False
+                for q in range(arity):
+                    rc = ent[srow[r, S_KIDS + q], E_STR]
+                    if srow[rc, S_LEN] < 0:
+                        dstack[sp] = rc
+                        sp += 1
+                        pending = True
+                if pending:
+                    continue
+                for q in range(arity):
+                    srow[r, S_KIDS + q] = ent[srow[r, S_KIDS + q], E_STR]  # now rows
+                h = _U0
+                hp = _U1
+                length = 0
+                for s_at in range(pat_ptr[e], pat_ptr[e + 1]):
+                    sym = pat_sym[s_at]
+                    if sym >= 0:
+                        h = h * _B + np.uint64(sym + 1)
+                        hp = hp * _B
+                        length += 1
+                    else:
+                        rc = srow[r, S_KIDS + ~sym]
+                        h = h * shash[rc, 1] + shash[rc, 0]
+                        hp = hp * shash[rc, 1]
+                        length += srow[rc, S_LEN]
+                shash[r, 0] = h
+                shash[r, 1] = hp
+                srow[r, S_LEN] = length
+                sp -= 1
+
         r = ent[d, E_STR]
         h = shash[r, 0] & mask
-        slot, seen = _find(r, h, pat, srow, strings, wstack)
+        length = srow[r, S_LEN]
+        cap = table.shape[0]
+        slot = np.int64(_mix(h) & np.uint64(cap - 1))
+        seen = False
+        while table[slot] != 0:
+            i = table[slot] - 1
+            if (
+                picked_hash[i] == h
+                and wptr[i + 1] - wptr[i] == length
+                and _walk_words(r, i, wptr[i], False, pat_ptr, pat_sym, srow, words, wstack)
+            ):
+                seen = True
+                break
+            slot = (slot + 1) & (cap - 1)
         if not seen and not _add_string(
-            r, d, j, h, slot, pat, srow, strings, counters, want, wstack
+            r,
+            d,
+            j,
+            h,
+            slot,
+            pat_ptr,
+            pat_sym,
+            srow,
+            picked,
+            picked_hash,
+            wptr,
+            words,
+            table,
+            counters,
+            want,
+            wstack,
         ):
             return GROW
         counters[C_J] = j + 1
