@@ -29,31 +29,36 @@ found whose words it holds and at which offset (set when a walk writes or matche
 entirely: a fact, as rows and strings found never change), and a row met at that offset of
 that string is skipped — under spurious ambiguity most rows of a derivation were in one
 compared before, so the walk covers mostly the rows new to it. Comparing and writing out a new
-string are the same walk (:func:`_walk_words`).
+string are one walk.
 
 Patterns. The arrays give an edge's words in order but not where its gaps go among them; the
 kernel knows the pattern of an edge without tails (its words) or without words and with one
 tail, and stops with :data:`NEED` and the list of edges whose pattern it lacks (those on the
 derivation about to be examined, each once) when it meets others; the caller reads those
-edges' targets, fills ``Patterns.sym`` and calls again. So, as in the reference, only edges of
+edges' targets, fills ``pat_sym`` and calls again. So, as in the reference, only edges of
 examined derivations are asked for their target (the same edges, tested).
 
-Resumable. All state lives in arrays, grouped as named tuples by what they hold
-(:class:`Forest`, :class:`Patterns`, :class:`Lists`, :class:`Rows`, :class:`Strings`,
-:class:`Scratch`; numba passes a named tuple of arrays as one argument), and the kernel examines
+Resumable. All state lives in arrays, grouped by what they hold as the named tuples
+:class:`Forest`, :class:`Patterns`, :class:`Lists`, :class:`Rows`, :class:`Strings` and
+:class:`Scratch` (the order of :func:`extract`'s arguments), and the kernel examines
 derivations of the goal until ``k`` strings are found, the goal has no more derivations, or
 ``limit`` derivations have been examined in all: the caller reads the clock between calls (time
 budget). The kernel never allocates: when an array is full it stops with :data:`GROW` and the
 sizes it wants, before changing anything it cannot finish (a pass of LazyNext checks its room
 first), and the caller grows the arrays and calls again; the frames left on the stack go on.
 
-Speed. The steps of :func:`extract` are helpers that numba inlines (``inline="always"``: their
-code is merged into the caller before typing, as if written there), so the compiled function is
-one loop as before: numba counts references to the arrays passed to a real call with atomic
-operations, which cost more than the search in its inner loops (a first version with called
-helpers spent 40 % of its time on them); only rare paths call (moving a full list or heap,
-equal scores and edges). Entries, rows, ranks and list positions are int32: the search is bound
-by memory (a few hundred bytes per derivation examined; at the default time budget
+Speed. It is one loop with the steps of the algorithm written in it, and the arrays come flat:
+numba counts references to the arrays a helper takes with atomic operations — at every call,
+and at every execution of a helper it inlines (``inline="always"``: it assigns the caller's
+arrays to the helper's variables) — which cost more than the search in its inner loops (a first
+version with called helpers spent 40 % of its time on them; with every step an inlined helper
+the search ran 1.2–2× slower, with only the word walk one 1.17×: bench/README.md, "k-best
+kernel refactor"); and it types a named tuple argument in Python at every call, 4 µs more than
+flat arrays for these, where the search is called hundreds of times per forest (once per batch
+of patterns it asks for). So the word walk that comparing and writing out a string share is
+written once in the loop, not as a helper, and only rare paths call (moving a full list or
+heap, equal scores and edges). Entries, rows, ranks and list positions are int32: the search
+is bound by memory (a few hundred bytes per derivation examined; at the default time budget
 ~10^5–10^6 derivations, ~100 MB). :class:`service.forest.kbest.compiled.Extraction` does the
 bookkeeping on the Python side.
 """
@@ -292,86 +297,6 @@ def rehash(table: IntArray, picked_hash: HashArray, n: int) -> None:
         table[slot] = i + 1
 
 
-# --- target strings ----------------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _walk_words(
-    r: int, i: int, lo: int, write: bool, pat_ptr: IntArray, pat_sym: IntArray,
-    srow: Int32Array, words: IntArray, wstack: IntArray,
-) -> bool:  # fmt: skip
-    """The words of row ``r`` against string ``i``, whose words start at ``words[lo]``:
-    compared (True if equal), or written there (``write``, for a new string ``i``). Each row
-    walked entirely is marked as holding string ``i``'s words from its offset on; comparing,
-    a row so marked at the offset reached is skipped. Frames: row, position in its pattern,
-    its end, its offset."""
-    e = srow[r, S_EDGE]
-    wstack[0, 0] = r
-    wstack[0, 1] = pat_ptr[e]
-    wstack[0, 2] = pat_ptr[e + 1]
-    wstack[0, 3] = 0
-    sp = 1
-    out = 0
-    while sp > 0:
-        t = sp - 1
-        s_at = wstack[t, 1]
-        if s_at == wstack[t, 2]:
-            rr = wstack[t, 0]  # its words are string i's from its offset on
-            srow[rr, S_VSTR] = i
-            srow[rr, S_VOFF] = wstack[t, 3]
-            sp = t
-            continue
-        wstack[t, 1] = s_at + 1
-        sym = pat_sym[s_at]
-        if sym >= 0:
-            if write:
-                words[lo + out] = sym
-            elif words[lo + out] != sym:
-                return False
-            out += 1
-        else:
-            rc = srow[wstack[t, 0], S_KIDS + ~sym]
-            if not write and srow[rc, S_VSTR] == i and srow[rc, S_VOFF] == out:
-                out += srow[rc, S_LEN]
-            else:
-                e = srow[rc, S_EDGE]
-                wstack[sp, 0] = rc
-                wstack[sp, 1] = pat_ptr[e]
-                wstack[sp, 2] = pat_ptr[e + 1]
-                wstack[sp, 3] = out
-                sp += 1
-    return True
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _add_string(
-    r: int, d: int, j: int, h: np.uint64, slot: np.int64, pat_ptr: IntArray, pat_sym: IntArray,
-    srow: Int32Array, picked: IntArray, picked_hash: HashArray, wptr: IntArray,
-    words: IntArray, table: IntArray, counters: IntArray, want: IntArray, wstack: IntArray,
-) -> bool:  # fmt: skip
-    """Keep the string of row ``r`` (entry ``d``, the goal's ``j``-th derivation) as a new
-    string, its words after the strings found, in the table at ``slot``; False (nothing
-    changed) if an array must grow first."""
-    length = srow[r, S_LEN]
-    cap = table.shape[0]
-    n = counters[C_PICKED]
-    at = wptr[n]
-    if at + length > words.shape[0]:
-        want[W_WORDS] = at + length
-        return False
-    if n + 2 > wptr.shape[0] or 2 * (n + 1) > cap:
-        want[W_PICKED] = n + 2
-        if 2 * (n + 1) > cap:
-            want[W_TABLE] = 2 * cap
-        return False
-    _walk_words(r, n, at, True, pat_ptr, pat_sym, srow, words, wstack)
-    picked[n, 0] = d
-    picked[n, 1] = j
-    picked_hash[n] = h
-    wptr[n + 1] = at + length
-    table[slot] = n + 1
-    counters[C_PICKED] = n + 1
-    return True
-
-
 # --- the search ---------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def extract(
@@ -403,10 +328,9 @@ def extract(
     ``picked[i]`` is the entry and the rank among the goal's derivations of the ``i``-th string
     found, its words ``words[wptr[i] : wptr[i + 1]]``.
 
-    One loop, the steps of Algorithm 3 written in it: an inlined helper still costs an atomic
-    reference count per array it takes at every execution, so only the word walk (shared by
-    the comparison and the writing out of a new string) and the rare adding of a string are
-    helpers.
+    One loop, the steps of Algorithm 3 written in it (see the module docstring, "Speed"); the
+    walk over a derivation's rows that compares its string with a string found, or writes it
+    out as a new one, is written once.
     """
     while True:
         if counters[C_PICKED] >= k:
@@ -671,41 +595,83 @@ def extract(
                 srow[r, S_LEN] = length
                 sp -= 1
 
+        # --- a new string? Compared word by word with each string found with the same
+        # (masked) hash and length, a row known to hold string i's words at the offset reached
+        # skipped; if none, written out as the next string. One walk of the rows does both
+        # (frames: row, position in its pattern, its end, its offset). ------------------------
         r = ent[d, E_STR]
         h = shash[r, 0] & mask
         length = srow[r, S_LEN]
         cap = table.shape[0]
         slot = np.int64(_mix(h) & np.uint64(cap - 1))
-        seen = False
-        while table[slot] != 0:
-            i = table[slot] - 1
-            if (
-                picked_hash[i] == h
-                and wptr[i + 1] - wptr[i] == length
-                and _walk_words(r, i, wptr[i], False, pat_ptr, pat_sym, srow, words, wstack)
-            ):
-                seen = True
+        write = False
+        while True:
+            if table[slot] != 0:
+                i = table[slot] - 1
+                if picked_hash[i] != h or wptr[i + 1] - wptr[i] != length:
+                    slot = (slot + 1) & (cap - 1)
+                    continue
+            else:
+                # a new string: its words go after the strings found
+                i = counters[C_PICKED]
+                if wptr[i] + length > words.shape[0]:
+                    want[W_WORDS] = wptr[i] + length
+                    return GROW
+                if i + 2 > wptr.shape[0] or 2 * (i + 1) > cap:
+                    want[W_PICKED] = i + 2
+                    if 2 * (i + 1) > cap:
+                        want[W_TABLE] = 2 * cap
+                    return GROW
+                write = True
+            lo = wptr[i]
+            e = srow[r, S_EDGE]
+            wstack[0, 0] = r
+            wstack[0, 1] = pat_ptr[e]
+            wstack[0, 2] = pat_ptr[e + 1]
+            wstack[0, 3] = 0
+            sp = 1
+            out = 0
+            same = True
+            while sp > 0:
+                t = sp - 1
+                s_at = wstack[t, 1]
+                if s_at == wstack[t, 2]:
+                    rr = wstack[t, 0]  # its words are string i's from its offset on
+                    srow[rr, S_VSTR] = i
+                    srow[rr, S_VOFF] = wstack[t, 3]
+                    sp = t
+                    continue
+                wstack[t, 1] = s_at + 1
+                sym = pat_sym[s_at]
+                if sym >= 0:
+                    if write:
+                        words[lo + out] = sym
+                    elif words[lo + out] != sym:
+                        same = False
+                        break
+                    out += 1
+                else:
+                    rc = srow[wstack[t, 0], S_KIDS + ~sym]
+                    if not write and srow[rc, S_VSTR] == i and srow[rc, S_VOFF] == out:
+                        out += srow[rc, S_LEN]
+                    else:
+                        e = srow[rc, S_EDGE]
+                        wstack[sp, 0] = rc
+                        wstack[sp, 1] = pat_ptr[e]
+                        wstack[sp, 2] = pat_ptr[e + 1]
+                        wstack[sp, 3] = out
+                        sp += 1
+            if write:
+                picked[i, 0] = d
+                picked[i, 1] = j
+                picked_hash[i] = h
+                wptr[i + 1] = lo + length
+                table[slot] = i + 1
+                counters[C_PICKED] = i + 1
+                break
+            if same:
                 break
             slot = (slot + 1) & (cap - 1)
-        if not seen and not _add_string(
-            r,
-            d,
-            j,
-            h,
-            slot,
-            pat_ptr,
-            pat_sym,
-            srow,
-            picked,
-            picked_hash,
-            wptr,
-            words,
-            table,
-            counters,
-            want,
-            wstack,
-        ):
-            return GROW
         counters[C_J] = j + 1
 
 
