@@ -1,5 +1,5 @@
 """Unique k-best extraction (Huang & Chiang 2005, Algorithm 3): the compiled kernel
-(``service/forest/kbest_kernel.py``, the default engine of ``unique_kbest``) against the Python
+(``service/forest/kbest/kernel.py``, the default engine of ``unique_kbest``) against the Python
 reference (``engine="reference"``), alternating in one process on the same forests.
 
 On 20 German dev queries of ``tr/de-en`` (``queries.dev.tsv``, second column, through
@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
-from service.forest import kbest_kernel
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import fast_viterbi, inside
 from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S, LazyKBest, unique_kbest
+from service.forest.kbest import compiled as kbest_compiled
 from service.forest.semiring import COUNTING
 from service.mt.bundle import load_bundle
 from service.text import preprocess
@@ -75,10 +75,10 @@ class _Examined:
 
     def __init__(self) -> None:
         self.compiled = self.reference = 0
-        step = kbest_kernel.Extraction.step
+        step = kbest_compiled.Extraction.step
         entry = LazyKBest.entry
 
-        def counted_step(ex: kbest_kernel.Extraction, limit: int) -> int:
+        def counted_step(ex: kbest_compiled.Extraction, limit: int) -> int:
             status = step(ex, limit)
             self.compiled = ex.examined
             return status
@@ -88,7 +88,7 @@ class _Examined:
                 self.reference = j + 1
             return entry(kb, j, node)
 
-        setattr(kbest_kernel.Extraction, "step", counted_step)  # noqa: B010
+        setattr(kbest_compiled.Extraction, "step", counted_step)  # noqa: B010
         setattr(LazyKBest, "entry", counted_entry)  # noqa: B010
 
 

@@ -5,7 +5,9 @@ The serving entry points — the app factory (:func:`service.api.app.create_app`
 the CLI module and the job worker — are imported in a fresh interpreter; in another, the app's
 resources (the committed demo bundle and indexes) are loaded and warmed up, which runs every
 request path once, so the modules the decoders and scorers import lazily are loaded too.
-Neither may load a module of :mod:`service.mt.training` or :mod:`service.mt.tuning`.
+Neither may load a module of :mod:`service.mt.training` or :mod:`service.mt.tuning`, nor a
+reference kept for the tests (:mod:`service.forest.kbest.reference`,
+:mod:`service.mt.lm.reference`).
 :mod:`tests.test_layers` checks the same statically, with the layers of the whole service.
 """
 
@@ -20,7 +22,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = ("service.mt.training", "service.mt.tuning")
+FORBIDDEN = (
+    "service.mt.training",
+    "service.mt.tuning",
+    "service.forest.kbest.reference",
+    "service.mt.lm.reference",
+)
 
 IMPORT_ENTRY_POINTS = """
 import service.api.processes

@@ -1,4 +1,4 @@
-"""The compiled unique k-best (service/forest/kbest_kernel.py) against the Python reference.
+"""The compiled unique k-best (service/forest/kbest/compiled.py, kernel.py) against the reference.
 
 With a count bound (``max_derivations``) both engines examine the same derivations in the same
 order, so their lists must be identical — trees, scores (the same floats), strings, rules, spans
@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-import service.forest.kbest_kernel as kk
+import service.forest.kbest.compiled as kk
 from service.errors import ConfigurationError
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import Weights
-from service.forest.kbest import _extraction, _unique_kbest_compiled, kbest, unique_kbest
+from service.forest.kbest import kbest, unique_kbest
+from service.forest.kbest.compiled import extraction, unique_kbest_compiled
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder
@@ -82,7 +83,7 @@ def test_arrays_grown_from_nothing_equal_the_reference(seed: int) -> None:
         for k in (1, 3, 100):
             for limit in (1, 5, 10**6):
                 assert_same(hg, weights, k, limit)
-        ex = _extraction(hg, weights, 10**9)  # every string: every derivation, each once
+        ex = extraction(hg, weights, 10**9)  # every string: every derivation, each once
         assert ex.run(10**6) == kk.EXHAUSTED
         assert ex.examined == total
     finally:
@@ -93,7 +94,7 @@ def test_arrays_grow_mid_search(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kk, "FIRST_SPARE", 0)
     hg = ambiguous_forest(4, 6)
     grew: list[list[int]] = []
-    ex = _extraction(hg, {P: 1.0}, 100)
+    ex = extraction(hg, {P: 1.0}, 100)
     original = ex._grow
 
     def grow() -> None:
@@ -153,9 +154,9 @@ def test_hash_collisions_never_merge_strings(bits: int) -> None:
     collided = 0
     for hg, weights in forests:
         ref = unique_kbest(hg, weights, 100, max_derivations=10**6, engine="reference")
-        got = _unique_kbest_compiled(hg, weights, 100, 10**6, None, hash_bits=bits)
+        got = unique_kbest_compiled(hg, weights, 100, 10**6, None, hash_bits=bits)
         assert records(got) == records(ref)
-        ex = _extraction(hg, weights, 100, hash_bits=bits)
+        ex = extraction(hg, weights, 100, hash_bits=bits)
         ex.run(10**6)
         hashes = ex.picked_hash[: ex.found].tolist()
         assert max(hashes, default=0) < 2**bits
@@ -167,7 +168,7 @@ def test_hash_collisions_never_merge_strings(bits: int) -> None:
 
 def test_full_hash_equals_the_reference_strings() -> None:
     hg = toy_forest()
-    ex = _extraction(hg, TOY_WEIGHTS, 100)
+    ex = extraction(hg, TOY_WEIGHTS, 100)
     assert ex.run(10**6) == kk.EXHAUSTED
     vocab = hg.arrays().vocabulary
     strings = [tuple(vocab[i] for i in ex.picked_words_of(i)) for i in range(ex.found)]

@@ -6,8 +6,9 @@ The models, behind one stateful protocol (imported with the package; no numba):
 * :mod:`.symbols`: ``<s>``, ``</s>``, ``<unk>`` and the one log10 -> ln conversion;
 * :mod:`.model`: the protocol (:class:`LanguageModel`, :class:`NgramStructure`) and :class:`NoLM`;
 * :mod:`.kenlm_model`: :class:`KenLM`, the decoder's model;
-* :mod:`.reference`: :class:`ArpaLM`, the textbook backoff computation the tests compare with;
-* :mod:`.registry`: :func:`load_language_model` by kind;
+* :mod:`.reference`: :class:`ArpaLM`, the textbook backoff computation the tests compare with
+  (loaded on first use of its name: serving never imports it);
+* :mod:`.registry`: :func:`load_language_model` by kind (the production kinds);
 * :mod:`.context`: the LM boundaries of +LM items, minimised as KenLM's chart states.
 
 The LM table, the model as arrays for compiled code (loaded on first use of its names below,
@@ -53,17 +54,18 @@ from service.mt.lm.context import (
 )
 from service.mt.lm.kenlm_model import KenLM
 from service.mt.lm.model import LanguageModel, NgramStructure, NoLM, State
-from service.mt.lm.reference import ArpaLM
 from service.mt.lm.registry import LANGUAGE_MODELS, load_language_model
 from service.mt.lm.symbols import BOS, EOS, LN10, UNK
 
 if TYPE_CHECKING:
     from service.mt.lm.cache import TABLE_FORMAT, build_lm_table, cache_path, load_lm_table
     from service.mt.lm.kernels import SEED, backoff10, droppable, left_extends_ids, logp10, mix
+    from service.mt.lm.reference import ArpaLM
     from service.mt.lm.table import LmTable
 
-# names whose modules import numba: loaded when first asked for
+# names whose modules import numba, and the reference: loaded when first asked for
 _LAZY = {
+    "ArpaLM": "reference",
     "LmTable": "table",
     "TABLE_FORMAT": "cache",
     "build_lm_table": "cache",

@@ -33,9 +33,10 @@ def toy_arpa(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["arpa", "kenlm"])
+@pytest.fixture(params=[ArpaLM, KenLM], ids=["arpa", "kenlm"])
 def toy_lm(request: pytest.FixtureRequest, toy_arpa: Path) -> LanguageModel:
-    return load_language_model(toy_arpa, request.param)
+    model: LanguageModel = request.param(toy_arpa)  # the reference is no registry kind
+    return model
 
 
 # log10 values worked out from TOY_ARPA (tests/data/toy_trigram.arpa):
@@ -271,3 +272,5 @@ def test_load_errors(tmp_path: Path) -> None:
         ArpaLM(truncated)
     with pytest.raises(ConfigurationError, match="kenlm"):
         load_language_model(garbage, "srilm")
+    with pytest.raises(ConfigurationError, match="kenlm"):  # the reference is no kind
+        load_language_model(garbage, "arpa")

@@ -1,4 +1,4 @@
-"""k-best derivations of a translation forest (Huang & Chiang 2005, Algorithm 3).
+"""k-best derivations of a translation forest (Huang & Chiang 2005, Algorithm 3), in Python.
 
 Lazy k-best extraction: a derivation of node ``v`` is written ``⟨e, j⟩`` — an incoming
 hyperedge ``e`` and, per tail ``T_i(e)``, the rank ``j_i`` of the tail's derivation used. Each
@@ -11,64 +11,39 @@ the k best of the goal costs ``O(|E| + |D| k log k)``.
 The extractor reads the forest's arrays (:meth:`Hypergraph.arrays`: tails, incoming edges,
 target words), not its node and edge objects, which an array-backed forest only makes when
 asked for. The initial candidates ``⟨e, 0⟩`` of every node are scored and sorted once with
-numpy (score, then edge id, the order the heap of Algorithm 3 pops them in); ``cand[v]`` is
-that sorted run merged with a heap of the successors pushed so far, so a node's incoming edges
-cost no Python work until they are popped. Algorithm 3 keeps the set of candidates pushed so
-far, since ``⟨e, j⟩`` has a predecessor in every tail with ``j_i > 0``; here ``⟨e, j⟩`` is pushed
-only from the one that differs in its last non-zero rank (from ``⟨e, j⟩`` only the successors
-``j + b^i`` with ``j_k = 0`` for all ``k > i``), which reaches every ``⟨e, j⟩`` exactly once
-without the set. The order is unchanged, ties included: a successor's key ``(−score, e, j)`` is
-above its predecessor's (a score only falls as a rank rises, and float addition is monotone), so
-either way the pops follow that key. Target strings are built from the edges' word ids;
-only an edge whose gap order the arrays do not give (a gap among words, or two gaps) is asked
-for its :attr:`Hyperedge.target`, once, and only when it lies on an extracted derivation.
+numpy (:func:`~.prepare.initial_candidates`: score, then edge id, the order the heap of
+Algorithm 3 pops them in); ``cand[v]`` is that sorted run merged with a heap of the successors
+pushed so far, so a node's incoming edges cost no Python work until they are popped.
+Algorithm 3 keeps the set of candidates pushed so far, since ``⟨e, j⟩`` has a predecessor in
+every tail with ``j_i > 0``; here ``⟨e, j⟩`` is pushed only from the one that differs in its
+last non-zero rank (from ``⟨e, j⟩`` only the successors ``j + b^i`` with ``j_k = 0`` for all
+``k > i``), which reaches every ``⟨e, j⟩`` exactly once without the set. The order is
+unchanged, ties included: a successor's key ``(−score, e, j)`` is above its predecessor's (a
+score only falls as a rank rises, and float addition is monotone), so either way the pops
+follow that key. Target strings are built from the edges' word ids; only an edge whose gap
+order the arrays do not give (a gap among words, or two gaps) is asked for its
+:attr:`Hyperedge.target`, once, and only when it lies on an extracted derivation.
 
-The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (Hieber & Riezler 2015, §3). :func:`unique_kbest`
-keeps the first (best) derivation of each distinct target string, as n-best lists for tuning, PSQ
-and translation retrieval need; since spurious ambiguity can put thousands of derivations of one
-string ahead of the next string, it is bounded by time (:data:`UNIQUE_KBEST_TIME_BUDGET_S`)
-rather than by a number of derivations. It runs the same search compiled
-(:mod:`service.forest.kbest_kernel`, the default, several times faster, so the budget examines
-that many more derivations) or in Python over :class:`LazyKBest`
-(:func:`unique_kbest_reference`, the tested reference); with ``max_derivations`` the two return
-identical lists (tests/forest/test_kbest_kernel.py).
+The score of a derivation is ``Σ_{e ∈ h} W(e; w)`` (Hieber & Riezler 2015, §3). This is the
+engine of plain k-best lists (:func:`kbest`; PSQ's n-best derivations, served) and the ground
+of the unique k-best reference (:mod:`.reference`); there is no compiled plain k-best.
 """
 
 from __future__ import annotations
 
 import heapq
-import sys
-import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from service.csr import ptr_from_counts
-from service.errors import ConfigurationError
-from service.forest.hypergraph import (
-    Derivation,
-    DerivationNode,
-    FloatArray,
-    Hypergraph,
-    HypergraphArrays,
-    IntArray,
-    Yield,
-)
+from service.forest.hypergraph import Derivation, DerivationNode, Hypergraph
 from service.forest.inference import Weights, resolve_edge_weights, viterbi_scores
-
-if TYPE_CHECKING:  # the kernel's module imports numba: imported where it is used
-    from service.forest import kbest_kernel
-
-# A derivation of a node: (score, edge, ranks of the tails' derivations).
-_Entry = tuple[float, int, tuple[int, ...]]
-
-# Default time budget (seconds) of :func:`unique_kbest` when no ``max_derivations`` is given:
-# the search for distinct strings stops after about this long (and keeps what it found).
-UNIQUE_KBEST_TIME_BUDGET_S = 0.5
-# :func:`unique_kbest` reads the clock once per this many derivations.
-_CLOCK_EVERY = 256
-
+from service.forest.kbest.prepare import (
+    Entry,
+    canonical_term_ids,
+    initial_candidates,
+    target_pattern,
+)
 
 _GAP = (~0,)  # the target of a unary edge without words: the tail's yield
 _TWO_GAPS = (~0, ~1)  # a binary edge without words, gaps in order (glue rules)
@@ -83,49 +58,6 @@ def _fill(pattern: tuple[int, ...], subs: Sequence[tuple[int, ...]]) -> tuple[in
         else:
             out.extend(subs[~s])
     return tuple(out)
-
-
-def initial_candidates(
-    a: HypergraphArrays, w: FloatArray, best: FloatArray, back: IntArray
-) -> tuple[IntArray, FloatArray, IntArray]:
-    """The initial candidates ``⟨e, 0⟩`` of every node (GetCandidates), sorted per node.
-
-    The incoming edges other than the 1-best whose tails all have a derivation, scored
-    ``W(e) + Σ_i viterbi(T_i(e))`` (summed in tail order, as a derivation's score is) and sorted
-    per node by ``(−score, edge id)``: the order in which a heap of ``(−score, e, 0)`` pops them.
-    Returns the edges, their scores and, per node ``v``, the run ``ptr[v] : ptr[v + 1]``.
-    """
-    arity = np.diff(a.tail_ptr)
-    max_arity = int(arity.max()) if a.num_edges else 0
-    score = np.array(w, dtype=np.float64)
-    usable = np.ones(a.num_edges, dtype=bool)
-    first = a.tail_ptr[:-1]
-    for i in range(max_arity):
-        has = arity > i
-        tail = a.tail_nodes[first[has] + i]
-        score[has] += best[tail]
-        usable[has] &= back[tail] >= 0
-    usable &= back[a.edge_head] != np.arange(a.num_edges)
-    ids = np.flatnonzero(usable)
-    heads = a.edge_head[ids]
-    order = np.lexsort((ids, -score[ids], heads))
-    run = ids[order]
-    return run, score[run], ptr_from_counts(np.bincount(heads, minlength=a.num_nodes))
-
-
-def canonical_term_ids(a: HypergraphArrays) -> IntArray:
-    """The edges' target words as ids; equal strings get equal ids (the first id of the string)."""
-    first_id: dict[str, int] = {}
-    canon = np.array(
-        [first_id.setdefault(s, i) for i, s in enumerate(a.vocabulary)], dtype=np.int64
-    )
-    return canon[a.term_ids] if len(a.term_ids) else np.zeros(0, dtype=np.int64)
-
-
-def target_pattern(target: Yield, words: Sequence[int]) -> tuple[int, ...]:
-    """An edge's target as word ids (``words``, in order) and gaps ``~i`` (tail ``i``'s yield)."""
-    it = iter(words)
-    return tuple(next(it) if isinstance(s, str) else ~s for s in target)
 
 
 class LazyKBest:
@@ -162,8 +94,8 @@ class LazyKBest:
         self._term_ptr: list[int] = a.term_ptr.tolist()
         self._term_ids: list[int] = canonical_term_ids(a).tolist()
 
-        self._found: dict[int, list[_Entry]] = {}  # D̂(v), in score order
-        self._cand: dict[int, list[_Entry]] = {}  # heaps of pushed successors (-score, e, j)
+        self._found: dict[int, list[Entry]] = {}  # D̂(v), in score order
+        self._cand: dict[int, list[Entry]] = {}  # heaps of pushed successors (-score, e, j)
         self._exhausted: set[int] = set()
         self._trees: dict[tuple[int, int], DerivationNode] = {}
         self._patterns: dict[int, tuple[int, ...]] = {}
@@ -174,7 +106,7 @@ class LazyKBest:
         return self._tail_nodes[tp[e] : tp[e + 1]]
 
     # --- Algorithm 3 -----------------------------------------------------------------------
-    def _derivations(self, v: int) -> list[_Entry]:
+    def _derivations(self, v: int) -> list[Entry]:
         """D̂(v), created with the Viterbi derivation of ``v`` on first use."""
         found = self._found.get(v)
         if found is None:
@@ -333,7 +265,7 @@ class LazyKBest:
         return out
 
     # --- public -----------------------------------------------------------------------------
-    def entry(self, j: int, node: int | None = None) -> _Entry | None:
+    def entry(self, j: int, node: int | None = None) -> Entry | None:
         """The ``j``-th best ``(score, edge, tail ranks)`` of ``node`` (default: the goal)."""
         v = self.hg.goal if node is None else node
         self._lazy_kth_best(v, j + 1)
@@ -355,6 +287,11 @@ class LazyKBest:
             )
             self._trees[key] = tree
         return tree
+
+    def yield_ids(self, v: int, j: int) -> tuple[int, ...]:
+        """The target string of the ``j``-th derivation of node ``v`` (which must exist) as
+        canonical word ids: equal strings, equal tuples."""
+        return self._yield_ids(v, j)
 
     def tokens(self, v: int, j: int) -> tuple[str, ...]:
         """The target string of the ``j``-th derivation of node ``v`` (which must exist)."""
@@ -385,153 +322,3 @@ def kbest(hg: Hypergraph, weights: Weights, k: int) -> list[Derivation]:
             break
         out.append(d)
     return out
-
-
-def unique_kbest(
-    hg: Hypergraph,
-    weights: Weights,
-    k: int,
-    max_derivations: int | None = None,
-    time_budget: float | None = None,
-    *,
-    engine: Literal["compiled", "reference"] = "compiled",
-) -> list[Derivation]:
-    """The best derivation of each of the ``k`` best distinct target strings, in score order.
-
-    Derivations are examined in score order and one whose string was already produced is
-    skipped, until ``k`` strings are found or the goal has no more derivations, or:
-
-    - ``max_derivations`` given: at most that many derivations are examined (and, if
-      ``time_budget`` is also given, for at most that long);
-    - otherwise for at most ``time_budget`` seconds (default
-      :data:`UNIQUE_KBEST_TIME_BUDGET_S`; the service passes its setting
-      ``kbest_time_budget_s``; ``math.inf`` for no bound), counted once the
-      extractor is set up (the Viterbi pass, whose first call in a process loads the compiled
-      kernel, and the sorting of the candidates come before).
-
-    The clock is read every few hundred derivations or more (never before the first
-    :data:`_CLOCK_EVERY`), so the first of them are always examined and the list is never empty
-    when the goal has a derivation. When the budget runs out the list holds the strings found
-    so far: always a prefix of the unbounded list, but how long a prefix depends on the
-    machine's speed, so pass ``max_derivations`` where results must be reproducible (tests,
-    tuning comparisons).
-
-    ``engine="compiled"`` (the default) runs the search in the compiled kernel of
-    :mod:`service.forest.kbest_kernel`; ``"reference"`` in Python (:func:`unique_kbest_reference`).
-    With ``max_derivations`` both return identical lists; under a time budget the compiled one
-    examines many more derivations.
-    """
-    if engine == "reference":
-        return unique_kbest_reference(hg, weights, k, max_derivations, time_budget)
-    if engine != "compiled":
-        raise ConfigurationError(f"unknown k-best engine {engine!r}: 'compiled' or 'reference'")
-    return _unique_kbest_compiled(hg, weights, k, max_derivations, time_budget)
-
-
-def unique_kbest_reference(
-    hg: Hypergraph,
-    weights: Weights,
-    k: int,
-    max_derivations: int | None = None,
-    time_budget: float | None = None,
-) -> list[Derivation]:
-    """:func:`unique_kbest` in Python over :class:`LazyKBest`: the tested reference.
-
-    The clock is read once every :data:`_CLOCK_EVERY` derivations.
-    """
-    extractor = LazyKBest(hg, weights)
-    if max_derivations is None and time_budget is None:
-        time_budget = UNIQUE_KBEST_TIME_BUDGET_S
-    deadline = None if time_budget is None else time.perf_counter() + time_budget
-    goal = hg.goal
-    seen: set[tuple[int, ...]] = set()
-    picked: list[tuple[int, float]] = []
-    j = 0
-    while len(picked) < k and (max_derivations is None or j < max_derivations):
-        if deadline is not None and j and j % _CLOCK_EVERY == 0 and time.perf_counter() >= deadline:
-            break
-        entry = extractor.entry(j)
-        if entry is None:
-            break
-        ids = extractor._yield_ids(goal, j)
-        if ids not in seen:
-            seen.add(ids)
-            picked.append((j, entry[0]))
-        j += 1
-    return [hg.derivation(extractor.tree(goal, r), score) for r, score in picked]
-
-
-# The compiled search reads the clock between calls of its kernel: after _CLOCK_EVERY
-# derivations, then after twice as many each time, up to this many per call.
-_MAX_CHUNK = 1 << 13
-
-
-def _extraction(
-    hg: Hypergraph, weights: Weights, k: int, hash_bits: int | None = None
-) -> kbest_kernel.Extraction:
-    """The state of a compiled unique k-best search of ``hg`` (set up, nothing examined yet).
-
-    Edge scores, the Viterbi pass and the sorted initial candidates come from the reference's
-    own code, so the kernel adds the same floats. ``hash_bits`` narrows the hash of target
-    strings (tests: collisions must not merge strings).
-    """
-    from service.forest import kbest_kernel as kk
-
-    a = hg.arrays()
-    w = resolve_edge_weights(hg, weights)
-    best, back = viterbi_scores(hg, w)
-    run, run_score, ptr = initial_candidates(a, w, best, back)
-    term_ptr, term_ids = a.term_ptr, canonical_term_ids(a)
-    words: list[int] | None = None
-
-    def pattern(e: int) -> tuple[int, ...]:
-        nonlocal words
-        if words is None:
-            words = term_ids.tolist()
-        return target_pattern(hg.edges[e].target, words[term_ptr[e] : term_ptr[e + 1]])
-
-    return kk.Extraction(
-        a.tail_ptr, a.tail_nodes, w, best, back, run, run_score, ptr, term_ptr, term_ids,
-        hg.goal, k, pattern, hash_bits,
-    )  # fmt: skip
-
-
-def _unique_kbest_compiled(
-    hg: Hypergraph,
-    weights: Weights,
-    k: int,
-    max_derivations: int | None,
-    time_budget: float | None,
-    hash_bits: int | None = None,
-) -> list[Derivation]:
-    """:func:`unique_kbest` through :func:`service.forest.kbest_kernel.extract` (the same search).
-
-    The kernel runs in calls of at most ``limit`` derivations of the goal in all: the first
-    ends after :data:`_CLOCK_EVERY`, each next one examines twice as many (at most
-    :data:`_MAX_CHUNK`), and the clock is read between calls.
-    """
-    from service.forest import kbest_kernel as kk
-
-    ex = _extraction(hg, weights, k, hash_bits)
-    kk.load()  # the kernel is loaded (the first time in a process) before the clock starts
-    if max_derivations is None and time_budget is None:
-        time_budget = UNIQUE_KBEST_TIME_BUDGET_S
-    deadline = None if time_budget is None else time.perf_counter() + time_budget
-    limit = sys.maxsize if max_derivations is None else max(0, max_derivations)
-    chunk = _CLOCK_EVERY
-    end = limit if deadline is None else min(limit, chunk)
-    while True:
-        status = ex.step(end)
-        if status in (kk.DONE, kk.EXHAUSTED):
-            break
-        if status == kk.LIMIT:
-            if ex.examined >= limit:
-                break
-            chunk = min(2 * chunk, _MAX_CHUNK)
-            end = min(limit, ex.examined + chunk)
-        # after LIMIT, or after patterns were filled in (NEED)
-        if deadline is not None and ex.examined >= _CLOCK_EVERY and time.perf_counter() >= deadline:
-            break
-
-    scores = [score for _, _, score in ex.picked_entries()]
-    return [hg.derivation(t, s) for t, s in zip(ex.trees(), scores, strict=True)]

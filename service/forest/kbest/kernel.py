@@ -1,17 +1,17 @@
 """Unique k-best extraction as one compiled kernel (numba, ``nogil``) over flat arrays.
 
-The same search as :func:`service.forest.kbest.unique_kbest_reference` (lazy k-best, Huang & Chiang
-2005 Algorithm 3, keeping the first derivation of each distinct target string), the tested
-reference: every choice that decides the output is the reference's, so with a count bound the
-lists are identical, scores and ties included (tests/forest/test_kbest_kernel.py):
+The same search as :func:`service.forest.kbest.reference.unique_kbest_reference` (lazy k-best,
+Huang & Chiang 2005, Algorithm 3, keeping the first derivation of each distinct target string),
+the tested reference: every choice that decides the output is the reference's, so with a count
+bound the lists are identical, scores and ties included (tests/forest/test_kbest_kernel.py):
 
 - a derivation of node ``v`` is an *entry* ``(score, edge, tail ranks)``; entries ``0 … |V|-1``
   are the nodes' Viterbi derivations (from :func:`~service.forest.inference.viterbi_scores`), the
   others are made as the search goes; ``D̂(v)`` is a list of entry ids per node;
 - ``cand[v]`` is the node's sorted run of initial candidates ``⟨e, 0⟩`` (computed in numpy by
-  :func:`service.forest.kbest.initial_candidates`, the reference's own code) merged with a binary
-  heap of successors ordered by ``(−score, edge, tail ranks)``, the reference's heap key, which
-  is a strict total order: the pop order does not depend on the heap's layout;
+  :func:`service.forest.kbest.prepare.initial_candidates`, the reference's own code) merged with
+  a binary heap of successors ordered by ``(−score, edge, tail ranks)``, the reference's heap
+  key, which is a strict total order: the pop order does not depend on the heap's layout;
 - successors ``⟨e, j + b^i⟩`` are pushed only for ``j_k = 0`` for all ``k > i``, their scores
   summed as ``W(e)`` then the tails' scores in tail order (the same float additions);
 - the recursion of ``LazyKthBest``/``LazyNext`` runs on an explicit stack of frames
@@ -28,7 +28,8 @@ merges two strings; the comparison walks the derivation's rows, but a row rememb
 found whose words it holds and at which offset (set when a walk writes or matches the row
 entirely: a fact, as rows and strings found never change), and a row met at that offset of
 that string is skipped — under spurious ambiguity most rows of a derivation were in one
-compared before, so the walk covers mostly the rows new to it.
+compared before, so the walk covers mostly the rows new to it. Comparing and writing out a new
+string are one walk.
 
 Patterns. The arrays give an edge's words in order but not where its gaps go among them; the
 kernel knows the pattern of an edge without tails (its words) or without words and with one
@@ -37,38 +38,43 @@ derivation about to be examined, each once) when it meets others; the caller rea
 edges' targets, fills ``pat_sym`` and calls again. So, as in the reference, only edges of
 examined derivations are asked for their target (the same edges, tested).
 
-Resumable. All state lives in arrays (``node``, ``counters``, the entries, ranks, lists, heaps
-and rows, the table of strings found, the frames of the stack), and the kernel examines
+Resumable. All state lives in arrays, grouped by what they hold as the named tuples
+:class:`Forest`, :class:`Patterns`, :class:`Lists`, :class:`Rows`, :class:`Strings` and
+:class:`Scratch` (the order of :func:`extract`'s arguments), and the kernel examines
 derivations of the goal until ``k`` strings are found, the goal has no more derivations, or
 ``limit`` derivations have been examined in all: the caller reads the clock between calls (time
 budget). The kernel never allocates: when an array is full it stops with :data:`GROW` and the
 sizes it wants, before changing anything it cannot finish (a pass of LazyNext checks its room
 first), and the caller grows the arrays and calls again; the frames left on the stack go on.
 
-Speed. It is one function: numba counts references to the arrays passed to a call or rebound
-to a variable with atomic operations, which cost more than the search in its inner loops (a
-first version with helper functions spent 40 % of its time on them); helpers are called only
-on rare paths (moving a full list or heap, equal scores and edges). Entries, rows,
-ranks and list positions are int32: the search is bound by memory (a few hundred bytes per
-derivation examined; at the default time budget ~10^5–10^6 derivations, ~100 MB).
-:class:`Extraction` does the bookkeeping on the Python side.
+Speed. It is one loop with the steps of the algorithm written in it, and the arrays come flat:
+numba counts references to the arrays a helper takes with atomic operations — at every call,
+and at every execution of a helper it inlines (``inline="always"``: it assigns the caller's
+arrays to the helper's variables) — which cost more than the search in its inner loops (a first
+version with called helpers spent 40 % of its time on them; with every step an inlined helper
+the search ran 1.2–2× slower, with only the word walk one 1.17×: bench/README.md, "k-best
+kernel refactor"); and it types a named tuple argument in Python at every call, 4 µs more than
+flat arrays for these, where the search is called hundreds of times per forest (once per batch
+of patterns it asks for). So the word walk that comparing and writing out a string share is
+written once in the loop, not as a helper, and only rare paths call (moving a full list or
+heap, equal scores and edges). Entries, rows, ranks and list positions are int32: the search
+is bound by memory (a few hundred bytes per derivation examined; at the default time budget
+~10^5–10^6 derivations, ~100 MB). :class:`service.forest.kbest.compiled.Extraction` does the
+bookkeeping on the Python side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
-from service.forest.hypergraph import DerivationNode
-
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
+Int32Array = NDArray[np.int32]
+HashArray = NDArray[np.uint64]
 
 # statuses of :func:`extract`
 DONE = 0  # k strings found
@@ -76,6 +82,7 @@ EXHAUSTED = 1  # the goal has no more derivations
 LIMIT = 2  # ``limit`` derivations examined
 NEED = 3  # patterns wanted: the edges are need[:counters[C_NEED]]
 GROW = 4  # arrays must grow: to want[W_…] items (0: no need)
+_GO = -1  # a step's status: carry on
 
 # columns of ``node``
 F_START = 0  # D̂(v): pool[F_START : F_START + F_LEN], capacity F_CAP
@@ -128,15 +135,10 @@ W_TABLE = 6  # table (rehashed)
 W_STR = 7  # srow, shash
 WANTS = 8
 
-# ``pat_state[e]``: PAT_KNOWN, or the stamp of the last traversal that listed the edge in
+# ``Patterns.state[e]``: PAT_KNOWN, or the stamp of the last traversal that listed the edge in
 # ``need`` (0: none), so an edge listed by a traversal cut short by GROW is listed again
 PAT_KNOWN = -1
 
-# Entries, rows, ranks and list positions are stored as int32 (half the memory, and this
-# search is bound by memory): far more than fit in memory within any time budget.
-_MAX_ITEMS = 2**31 - 1
-HASH_BITS = 64  # width of the string hash: tests lower it to force collisions
-FIRST_SPARE: int | None = None  # first room for entries (default ~3|V|): tests set 0 to grow
 _B = np.uint64(0x9E3779B97F4A7C15)  # the hash's base (odd)
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
@@ -147,8 +149,72 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
+class Forest(NamedTuple):
+    """The forest as the search reads it (never written): tails, edge scores ``W(e)`` and the
+    per-node sorted runs of initial candidates ``⟨e, 0⟩`` (``run_end[v]``: the end of ``v``'s)."""
+
+    tail_ptr: IntArray
+    tail_nodes: IntArray
+    w: FloatArray
+    run_edges: IntArray
+    run_score: FloatArray
+    run_end: IntArray
+
+
+class Patterns(NamedTuple):
+    """Each edge's target as word ids (``>= 0``) and gaps ``~i``: ``sym[ptr[e] : ptr[e + 1]]``,
+    filled in where ``state[e]`` is :data:`PAT_KNOWN`."""
+
+    ptr: IntArray
+    sym: IntArray
+    state: IntArray
+
+
+class Lists(NamedTuple):
+    """``D̂(v)`` and ``cand[v]`` of every node (``node``'s columns ``F_…``, ``H_…``), and the
+    entries they hold: ``pool`` (the lists), ``ent_score``, ``ent`` and ``ranks`` (the entries),
+    ``hs``, ``hx`` (the heaps: score, then edge and entry)."""
+
+    node: IntArray
+    pool: Int32Array
+    ent_score: FloatArray
+    ent: Int32Array
+    ranks: Int32Array
+    hs: FloatArray
+    hx: Int32Array
+
+
+class Rows(NamedTuple):
+    """The string rows of entries (``srow``'s columns ``S_…``), their hash and B^length."""
+
+    srow: Int32Array
+    shash: HashArray
+
+
+class Strings(NamedTuple):
+    """The distinct strings found: ``picked[i]`` (entry, rank among the goal's derivations),
+    their hashes, their words ``words[wptr[i] : wptr[i + 1]]`` and the open-addressing table
+    (``i + 1`` per used slot; a power of two)."""
+
+    picked: IntArray
+    hash: HashArray
+    wptr: IntArray
+    words: IntArray
+    table: IntArray
+
+
+class Scratch(NamedTuple):
+    """The edges whose pattern is wanted (:data:`NEED`) and the stacks: the frames of
+    LazyKthBest (kept across calls after :data:`GROW`), of the traversals of rows."""
+
+    need: IntArray
+    stack: IntArray
+    dstack: IntArray
+    wstack: IntArray
+
+
 @njit(cache=True, nogil=True)
-def _mix(h):  # type: ignore[no-untyped-def]
+def _mix(h: np.uint64) -> np.uint64:
     """splitmix64's finaliser: a table slot from a hash."""
     x = h ^ (h >> _S30)
     x = x * _M1
@@ -158,19 +224,22 @@ def _mix(h):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _ranks_before(xa, xb, ent, ranks, tail_ptr):  # type: ignore[no-untyped-def]
+def _ranks_before(xa: int, xb: int, ent: Int32Array, ranks: Int32Array, tail_ptr: IntArray) -> bool:
     """Of two entries with equal score and edge, ``xa`` has the smaller tail ranks."""
     e = ent[xa, E_EDGE]
     ra = ent[xa, E_RANKS]
     rb = ent[xb, E_RANKS]
     for q in range(tail_ptr[e + 1] - tail_ptr[e]):
         if ranks[ra + q] != ranks[rb + q]:
-            return ranks[ra + q] < ranks[rb + q]
+            return bool(ranks[ra + q] < ranks[rb + q])
     return False
 
 
 @njit(cache=True, nogil=True)
-def _room(v, arity, node, counters, want, pool, ent_score, ranks, hs, hx):  # type: ignore[no-untyped-def]
+def _room(
+    v: int, arity: int, node: IntArray, counters: IntArray, want: IntArray, pool: Int32Array,
+    ent_score: FloatArray, ranks: Int32Array, hs: FloatArray, hx: Int32Array,
+) -> bool:  # fmt: skip
     """Room for one pass of LazyNext and a pop at ``v`` (``arity``: its last entry's edge):
     entries, ranks, heap and list space, moving the heap or the list of ``v`` to a block
     twice as large when full. False (with ``want`` set) if an array must grow first."""
@@ -217,7 +286,7 @@ def _room(v, arity, node, counters, want, pool, ent_score, ranks, hs, hx):  # ty
 
 
 @njit(cache=True, nogil=True)
-def rehash(table, picked_hash, n):  # type: ignore[no-untyped-def]
+def rehash(table: IntArray, picked_hash: HashArray, n: int) -> None:
     """Insert strings ``0 … n-1`` of ``picked_hash`` in the empty ``table``."""
     cap = table.shape[0]
     m = np.uint64(cap - 1)
@@ -228,23 +297,40 @@ def rehash(table, picked_hash, n):  # type: ignore[no-untyped-def]
         table[slot] = i + 1
 
 
+# --- the search ---------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def extract(  # type: ignore[no-untyped-def]
-    tail_ptr, tail_nodes, w, run_edges, run_score, run_end, pat_ptr, pat_sym, pat_state,
-    node, counters, want, pool, ent_score, ent, srow, shash, ranks, hs, hx,
-    picked, picked_hash, picked_wptr, picked_words, table, need, stack, dstack, wstack,
-    goal, k, mask, limit,
-):  # fmt: skip
+def extract(
+    # Forest
+    tail_ptr: IntArray, tail_nodes: IntArray, w: FloatArray, run_edges: IntArray,
+    run_score: FloatArray, run_end: IntArray,
+    # Patterns
+    pat_ptr: IntArray, pat_sym: IntArray, pat_state: IntArray,
+    # Lists
+    node: IntArray, pool: Int32Array, ent_score: FloatArray, ent: Int32Array, ranks: Int32Array,
+    hs: FloatArray, hx: Int32Array,
+    # Rows
+    srow: Int32Array, shash: HashArray,
+    # Strings
+    picked: IntArray, picked_hash: HashArray, wptr: IntArray, words: IntArray, table: IntArray,
+    # Scratch
+    need: IntArray, stack: IntArray, dstack: IntArray, wstack: IntArray,
+    counters: IntArray, want: IntArray, goal: int, k: int, mask: np.uint64, limit: int,
+) -> int:  # fmt: skip
     """Examine derivations of ``goal`` in order, keeping the first of each distinct string,
     until ``k`` strings are found (:data:`DONE`), the goal has no more (:data:`EXHAUSTED`),
     ``counters[C_J]`` reaches ``limit`` (:data:`LIMIT`); or stop for patterns (:data:`NEED`)
     or for an array to grow to ``want`` (:data:`GROW`), and resume on the next call.
 
+    The arrays are those of the named tuples :class:`Forest`, :class:`Patterns`,
+    :class:`Lists`, :class:`Rows`, :class:`Strings` and :class:`Scratch`, in their order
+    (the caller passes each tuple spread: numba types a named tuple argument in Python at
+    every call, 4 µs for these, and the search is called hundreds of times per forest).
     ``picked[i]`` is the entry and the rank among the goal's derivations of the ``i``-th string
-    found, its words ``picked_words[picked_wptr[i] : picked_wptr[i + 1]]``.
+    found, its words ``words[wptr[i] : wptr[i + 1]]``.
 
-    One function, helpers called only on rare paths: numba counts references to the arrays
-    passed to a call (atomic operations), which in the inner loops cost more than the search.
+    One loop, the steps of Algorithm 3 written in it (see the module docstring, "Speed"); the
+    walk over a derivation's rows that compares its string with a string found, or writes it
+    out as a new one, is written once.
     """
     while True:
         if counters[C_PICKED] >= k:
@@ -419,15 +505,14 @@ def extract(  # type: ignore[no-untyped-def]
                     hs[base + at] = ls
                     hx[base + at, 0] = le
                     hx[base + at, 1] = lx
-            f = node[v, F_LEN]
-            pool[node[v, F_START] + f] = x
-            node[v, F_LEN] = f + 1
+            n = node[v, F_LEN]
+            pool[node[v, F_START] + n] = x
+            node[v, F_LEN] = n + 1
             stack[t, 2] = -1
         counters[C_SP] = 0
         if node[goal, F_LEN] <= j:
             return EXHAUSTED
         d = pool[node[goal, F_START] + j]
-
         r = ent[d, E_STR]
         if r < 0 or srow[r, S_LEN] < 0:
             # --- rows for the entries under d whose strings are not hashed yet, and the
@@ -511,69 +596,34 @@ def extract(  # type: ignore[no-untyped-def]
                 sp -= 1
 
         # --- a new string? Compared word by word with each string found with the same
-        # (masked) hash and length; a row known to hold string i's words at the offset
-        # reached is skipped. Frames: row, position in its pattern, its end, its offset. -----
+        # (masked) hash and length, a row known to hold string i's words at the offset reached
+        # skipped; if none, written out as the next string. One walk of the rows does both
+        # (frames: row, position in its pattern, its end, its offset). ------------------------
         r = ent[d, E_STR]
         h = shash[r, 0] & mask
         length = srow[r, S_LEN]
         cap = table.shape[0]
         slot = np.int64(_mix(h) & np.uint64(cap - 1))
-        seen = False
-        while table[slot] != 0:
-            i = table[slot] - 1
-            if picked_hash[i] == h and picked_wptr[i + 1] - picked_wptr[i] == length:
-                lo = picked_wptr[i]
-                same = True
-                e = srow[r, S_EDGE]
-                wstack[0, 0] = r
-                wstack[0, 1] = pat_ptr[e]
-                wstack[0, 2] = pat_ptr[e + 1]
-                wstack[0, 3] = 0
-                sp = 1
-                out = 0
-                while sp > 0:
-                    t = sp - 1
-                    s_at = wstack[t, 1]
-                    if s_at == wstack[t, 2]:
-                        rr = wstack[t, 0]  # its words are string i's from its offset on
-                        srow[rr, S_VSTR] = i
-                        srow[rr, S_VOFF] = wstack[t, 3]
-                        sp = t
-                        continue
-                    wstack[t, 1] = s_at + 1
-                    sym = pat_sym[s_at]
-                    if sym >= 0:
-                        if picked_words[lo + out] != sym:
-                            same = False
-                            break
-                        out += 1
-                    else:
-                        rc = srow[wstack[t, 0], S_KIDS + ~sym]
-                        if srow[rc, S_VSTR] == i and srow[rc, S_VOFF] == out:
-                            out += srow[rc, S_LEN]
-                        else:
-                            e = srow[rc, S_EDGE]
-                            wstack[sp, 0] = rc
-                            wstack[sp, 1] = pat_ptr[e]
-                            wstack[sp, 2] = pat_ptr[e + 1]
-                            wstack[sp, 3] = out
-                            sp += 1
-                if same:
-                    seen = True
-                    break
-            slot = (slot + 1) & (cap - 1)
-        if not seen:
-            # a new string: its words go after the strings found
-            n = counters[C_PICKED]
-            at = picked_wptr[n]
-            if at + length > picked_words.shape[0]:
-                want[W_WORDS] = at + length
-                return GROW
-            if n + 2 > picked_wptr.shape[0] or 2 * (n + 1) > cap:
-                want[W_PICKED] = n + 2
-                if 2 * (n + 1) > cap:
-                    want[W_TABLE] = 2 * cap
-                return GROW
+        write = False
+        while True:
+            if table[slot] != 0:
+                i = table[slot] - 1
+                if picked_hash[i] != h or wptr[i + 1] - wptr[i] != length:
+                    slot = (slot + 1) & (cap - 1)
+                    continue
+            else:
+                # a new string: its words go after the strings found
+                i = counters[C_PICKED]
+                if wptr[i] + length > words.shape[0]:
+                    want[W_WORDS] = wptr[i] + length
+                    return GROW
+                if i + 2 > wptr.shape[0] or 2 * (i + 1) > cap:
+                    want[W_PICKED] = i + 2
+                    if 2 * (i + 1) > cap:
+                        want[W_TABLE] = 2 * cap
+                    return GROW
+                write = True
+            lo = wptr[i]
             e = srow[r, S_EDGE]
             wstack[0, 0] = r
             wstack[0, 1] = pat_ptr[e]
@@ -581,39 +631,52 @@ def extract(  # type: ignore[no-untyped-def]
             wstack[0, 3] = 0
             sp = 1
             out = 0
+            same = True
             while sp > 0:
                 t = sp - 1
                 s_at = wstack[t, 1]
                 if s_at == wstack[t, 2]:
-                    rr = wstack[t, 0]
-                    srow[rr, S_VSTR] = n
+                    rr = wstack[t, 0]  # its words are string i's from its offset on
+                    srow[rr, S_VSTR] = i
                     srow[rr, S_VOFF] = wstack[t, 3]
                     sp = t
                     continue
                 wstack[t, 1] = s_at + 1
                 sym = pat_sym[s_at]
                 if sym >= 0:
-                    picked_words[at + out] = sym
+                    if write:
+                        words[lo + out] = sym
+                    elif words[lo + out] != sym:
+                        same = False
+                        break
                     out += 1
                 else:
                     rc = srow[wstack[t, 0], S_KIDS + ~sym]
-                    e = srow[rc, S_EDGE]
-                    wstack[sp, 0] = rc
-                    wstack[sp, 1] = pat_ptr[e]
-                    wstack[sp, 2] = pat_ptr[e + 1]
-                    wstack[sp, 3] = out
-                    sp += 1
-            picked[n, 0] = d
-            picked[n, 1] = j
-            picked_hash[n] = h
-            picked_wptr[n + 1] = at + length
-            table[slot] = n + 1
-            counters[C_PICKED] = n + 1
+                    if not write and srow[rc, S_VSTR] == i and srow[rc, S_VOFF] == out:
+                        out += srow[rc, S_LEN]
+                    else:
+                        e = srow[rc, S_EDGE]
+                        wstack[sp, 0] = rc
+                        wstack[sp, 1] = pat_ptr[e]
+                        wstack[sp, 2] = pat_ptr[e + 1]
+                        wstack[sp, 3] = out
+                        sp += 1
+            if write:
+                picked[i, 0] = d
+                picked[i, 1] = j
+                picked_hash[i] = h
+                wptr[i + 1] = lo + length
+                table[slot] = i + 1
+                counters[C_PICKED] = i + 1
+                break
+            if same:
+                break
+            slot = (slot + 1) & (cap - 1)
         counters[C_J] = j + 1
 
 
 @njit(cache=True, nogil=True)
-def tree_rows(roots, srow, tail_ptr, out):  # type: ignore[no-untyped-def]
+def tree_rows(roots: IntArray, srow: Int32Array, tail_ptr: IntArray, out: IntArray) -> int:
     """The rows under ``roots`` (hashed: their kids are rows), each once, tails first: ``out``
     lines ``(row, edge, kid rows…)``, padded with -1. Returns the number of lines."""
     done = np.zeros(srow.shape[0], np.bool_)
@@ -648,273 +711,3 @@ def tree_rows(roots, srow, tail_ptr, out):  # type: ignore[no-untyped-def]
                 out[n, 2 + q] = srow[r, S_KIDS + q] if q < arity else -1
             n += 1
     return n
-
-
-def _own(a: NDArray[Any], dtype: type) -> NDArray[Any]:
-    """``a`` as ``dtype``, C-contiguous and writable (copied if need be): one compiled
-    specialisation of :func:`extract` (numba types read-only arrays apart)."""
-    return np.require(a, dtype=dtype, requirements=["C", "W"])
-
-
-def _known_patterns(
-    arity: IntArray, term_ptr: IntArray, term_ids: IntArray
-) -> tuple[IntArray, IntArray, IntArray]:
-    """``(pat_ptr, pat_sym, pat_state)`` with the patterns known from the arrays filled in:
-    those of edges without tails (their words) and of one gap without words."""
-    words = np.diff(term_ptr)
-    pat_ptr = ptr_from_counts(arity + words)
-    pat_sym = np.zeros(int(pat_ptr[-1]), dtype=np.int64)
-    pat_state = np.zeros(len(arity), dtype=np.int64)
-    leaf = arity == 0
-    pat_state[leaf] = PAT_KNOWN
-    if len(term_ids):
-        at = np.repeat(pat_ptr[:-1] - term_ptr[:-1], words) + np.arange(len(term_ids))
-        keep = np.repeat(leaf, words)
-        pat_sym[at[keep]] = term_ids[keep]
-    gap = (arity == 1) & (words == 0)
-    pat_state[gap] = PAT_KNOWN
-    pat_sym[pat_ptr[:-1][gap]] = ~0
-    return pat_ptr, pat_sym, pat_state
-
-
-def _first_nodes(back: IntArray, run_ptr: IntArray) -> IntArray:
-    """The per-node state before the search: ``D̂(v)`` holds the Viterbi entry ``v`` (if the
-    node has a derivation), no heap, the run's cursor at its start."""
-    num_nodes = len(back)
-    node = np.zeros((num_nodes, NODE_COLUMNS), dtype=np.int64)
-    has = back >= 0
-    node[:, F_START] = np.arange(num_nodes)
-    node[:, F_LEN] = has
-    node[:, F_CAP] = 1
-    node[:, RUN_NEXT] = run_ptr[:-1]
-    return node
-
-
-def _first_entries(
-    best: FloatArray, back: IntArray, size: int
-) -> tuple[NDArray[np.int32], FloatArray, NDArray[np.int32]]:
-    """``(pool, ent_score, ent)`` of room ``size``, the first ``|V|`` entries the Viterbi
-    derivations (score, back-pointer edge, no string row yet)."""
-    num_nodes = len(back)
-    pool = np.arange(size, dtype=np.int32)
-    ent_score = np.zeros(size, dtype=np.float64)
-    ent_score[:num_nodes] = best
-    ent = np.zeros((size, ENT_COLUMNS), dtype=np.int32)
-    ent[:num_nodes, E_EDGE] = back
-    ent[:num_nodes, E_STR] = -1
-    return pool, ent_score, ent
-
-
-def _grown(a: NDArray[Any], size: int) -> NDArray[Any]:
-    """``a`` in a larger array (at least twice the size), its rows copied, the new ones left
-    uninitialised (the kernel writes an item before reading it)."""
-    out = np.empty((max(size, 2 * len(a)), *a.shape[1:]), dtype=a.dtype)
-    out[: len(a)] = a
-    return out
-
-
-class Extraction:
-    """The state of one unique k-best extraction, and the calls of :func:`extract`.
-
-    ``step(limit)`` examines derivations until ``limit`` have been examined in all (or ``k``
-    strings are found, or the goal has no more), growing arrays when the kernel asks and, when
-    it wants patterns, filling them through ``pattern(e)`` (the edge's target as word ids
-    ``>= 0`` and gaps ``~i``) and returning :data:`NEED` (``run`` goes on until another status);
-    ``examined``, ``found``, ``picked_entries()`` and ``trees()`` report.
-    """
-
-    def __init__(
-        self,
-        tail_ptr: IntArray,
-        tail_nodes: IntArray,
-        w: FloatArray,
-        best: FloatArray,
-        back: IntArray,
-        run_edges: IntArray,
-        run_score: FloatArray,
-        run_ptr: IntArray,
-        term_ptr: IntArray,
-        term_ids: IntArray,
-        goal: int,
-        k: int,
-        pattern: Callable[[int], tuple[int, ...]],
-        hash_bits: int | None = None,
-    ) -> None:
-        num_nodes = len(back)
-        num_edges = len(tail_ptr) - 1
-        self.tail_ptr = _own(tail_ptr, np.int64)
-        self.tail_nodes = _own(tail_nodes, np.int64)
-        self.w = _own(w, np.float64)
-        self.run_edges = _own(run_edges, np.int64)
-        self.run_score = _own(run_score, np.float64)
-        self.run_end = _own(run_ptr[1:], np.int64)
-        arity = np.diff(self.tail_ptr)
-        self.pat_ptr, self.pat_sym, self.pat_state = _known_patterns(arity, term_ptr, term_ids)
-        self.pattern = pattern
-        self.goal = goal
-        self.k = k
-        bits = HASH_BITS if hash_bits is None else hash_bits
-        self.mask = np.uint64((1 << bits) - 1)
-
-        self.node = _first_nodes(back, run_ptr)
-        self.counters = np.zeros(COUNTERS, dtype=np.int64)
-        max_arity = int(arity.max()) if num_edges else 0
-        self.counters[C_ENT] = num_nodes
-        self.counters[C_POOL] = num_nodes
-        self.counters[C_RANK] = max_arity  # ranks[:max_arity]: the zeros of ⟨e, 0⟩
-        # first sizes: room for a few derivations per node beyond the Viterbi ones (arrays
-        # grow, doubling, as the kernel asks)
-        spare = max(3 * num_nodes, 1024) if FIRST_SPARE is None else FIRST_SPARE
-        self.pool, self.ent_score, self.ent = _first_entries(best, back, num_nodes + spare)
-        rows = max(num_nodes, 1024) if FIRST_SPARE is None else FIRST_SPARE
-        self.srow = np.zeros((rows, S_KIDS + max_arity), dtype=np.int32)
-        self.shash = np.zeros((rows, 2), dtype=np.uint64)
-        self.ranks = np.zeros(max_arity + 2 * spare, dtype=np.int32)
-        self.hs = np.zeros(spare, dtype=np.float64)
-        self.hx = np.zeros((spare, 2), dtype=np.int32)
-        picks = min(16, spare + 1)
-        self.picked = np.zeros((picks, 2), dtype=np.int64)
-        self.picked_hash = np.zeros(picks, dtype=np.uint64)
-        self.picked_wptr = np.zeros(picks + 1, dtype=np.int64)
-        self.picked_words = np.zeros(min(64, spare), dtype=np.int64)
-        self.table = np.zeros(16 if spare else 2, dtype=np.int64)  # a power of two
-        self.need = np.zeros(max(num_edges, 1), dtype=np.int64)  # each edge asked once
-        self.want = np.zeros(WANTS, dtype=np.int64)
-        # scratch: frames of LazyKthBest (a chain of tails: at most |V|), of the traversals
-        self.stack = np.zeros((num_nodes + 1, 4), dtype=np.int64)
-        self.dstack = np.zeros((num_nodes + 1) * (max_arity + 1), dtype=np.int64)
-        self.wstack = np.zeros((num_nodes + 1, 4), dtype=np.int64)
-        self.status = LIMIT
-        self._bind()
-
-    @property
-    def examined(self) -> int:
-        """Derivations of the goal examined so far."""
-        return int(self.counters[C_J])
-
-    @property
-    def found(self) -> int:
-        """Distinct strings found so far."""
-        return int(self.counters[C_PICKED])
-
-    def step(self, limit: int) -> int:
-        """Examine derivations until ``limit`` in all, ``k`` strings or the goal's last one:
-        calls of :func:`extract`, growing arrays as it asks. Returns the status; after
-        :data:`NEED` the patterns wanted are filled in (call again to go on)."""
-        while (status := extract(*self._args, limit)) == GROW:
-            self._grow()
-        self.status = int(status)
-        if status == NEED:
-            self._fill(self.need[: self.counters[C_NEED]].tolist())
-        return self.status
-
-    def _bind(self) -> None:
-        """The arguments of :func:`extract` but ``limit`` (again after arrays grew)."""
-        self._args = (
-            self.tail_ptr, self.tail_nodes, self.w, self.run_edges, self.run_score,
-            self.run_end, self.pat_ptr, self.pat_sym, self.pat_state,
-            self.node, self.counters, self.want, self.pool, self.ent_score, self.ent,
-            self.srow, self.shash, self.ranks, self.hs, self.hx, self.picked,
-            self.picked_hash, self.picked_wptr, self.picked_words, self.table, self.need,
-            self.stack, self.dstack, self.wstack, self.goal, self.k, self.mask,
-        )  # fmt: skip
-
-    def _grow(self) -> None:
-        want = self.want.tolist()
-        self.want[:] = 0
-        if max(want) >= _MAX_ITEMS:
-            from service.errors import InternalError
-
-            raise InternalError(f"unique k-best: {max(want)} items exceed the 32-bit ids")
-        if want[W_POOL]:
-            self.pool = _grown(self.pool, want[W_POOL])
-        if want[W_ENT]:
-            self.ent_score = _grown(self.ent_score, want[W_ENT])
-            self.ent = _grown(self.ent, want[W_ENT])
-        if want[W_STR]:
-            self.srow = _grown(self.srow, want[W_STR])
-            self.shash = _grown(self.shash, want[W_STR])
-        if want[W_RANK]:
-            self.ranks = _grown(self.ranks, want[W_RANK])
-        if want[W_HEAP]:
-            self.hs = _grown(self.hs, want[W_HEAP])
-            self.hx = _grown(self.hx, want[W_HEAP])
-        if want[W_PICKED]:
-            self.picked = _grown(self.picked, want[W_PICKED])
-            self.picked_hash = _grown(self.picked_hash, want[W_PICKED])
-            self.picked_wptr = _grown(self.picked_wptr, want[W_PICKED])
-        if want[W_WORDS]:
-            self.picked_words = _grown(self.picked_words, want[W_WORDS])
-        if want[W_TABLE]:
-            self.table = np.zeros(want[W_TABLE], dtype=np.int64)
-            rehash(self.table, self.picked_hash, self.found)
-        self._bind()
-
-    def run(self, limit: int) -> int:
-        """:meth:`step` until the status is not :data:`NEED`."""
-        while (status := self.step(limit)) == NEED:
-            pass
-        return status
-
-    def _fill(self, edges: list[int]) -> None:
-        ptr = self.pat_ptr
-        for e in edges:
-            lo, hi = int(ptr[e]), int(ptr[e + 1])
-            pattern = self.pattern(e)
-            if len(pattern) != hi - lo:
-                from service.errors import InternalError
-
-                raise InternalError(
-                    f"hyperedge {e}: its target has {len(pattern)} symbols, its arrays {hi - lo}"
-                )
-            self.pat_sym[lo:hi] = pattern
-            self.pat_state[e] = PAT_KNOWN
-
-    def picked_entries(self) -> list[tuple[int, int, float]]:
-        """``(entry, rank among the goal's derivations, score)`` of each string found."""
-        n = self.found
-        entries = self.picked[:n, 0]
-        return list(
-            zip(
-                entries.tolist(),
-                self.picked[:n, 1].tolist(),
-                self.ent_score[entries].tolist(),
-                strict=True,
-            )
-        )
-
-    def picked_words_of(self, i: int) -> list[int]:
-        """The word ids of the ``i``-th string found."""
-        out: list[int] = self.picked_words[self.picked_wptr[i] : self.picked_wptr[i + 1]].tolist()
-        return out
-
-    def trees(self) -> list[DerivationNode]:
-        """The derivation tree of each string found (subtrees shared where entries are)."""
-        roots = self.ent[self.picked[: self.found, 0], E_STR].astype(np.int64)
-        out = np.empty((self.counters[C_STR], 2 + self.srow.shape[1] - S_KIDS), dtype=np.int64)
-        n = tree_rows(roots, self.srow, self.tail_ptr, out)
-        nodes: dict[int, DerivationNode] = {}
-        for row, e, *kids in out[:n].tolist():
-            nodes[row] = DerivationNode(e, tuple(nodes[r] for r in kids if r >= 0))
-        return [nodes[r] for r in roots.tolist()]
-
-
-@cache
-def load() -> None:
-    """Compile or load :func:`extract` (once per process) on a forest of two nodes."""
-    ex = Extraction(
-        tail_ptr=np.array([0, 0, 1], dtype=np.int64),
-        tail_nodes=np.array([0], dtype=np.int64),
-        w=np.array([-1.0, 0.0]),
-        best=np.array([-1.0, -1.0]),
-        back=np.array([0, 1], dtype=np.int64),
-        run_edges=np.zeros(0, dtype=np.int64),
-        run_score=np.zeros(0, dtype=np.float64),
-        run_ptr=np.zeros(3, dtype=np.int64),
-        term_ptr=np.array([0, 1, 2], dtype=np.int64),
-        term_ids=np.array([0, 1], dtype=np.int64),
-        goal=1,
-        k=2,
-        pattern=lambda e: (1, ~0),
-    )
-    ex.run(10)
