@@ -33,8 +33,11 @@ cannot enter the top k). One module per concern:
 * :mod:`.derivation` — a document's best derivation (explanations, feature vectors);
 * :mod:`.scorer` — :class:`BowFdScorer`, the ``bowfd`` method of the scorer registry.
 
-This package's namespace holds the names the rest of the service uses.
+This package's namespace holds the names the rest of the service uses; :mod:`.reference` (the
+slow engine the fast one is tested against) is loaded only when asked for.
 """
+
+from typing import Any
 
 from service.retrieval.bowfd.combine import combine_sentences
 from service.retrieval.bowfd.features import (
@@ -61,8 +64,18 @@ from service.retrieval.bowfd.ranking import (
     reference_bounds,
     top_k_order,
 )
-from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.bowfd.scorer import DEFAULT_PER_SENTENCE_K, BowFdScorer
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`reference_scores`, its module (the tested reference, never loaded by serving)
+    imported when first asked for."""
+    if name == "reference_scores":
+        from service.retrieval.bowfd.reference import reference_scores
+
+        return reference_scores
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_PER_SENTENCE_K",

@@ -49,7 +49,6 @@ from service.retrieval.bowfd.prepare import (
     with_term_weights,
 )
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
-from service.retrieval.bowfd.reference import reference_scores
 from service.retrieval.explain import BowFdExplanation, Explanation
 from service.retrieval.lex import LexFeatures, is_lex_feature
 
@@ -263,6 +262,8 @@ class BowFdScorer(Scorer):
                 for t, x in zip(prep.term_names, prep.term_delta.tolist(), strict=True)
             }
         )
+        from service.retrieval.bowfd.reference import reference_scores  # the reference engine
+
         docs, scores = reference_scores(prep.hypergraph, prep.smt, self.index, v, deltas)
         pos = top_k_order(docs, scores, depth)
         info = {"candidates": len(docs), "scored": len(docs),
