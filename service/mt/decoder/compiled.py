@@ -1,19 +1,20 @@
 """The compiled decoder: the reference decoder's search as one numba kernel per sentence.
 
-:class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
-:func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
+:class:`CompiledDecoder` is a :class:`service.mt.decoder.base.Decoder` whose :meth:`forest` runs
+:func:`service.mt.decoder.kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
 sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm.table`), and
 returns the +LM forest as a :class:`~service.forest.hypergraph.Hypergraph` built from arrays: node
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
 
 The nodes and edges the goal cannot reach are dropped on the kernel's arrays
-(:func:`service.mt.cube_kernel.reachable`, one reverse pass over the edges) before the forest's
+(:func:`service.mt.decoder.kernel.reachable`, one reverse pass over the edges) before the forest's
 arrays are built, as the reference drops them from its objects.
 
-The forest equals the reference decoder's node for node and edge for edge — labels, spans, LM
+The forest equals the reference decoder's (:class:`service.mt.decoder.reference.ReferenceDecoder`,
+which this module does not import) node for node and edge for edge — labels, spans, LM
 boundaries, tails, rule ids, yields and every feature value — because both use the same rule
-scores (:func:`service.mt.decoder.weighted_rule_scores`), the same chart, cube and heap order,
+scores (:func:`service.mt.decoder.base.weighted_rule_scores`), the same chart, cube and heap order,
 the same LM values (the table equals KenLM bit for bit) and the same boundary semantics.
 """
 
@@ -36,8 +37,8 @@ from service.forest.hypergraph import (
     PortableEdges,
     edge_from_arrays,
 )
-from service.mt import cube_kernel as K
-from service.mt.decoder import (
+from service.mt.decoder import kernel as K
+from service.mt.decoder.base import (
     TOP,
     Decoder,
     DecoderConfig,
@@ -70,7 +71,8 @@ def _readonly(*arrays: NDArray[Any]) -> None:
 
 
 class CompiledDecoder(Decoder):
-    """A :class:`Decoder` whose search runs compiled; same forests, objects on demand.
+    """A :class:`~service.mt.decoder.base.Decoder` whose search runs compiled; the reference's
+    forests, objects on demand.
 
     ``lm_table`` must hold the same language model as ``lm`` (the bundle's ARPA); it is only
     read when the LM is used. The LM order must be at most 4 and the target vocabulary below
@@ -85,8 +87,7 @@ class CompiledDecoder(Decoder):
         config: DecoderConfig | None = None,
         lm_table: LmTable | None = None,
     ) -> None:
-        # the table answers the structure queries too: no second load through lm.structure()
-        super().__init__(grammar, lm, weights, config, structure=lm_table)
+        super().__init__(grammar, lm, weights, config, lm_table)
         self._use_lm = self.lm is not None
         if self._use_lm:
             if lm_table is None:
@@ -129,6 +130,11 @@ class CompiledDecoder(Decoder):
         clash = set(grammar.feature_names) & set(_EXTRA)
         if clash:
             raise ConfigurationError(f"grammar features clash with decoder features: {clash}")
+
+    @classmethod
+    def wants_lm_table(cls, config: DecoderConfig) -> bool:
+        """The kernel reads the LM as arrays whenever the LM is used."""
+        return config.use_lm
 
     # --- per sentence ----------------------------------------------------------------------
     def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:

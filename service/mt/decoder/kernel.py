@@ -1,17 +1,16 @@
 """Cube pruning as one compiled kernel per sentence (Chiang 2007 §5.3.3; Huang & Chiang 2007).
 
-The same search as :class:`service.mt.decoder._CubeSearch`, the tested reference, over flat
-arrays instead of Python objects: spans bottom-up, one cube per (−LM node, pattern match) with
-its rules sorted by −LM score and its tails' +LM items sorted by score plus LM heuristic, every
+The same search as :class:`service.mt.decoder.reference.ReferenceDecoder`, the tested reference,
+over flat arrays instead of Python objects: spans bottom-up, one cube per (−LM node, pattern match)
+with its rules sorted by −LM score and its tails' +LM items sorted by score plus LM heuristic, every
 rule's best corner in the heap at the start (or, with ``all_rules`` off, the rules as one more
-axis), a binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM
-node, the popped candidate's neighbours pushed in dimension order, and candidates recombined
-into +LM nodes by their minimised LM boundary (:mod:`service.mt.lm.context`: left state,
-right state, whether the item is full). Every choice that decides the shape
-of the forest — chart order, cube order, heap tie-breaks, the stable sort of a cell's items,
-the boundary semantics of ``combine_ids`` and ``finish_ids`` and their order of additions — is
-the reference's, so the forests are identical node for node and edge for edge
-(tests/mt/test_compiled_decoder.py).
+axis), a binary heap ordered by (−priority, push sequence), up to ``pop_limit`` pops per −LM node,
+the popped candidate's neighbours pushed in dimension order, and candidates recombined into +LM
+nodes by their minimised LM boundary (:mod:`service.mt.lm.context`: left state, right state, whether
+the item is full). Every choice that decides the shape of the forest — chart order, cube order, heap
+tie-breaks, the stable sort of a cell's items, the boundary semantics of ``combine_ids`` and
+``finish_ids`` and their order of additions — is the reference's, so the forests are identical node
+for node and edge for edge (tests/mt/test_compiled_decoder.py).
 
 LM contexts are packed into one ``uint64``: up to three decoder word ids (the LM order is at
 most 4) of 21 bits each, stored as id + 1, newest in the low bits, 0 the empty context. A
@@ -27,7 +26,7 @@ and releases the GIL (``nogil``), so several sentences decode in parallel thread
 
 Numba's on-disk cache keys a compiled function on its own source file only: after changing
 :func:`service.mt.lm.kernels.logp10` without touching this file, delete this module's cache
-(``service/mt/__pycache__/cube_kernel*.nb*``) or the kernel keeps the old lookup inlined.
+(``service/mt/decoder/__pycache__/kernel*.nb*``) or the kernel keeps the old lookup inlined.
 """
 
 from __future__ import annotations
