@@ -21,7 +21,8 @@ default search (pop limit 200).
    the order alternating between rounds (A/B, B/A, …) so that drift of a shared machine falls
    on both; the time of a round is the sum of its kernel calls (``perf_counter`` around each
    call; the collector is run before each pass). Reported: the median, the minimum and every
-   round's total per kernel, and the ratio new/old of the medians and of the minima.
+   round's total per kernel, the ratio new/old of the medians and of the minima, and each
+   round's own ratio (the two passes of a round ran back to back) with their median.
 
 Numba's cache goes to ``--numba-cache`` (default ``/tmp/numba-cache-exp-decoder-kernel``) so
 that nothing is written into the export. Writes ``bench/results/kernel_refactor_decoder.json``.
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         log(f"round {r + 1}: old {times['old'][-1]:.3f} s, new {times['new'][-1]:.3f} s")
     med = {k: statistics.median(v) for k, v in times.items()}
     low = {k: min(v) for k, v in times.items()}
+    paired = [b / a for a, b in zip(times["old"], times["new"], strict=True)]
     result = {
         "what": "decode_chart before (30 positional arguments, one 523-line body) and after "
         "(named tuples, inlined helpers): the same inputs, identical outputs and forests",
@@ -186,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         "min_s": {k: round(v, 4) for k, v in low.items()},
         "ratio_new_over_old_median": round(med["new"] / med["old"], 3),
         "ratio_new_over_old_min": round(low["new"] / low["old"], 3),
+        "ratio_new_over_old_per_round": [round(r, 3) for r in paired],
+        "ratio_new_over_old_per_round_median": round(statistics.median(paired), 3),
+        "rounds_new_slower": sum(r > 1 for r in paired),
         "rounds_s": {k: [round(x, 4) for x in v] for k, v in times.items()},
         "ms_per_sentence_median": {k: round(1000 * v / len(sentences), 3) for k, v in med.items()},
     }
@@ -193,8 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     write_result(out, result, vars(args), signatures={"model": bundle_signature(bundle)})
     log(
         f"median old {med['old']:.3f} s, new {med['new']:.3f} s, "
-        f"new/old {result['ratio_new_over_old_median']} (min: {result['ratio_new_over_old_min']})"
-        f" -> {out}"
+        f"new/old {result['ratio_new_over_old_median']} (min: {result['ratio_new_over_old_min']}"
+        f", per round: {result['ratio_new_over_old_per_round_median']}) -> {out}"
     )
 
 
