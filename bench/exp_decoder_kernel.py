@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     paired = [b / a for a, b in zip(times["old"], times["new"], strict=True)]
     result = {
         "what": "decode_chart before (30 positional arguments, one 523-line body) and after "
-        "(named tuples, inlined helpers): the same inputs, identical outputs and forests",
+        "(named tuples, helpers per cell): the same inputs, identical outputs and forests",
         "model": bundle.name,
         "before": str(args.before / "service" / "mt" / "cube_kernel.py"),
         "queries": len(qids),
