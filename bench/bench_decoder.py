@@ -1,7 +1,7 @@
 """Decoder speed and identity: the Python reference decoder against the compiled one.
 
-Both decoders (:class:`service.mt.decoder.Decoder`, engine ``"reference"``, and
-:class:`service.mt.compiled_decoder.CompiledDecoder`, engine ``"compiled"``) are built from the
+Both decoders (:class:`service.mt.decoder.reference.ReferenceDecoder`, engine ``"reference"``,
+and :class:`service.mt.decoder.compiled.CompiledDecoder`, engine ``"compiled"``) are built from the
 same bundle and the active weights; they must give identical forests. Measured, per model:
 
 1. **Speed** (``speed`` rows): for every pop limit (``--pops``) and sentence length

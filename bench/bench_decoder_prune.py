@@ -1,6 +1,6 @@
 """Pruning the +LM nodes the goal cannot reach: forest sizes, time, memory and rankings.
 
-The compiled decoder (:class:`service.mt.compiled_decoder.CompiledDecoder`) with
+The compiled decoder (:class:`service.mt.decoder.compiled.CompiledDecoder`) with
 ``DecoderConfig.prune_unreachable`` on (the default) and off, built from the same bundle and
 its active weights, on the full bundles (``models/de-en``, ``models/zh-en``):
 

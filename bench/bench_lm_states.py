@@ -49,8 +49,8 @@ from service.evaluation import evaluate, randomization_test
 from service.forest.inference import fast_viterbi
 from service.mt.bundle import load_bundle, read_manifest
 from service.mt.cdec_format import import_cdec
-from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import DecoderConfig
+from service.mt.decoder.compiled import CompiledDecoder
 from service.mt.grammar import load_grammar
 from service.mt.lm import KenLM, load_lm_table
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu

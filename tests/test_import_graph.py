@@ -1,4 +1,4 @@
-"""Serving never imports training or tuning code.
+"""Serving never imports training or tuning code, nor a reference implementation.
 
 The serving entry points — the app factory (:func:`service.api.app.create_app`, what
 ``clir serve`` hands to uvicorn), the model bundle, the retrieval runner and the runs by path,
@@ -6,9 +6,11 @@ the CLI module and the job worker — are imported in a fresh interpreter; in an
 resources (the committed demo bundle and indexes) are loaded and warmed up, which runs every
 request path once, so the modules the decoders and scorers import lazily are loaded too.
 Neither may load a module of :mod:`service.mt.training` or :mod:`service.mt.tuning`, nor a
-reference kept for the tests (:mod:`service.forest.kbest.reference`,
-:mod:`service.mt.lm.reference`).
-:mod:`tests.test_layers` checks the same statically, with the layers of the whole service.
+reference kept for the tests (:mod:`service.mt.decoder.reference`, serving runs the compiled
+engine and the reference is for tests, benchmarks and ``CLIR_DECODER_ENGINE=reference``;
+:mod:`service.forest.kbest.reference`, :mod:`service.mt.lm.reference`,
+:mod:`service.retrieval.bowfd.reference`). :mod:`tests.test_layers` checks the same
+statically, with the layers of the whole service.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = (
     "service.mt.training",
     "service.mt.tuning",
+    "service.mt.decoder.reference",
     "service.forest.kbest.reference",
     "service.mt.lm.reference",
+    "service.retrieval.bowfd.reference",
 )
 
 IMPORT_ENTRY_POINTS = """
@@ -85,19 +89,23 @@ def forbidden_modules(code: str, tmp_path: Path) -> list[str]:
     return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in FORBIDDEN)]
 
 
-def test_the_probe_sees_training_and_tuning_imports(tmp_path: Path) -> None:
-    code = "import service.mt.bundle\nimport service.mt.training.extract\nimport service.mt.tuning"
+def test_the_probe_sees_training_tuning_and_reference_imports(tmp_path: Path) -> None:
+    code = (
+        "import service.mt.bundle\nimport service.mt.training.extract\nimport service.mt.tuning\n"
+        "from service.mt.decoder import decoder_class\ndecoder_class('reference')"
+    )
     assert forbidden_modules(code, tmp_path) == [
+        "service.mt.decoder.reference",
         "service.mt.training",
         "service.mt.training.extract",
         "service.mt.tuning",
     ]
 
 
-def test_serving_entry_points_import_no_training_or_tuning(tmp_path: Path) -> None:
+def test_serving_entry_points_import_no_training_tuning_or_reference(tmp_path: Path) -> None:
     assert forbidden_modules(IMPORT_ENTRY_POINTS, tmp_path) == []
 
 
 @pytest.mark.slow
-def test_serving_the_demo_loads_no_training_or_tuning(tmp_path: Path) -> None:
+def test_serving_the_demo_loads_no_training_tuning_or_reference(tmp_path: Path) -> None:
     assert forbidden_modules(SERVE_DEMO, tmp_path) == []

@@ -1,7 +1,7 @@
 """The service's structure as a checked contract, read from the source with :mod:`ast`
 (README.md, "Layout"): layers, no import cycle, no private name across modules, settings read
-only at the edges, training code reached only from the CLI. :mod:`tests.test_import_graph`
-checks the last at run time too.
+only at the edges, training code reached only from the CLI, the reference decoder only through
+the engine registry. :mod:`tests.test_import_graph` checks the last two at run time too.
 
 **Layers**, top first. A module may import its own component and any layer below, never one
 above; the components of a layer written with ``|`` are independent (neither imports the
@@ -316,6 +316,18 @@ def test_training_and_tuning_are_imported_only_by_the_cli() -> None:
         f"{imp.where()}: {imp.source} imports {imp.target}"
         for imp in imports()
         if within(imp.target) and not within(imp.source) and component(imp.source) != "cli"
+    ]
+    _fail_with(reached)
+
+
+def test_the_reference_decoder_is_reached_only_through_the_registry() -> None:
+    """The static side of the reference check of :mod:`tests.test_import_graph`: only the
+    engine registry (:data:`service.mt.decoder.DECODERS`) names the reference decoder."""
+    reference = "service.mt.decoder.reference"
+    reached = [
+        f"{imp.where()}: {imp.source} imports {reference}"
+        for imp in imports()
+        if imp.target == reference and imp.source != "service.mt.decoder"
     ]
     _fail_with(reached)
 

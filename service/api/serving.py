@@ -12,13 +12,13 @@ time budget, scorer reuse and the concurrency limit.
   (cube pruning's cost grows with the pop limit, Hieber & Riezler 2015, §5); with no budget left the
   remaining sentences are skipped. The answer then says ``degraded`` and why. Degraded decodes are
   not cached (a later request with time to spare decodes the query fully). Ranking is not cut.
-* **No shared mutable state.** The decoder keeps per-sentence search state in a fresh
-  ``_CubeSearch``; its own caches are dicts whose only race is recomputation. A cached forest
-  does carry caches (edge-weight vectors), so each cache entry has a lock held while a request
-  ranks with it: two requests never touch one forest at once, different queries run in
-  parallel. At most ``max_concurrency`` requests decode or rank at a time; a request that finds
-  no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After)
-  rather than queueing without bound.
+* **No shared mutable state.** The decoder keeps per-sentence search state in its kernel's own
+  arrays (the reference engine in a fresh search object); its own caches are dicts whose only race
+  is recomputation. A cached forest does carry caches (edge-weight vectors), so each cache entry has
+  a lock held while a request ranks with it: two requests never touch one forest at once, different
+  queries run in parallel. At most ``max_concurrency`` requests decode or rank at a time; a request
+  that finds no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After) rather
+  than queueing without bound.
 """
 
 from __future__ import annotations

@@ -512,7 +512,7 @@ def reachable(hg: Hypergraph) -> tuple[list[int], list[int]]:
     edge is kept if its head is reachable. Every derivation of the goal uses only these nodes
     and edges. A depth-first search from the goal through the incoming edges' tails (the slow,
     obviously correct reference for the compiled decoder's pass,
-    :func:`service.mt.cube_kernel.reachable`).
+    :func:`service.mt.decoder.kernel.reachable`).
     """
     seen = {hg.goal}
     stack = [hg.goal]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.errors import DataFormatError, MissingResourceError
-from service.mt.decoder import Decoder, DecoderConfig
+from service.mt.decoder import Decoder, DecoderConfig, decoder_class
 from service.mt.grammar import Grammar, load_grammar
 from service.mt.lexical import LexicalTable
 from service.mt.lm import KenLM, LanguageModel
@@ -180,15 +180,13 @@ class ModelBundle:
         self, weights: Mapping[str, float], config: DecoderConfig | None = None
     ) -> Decoder:
         """A new decoder for any weight vector (tuning's changing weights); ``config.engine``
-        chooses the compiled kernel or the Python reference (same forests)."""
+        names its class in :data:`service.mt.decoder.DECODERS`: the compiled kernel or the
+        Python reference (same forests). The LM table is loaded only for an engine that
+        reads it."""
         config = config or DecoderConfig()
-        if config.engine == "compiled":
-            from service.mt.compiled_decoder import CompiledDecoder
-
-            table = self.lm_table if config.use_lm else None
-            return CompiledDecoder(self.grammar, self.lm, weights, config, table)
-        table = self.lm_table if config.use_lm and config.minimise_lm_states else None
-        return Decoder(self.grammar, self.lm, weights, config, structure=table)
+        cls = decoder_class(config.engine)
+        table = self.lm_table if cls.wants_lm_table(config) else None
+        return cls(self.grammar, self.lm, weights, config, table)
 
     def decoder(
         self, config: DecoderConfig | None = None, weights: WeightsVersion | None = None

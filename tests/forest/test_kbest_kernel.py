@@ -23,8 +23,8 @@ from service.forest.inference import Weights
 from service.forest.kbest import kbest, unique_kbest
 from service.forest.kbest.compiled import extraction, unique_kbest_compiled
 from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.compiled_decoder import CompiledDecoder
-from service.mt.decoder import Decoder
+from service.mt.decoder.compiled import CompiledDecoder
+from service.mt.decoder.reference import ReferenceDecoder
 from service.mt.rules import GLUE
 from tests.forest.forests import (
     SEEDS,
@@ -240,7 +240,7 @@ def demo(weights_root: Path) -> ModelBundle:
 @pytest.mark.slow
 def test_demo_forests_equal_the_reference(demo: ModelBundle) -> None:
     weights = demo.active_weights().weights
-    ref_decoder = Decoder(demo.grammar, demo.lm, weights)
+    ref_decoder = ReferenceDecoder(demo.grammar, demo.lm, weights)
     fast_decoder = demo.decoder()
     assert isinstance(fast_decoder, CompiledDecoder)
     short = 0

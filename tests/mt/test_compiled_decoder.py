@@ -1,9 +1,9 @@
 """The compiled decoder against the reference decoder: identical forests, objects on demand.
 
-The reference (:class:`service.mt.decoder.Decoder`, Python) is the slow, obviously correct
-search; the compiled kernel must give the same forest node for node and edge for edge — labels,
-spans, LM boundaries, tails, rule ids, yields and every feature value — and so the same
-Viterbi 1-best and unique k-best. A sample of dev sentences of the demo bundle is checked here
+The reference (:class:`service.mt.decoder.reference.ReferenceDecoder`, Python) is the slow,
+obviously correct search; the compiled kernel must give the same forest node for node and edge for
+edge — labels, spans, LM boundaries, tails, rule ids, yields and every feature value — and so the
+same Viterbi 1-best and unique k-best. A sample of dev sentences of the demo bundle is checked here
 (all lengths, OOV-heavy ones included, with and without the LM, three pop limits); the full
 comparison on both full bundles is a benchmark (bench/bench_decoder.py --identity).
 """
@@ -19,8 +19,9 @@ import pytest
 from service.forest.inference import fast_viterbi
 from service.forest.kbest import unique_kbest
 from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.compiled_decoder import CompiledDecoder
-from service.mt.decoder import Decoder, DecoderConfig, Forest
+from service.mt.decoder import DecoderConfig, Forest
+from service.mt.decoder.compiled import CompiledDecoder
+from service.mt.decoder.reference import ReferenceDecoder
 from service.text import preprocess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +101,7 @@ def test_forests_equal_the_reference(
 ) -> None:
     config = DecoderConfig(pop_limit=pop, use_lm=use_lm)
     weights = demo.active_weights().weights
-    ref = Decoder(demo.grammar, demo.lm, weights, config)
+    ref = ReferenceDecoder(demo.grammar, demo.lm, weights, config)
     fast = CompiledDecoder(demo.grammar, demo.lm, weights, config, demo.lm_table)
     count = {50: 14, 200: 10, 1000: 4}[pop]
     for toks in _dev_sentences(shared_data, count, seed=pop + use_lm):
@@ -120,7 +121,7 @@ def test_search_variants_equal_the_reference(
     """The non-default searches (unminimised LM states, rules as a cube axis) match too."""
     config = DecoderConfig(pop_limit=50, minimise_lm_states=minimise, cube_rules=rules)  # type: ignore[arg-type]
     weights = demo.active_weights().weights
-    ref = Decoder(demo.grammar, demo.lm, weights, config)
+    ref = ReferenceDecoder(demo.grammar, demo.lm, weights, config)
     fast = CompiledDecoder(demo.grammar, demo.lm, weights, config, demo.lm_table)
     for toks in _dev_sentences(shared_data, 6, seed=3):
         a, b = ref.forest(toks), fast.forest(toks)
@@ -131,7 +132,7 @@ def test_search_variants_equal_the_reference(
 @pytest.mark.data
 def test_viterbi_and_kbest_equal_the_reference(demo: ModelBundle, shared_data: Path) -> None:
     weights = demo.active_weights().weights
-    ref = Decoder(demo.grammar, demo.lm, weights)
+    ref = ReferenceDecoder(demo.grammar, demo.lm, weights)
     fast = demo.decoder()
     assert isinstance(fast, CompiledDecoder)
     for toks in _dev_sentences(shared_data, 6, seed=7):
@@ -149,7 +150,7 @@ def test_toy_bundle_forests_and_objects_on_demand(toy_bundle: ModelBundle) -> No
     weights = toy_bundle.active_weights().weights
     for use_lm in (True, False):
         config = DecoderConfig(pop_limit=20, use_lm=use_lm)
-        ref = Decoder(toy_bundle.grammar, toy_bundle.lm, weights, config)
+        ref = ReferenceDecoder(toy_bundle.grammar, toy_bundle.lm, weights, config)
         fast = CompiledDecoder(
             toy_bundle.grammar, toy_bundle.lm, weights, config, toy_bundle.lm_table
         )

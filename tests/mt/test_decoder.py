@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from service.errors import InputTooLargeError, InvalidInputError
 from service.forest.inference import enumerate_derivations, viterbi
 from service.forest.kbest import kbest
-from service.mt.decoder import _GC_PAUSE, Decoder, DecoderConfig, Forest, _GcPause
+from service.mt.decoder import DecoderConfig, Forest
+from service.mt.decoder.reference import _GC_PAUSE, ReferenceDecoder, _GcPause
 from service.mt.grammar import load_grammar, write_grammar
 from service.mt.lm import ArpaLM, KenLM, LanguageModel
 from service.mt.rules import (
@@ -47,7 +48,7 @@ def rule(src: str, tgt: str, logp: float) -> Rule:
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory: pytest.TempPathFactory) -> Decoder:
+def toy(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDecoder:
     rules = [
         rule("das", "the", -0.5),
         rule("das", "that", -1.0),
@@ -56,10 +57,10 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> Decoder:
     ]
     path = tmp_path_factory.mktemp("g") / "grammar"
     write_grammar(rules, path, feature_names=[LOG_P_E_GIVEN_F])
-    return Decoder(load_grammar(path), KenLM(TOY_ARPA), WEIGHTS)
+    return ReferenceDecoder(load_grammar(path), KenLM(TOY_ARPA), WEIGHTS)
 
 
-def test_golden_decode_by_hand(toy: Decoder) -> None:
+def test_golden_decode_by_hand(toy: ReferenceDecoder) -> None:
     # Three derivations of "das haus" (see the toy ARPA: log10 p(<s> the house </s>) =
     # -0.2 - 0.3 - 0.4 = -0.9; p(<s> that house </s>) = -0.9 - 0.6 - 0.4 = -1.9):
     #  a) glue: [das -> the] [haus -> house]: -0.5 - 0.2 + 0.5*2 - 0.1*2 - 0.9 ln10 = -2.0723
@@ -85,7 +86,7 @@ def test_golden_decode_by_hand(toy: Decoder) -> None:
     )
 
 
-def test_unknown_word_passes_through(toy: Decoder) -> None:
+def test_unknown_word_passes_through(toy: ReferenceDecoder) -> None:
     forest = toy.forest(["das", "auto"])
     best = viterbi(forest.hypergraph, WEIGHTS)
     assert best.tokens[-1] == "auto"
@@ -93,8 +94,8 @@ def test_unknown_word_passes_through(toy: Decoder) -> None:
     assert best.features["LanguageModel_OOV"] == 1.0
 
 
-def test_no_lm_mode_has_no_lm_features(toy: Decoder) -> None:
-    nolm = Decoder(toy.grammar, toy.lm, WEIGHTS, DecoderConfig(use_lm=False))
+def test_no_lm_mode_has_no_lm_features(toy: ReferenceDecoder) -> None:
+    nolm = ReferenceDecoder(toy.grammar, toy.lm, WEIGHTS, DecoderConfig(use_lm=False))
     forest = nolm.forest(["das", "haus"])
     best = viterbi(forest.hypergraph, WEIGHTS)
     assert LANGUAGE_MODEL not in best.features
@@ -102,7 +103,7 @@ def test_no_lm_mode_has_no_lm_features(toy: Decoder) -> None:
     assert best.score == pytest.approx(-0.1 - 0.2 + 1.0 - 0.2)
 
 
-def test_bad_sentences(toy: Decoder) -> None:
+def test_bad_sentences(toy: ReferenceDecoder) -> None:
     with pytest.raises(InvalidInputError, match="empty"):
         toy.forest([])
     with pytest.raises(InputTooLargeError):
@@ -136,7 +137,7 @@ def random_rules(rng: random.Random) -> list[Rule]:
     return rules
 
 
-def exact_best(dec: Decoder, lm: LanguageModel, tokens: list[str]) -> float:
+def exact_best(dec: ReferenceDecoder, lm: LanguageModel, tokens: list[str]) -> float:
     """Max over every derivation of the −LM forest of its score with the full-sentence LM."""
     hg = dec.minus_lm_forest(tokens)
     best = -math.inf
@@ -157,14 +158,14 @@ def test_unbounded_cube_pruning_equals_exact_intersection(
     path = tmp_path_factory.mktemp("g") / "grammar"
     write_grammar(random_rules(rng), path, feature_names=[LOG_P_E_GIVEN_F])
     lm = ArpaLM(TOY_ARPA)
-    dec = Decoder(load_grammar(path), lm, WEIGHTS, DecoderConfig(pop_limit=10**9))
+    dec = ReferenceDecoder(load_grammar(path), lm, WEIGHTS, DecoderConfig(pop_limit=10**9))
     tokens = [rng.choice(VOCAB_F) for _ in range(n)]
     forest = dec.forest(tokens)
     exact = exact_best(dec, lm, tokens)
     assert forest.best_score == pytest.approx(exact, abs=1e-9)
     assert viterbi(forest.hypergraph, WEIGHTS).score == pytest.approx(exact, abs=1e-9)
     # a pruned search is never better than the exact one, and its forest is consistent
-    pruned = Decoder(dec.grammar, lm, WEIGHTS, DecoderConfig(pop_limit=2)).forest(tokens)
+    pruned = ReferenceDecoder(dec.grammar, lm, WEIGHTS, DecoderConfig(pop_limit=2)).forest(tokens)
     assert pruned.best_score <= exact + 1e-9
     best = viterbi(pruned.hypergraph, WEIGHTS)
     assert best.score == pytest.approx(pruned.best_score, abs=1e-9)
@@ -182,7 +183,7 @@ def _edges(forest: Forest) -> list[tuple[object, ...]]:
     ] + [(v.label, v.span, v.state) for v in hg.nodes]
 
 
-def test_gc_pause_changes_nothing_and_restores_the_collector(toy: Decoder) -> None:
+def test_gc_pause_changes_nothing_and_restores_the_collector(toy: ReferenceDecoder) -> None:
     was = gc.isenabled()
     try:
         for enabled in (True, False):
@@ -210,7 +211,7 @@ def test_gc_pause_changes_nothing_and_restores_the_collector(toy: Decoder) -> No
         finally:
             gc.callbacks.pop()
         assert gc.isenabled()
-        plain = Decoder(toy.grammar, toy.lm, WEIGHTS, DecoderConfig(pause_gc=False))
+        plain = ReferenceDecoder(toy.grammar, toy.lm, WEIGHTS, DecoderConfig(pause_gc=False))
         sentence = ["das", "haus", "das", "auto", "haus"]
         assert _edges(plain.forest(sentence)) == _edges(toy.forest(sentence))
         assert gc.isenabled()

@@ -19,8 +19,9 @@ from service.forest.inference import fast_viterbi, inside, viterbi
 from service.forest.kbest import kbest, unique_kbest
 from service.forest.semiring import COUNTING, LOG
 from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.compiled_decoder import CompiledDecoder
 from service.mt.decoder import Decoder, DecoderConfig, Forest
+from service.mt.decoder.compiled import CompiledDecoder
+from service.mt.decoder.reference import ReferenceDecoder
 from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,
@@ -178,7 +179,7 @@ def test_pruning_changes_no_derivation_of_the_goal(seed: int) -> None:
 def _decoders(bundle: ModelBundle, pop: int, use_lm: bool, prune: bool) -> tuple[Decoder, Decoder]:
     config = DecoderConfig(pop_limit=pop, use_lm=use_lm, prune_unreachable=prune)
     weights = bundle.active_weights().weights
-    ref = Decoder(bundle.grammar, bundle.lm, weights, config)
+    ref = ReferenceDecoder(bundle.grammar, bundle.lm, weights, config)
     fast = CompiledDecoder(bundle.grammar, bundle.lm, weights, config, bundle.lm_table)
     return ref, fast
 

@@ -40,7 +40,7 @@ gets an int id, and each (context id, word) step is memoised with its log-probab
 id of the next, minimised context; left-state steps and charges are memoised too), so that
 scoring a word is one dict lookup. It also returns the :func:`estimate` of the new boundary,
 whose words are scored on the way. The tests check it against :func:`combine` and
-:func:`estimate` on random inputs, and the compiled kernel (:mod:`service.mt.cube_kernel`)
+:func:`estimate` on random inputs, and the compiled kernel (:mod:`service.mt.decoder.kernel`)
 repeats the same arithmetic in the same order.
 """
 

@@ -4,7 +4,7 @@ The table (:class:`service.mt.lm.table.LmTable`) has the layout of KenLM's probi
 (Heafield 2011, "KenLM: Faster and Smaller Language Model Queries", §2.1): one open-addressing
 hash table with linear probing whose slots hold a 64-bit hash of an n-gram (order >= 2), its
 log10 probability and its log10 backoff, and two arrays indexed by word id for the unigrams.
-These kernels read it; the compiled decoder (:mod:`service.mt.cube_kernel`) calls them inside
+These kernels read it; the compiled decoder (:mod:`service.mt.decoder.kernel`) calls them inside
 its own numba code, where KenLM's Python API cannot be called.
 
 Keys. The key of ``w1 .. wn`` (oldest first) is ``h = SEED; h = mix(h, w_j)`` for ``j = n .. 1``

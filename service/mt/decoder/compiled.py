@@ -1,19 +1,20 @@
 """The compiled decoder: the reference decoder's search as one numba kernel per sentence.
 
-:class:`CompiledDecoder` is a :class:`service.mt.decoder.Decoder` whose :meth:`forest` runs
-:func:`service.mt.cube_kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
+:class:`CompiledDecoder` is a :class:`service.mt.decoder.base.Decoder` whose :meth:`forest` runs
+:func:`service.mt.decoder.kernel.decode_chart` (Chiang 2007 §5.3.3, cube pruning) over the
 sentence grammar's arrays and the language model as arrays (:mod:`service.mt.lm.table`), and
 returns the +LM forest as a :class:`~service.forest.hypergraph.Hypergraph` built from arrays: node
 and edge objects are only made when something asks for them (explanations, tests); Viterbi,
 k-best, BOW-FD (Hieber & Riezler 2015, §3) and the feature sums read the arrays.
 
 The nodes and edges the goal cannot reach are dropped on the kernel's arrays
-(:func:`service.mt.cube_kernel.reachable`, one reverse pass over the edges) before the forest's
+(:func:`service.mt.decoder.kernel.reachable`, one reverse pass over the edges) before the forest's
 arrays are built, as the reference drops them from its objects.
 
-The forest equals the reference decoder's node for node and edge for edge — labels, spans, LM
+The forest equals the reference decoder's (:class:`service.mt.decoder.reference.ReferenceDecoder`,
+which this module does not import) node for node and edge for edge — labels, spans, LM
 boundaries, tails, rule ids, yields and every feature value — because both use the same rule
-scores (:func:`service.mt.decoder.weighted_rule_scores`), the same chart, cube and heap order,
+scores (:func:`service.mt.decoder.base.weighted_rule_scores`), the same chart, cube and heap order,
 the same LM values (the table equals KenLM bit for bit) and the same boundary semantics.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,11 +37,12 @@ from service.forest.hypergraph import (
     PortableEdges,
     edge_from_arrays,
 )
-from service.mt import cube_kernel as K
-from service.mt.decoder import (
+from service.mt.decoder import kernel as K
+from service.mt.decoder.base import (
     TOP,
     Decoder,
     DecoderConfig,
+    DecodeStats,
     Forest,
     weighted_rule_scores,
 )
@@ -70,7 +72,8 @@ def _readonly(*arrays: NDArray[Any]) -> None:
 
 
 class CompiledDecoder(Decoder):
-    """A :class:`Decoder` whose search runs compiled; same forests, objects on demand.
+    """A :class:`~service.mt.decoder.base.Decoder` whose search runs compiled; the reference's
+    forests, objects on demand.
 
     ``lm_table`` must hold the same language model as ``lm`` (the bundle's ARPA); it is only
     read when the LM is used. The LM order must be at most 4 and the target vocabulary below
@@ -85,8 +88,7 @@ class CompiledDecoder(Decoder):
         config: DecoderConfig | None = None,
         lm_table: LmTable | None = None,
     ) -> None:
-        # the table answers the structure queries too: no second load through lm.structure()
-        super().__init__(grammar, lm, weights, config, structure=lm_table)
+        super().__init__(grammar, lm, weights, config, lm_table)
         self._use_lm = self.lm is not None
         if self._use_lm:
             if lm_table is None:
@@ -119,6 +121,7 @@ class CompiledDecoder(Decoder):
         self._tsym = np.asarray(grammar.target_symbols)
         self._toff = np.asarray(grammar.target_offsets)
         self._rtarget = np.asarray(grammar.rule_target)
+        self._targets = K.RuleTargets(self._tsym, self._toff, self._rtarget)
         self._features = np.asarray(grammar.features)
         if lm_table is not None and self._use_lm:
             self._lm_arrays, self._st_arrays = lm_table.arrays(), lm_table.structure_arrays()
@@ -130,8 +133,20 @@ class CompiledDecoder(Decoder):
         if clash:
             raise ConfigurationError(f"grammar features clash with decoder features: {clash}")
 
-    # --- per sentence ----------------------------------------------------------------------
+    @classmethod
+    def wants_lm_table(cls, config: DecoderConfig) -> bool:
+        """The kernel reads the LM as arrays whenever the LM is used."""
+        return config.use_lm
+
+    # --- per sentence: prepare, search, finish ---------------------------------------------
     def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
+        sentence = self.prepare(tokens, pop_limit)
+        return self.finish(sentence, K.decode_chart(*sentence.inputs))
+
+    def prepare(self, tokens: Sequence[str], pop_limit: int | None = None) -> PreparedSentence:
+        """The checked tokens, their sentence grammar and the kernel's inputs: each match's
+        rules sorted by w · φ (:func:`~service.mt.decoder.kernel.sort_options`), the
+        pass-through words and the LM, as arrays."""
         toks = self._check(tokens)
         limit = pop_limit or self.config.pop_limit
         sg, stats, t1 = self._lookup(toks)
@@ -144,59 +159,52 @@ class CompiledDecoder(Decoder):
         scores = weighted_rule_scores(
             self.grammar.features[rows], self._w_rule, self._w_rp, self._w_wp, self._nterm[rows]
         )
-        rule_oov = self._rule_oov(rows)
-        m_optlo, m_nopt, opt_rule, opt_score, opt_oov = K.sort_options(
-            m_rlo, m_rhi, scores, rule_oov
+        m_optlo, m_nopt, options = K.sort_options(m_rlo, m_rhi, scores, self._rule_oov(rows))
+        inputs = K.ChartInputs(
+            K.Search(len(toks), self.config.max_span, limit, self.config.cube_rules == "all"),
+            K.Matches(
+                np.asarray(sg.start, dtype=np.int64),
+                np.asarray(sg.end, dtype=np.int64),
+                np.ascontiguousarray(sg.gaps, dtype=np.int64),
+                m_optlo,
+                m_nopt,
+            ),
+            options,
+            self._targets,
+            K.PassWords(words.pass_sym, words.pass_oov),
+            K.EdgeWeights(self._w_pass + self._w_wp, self._w_glue, self._w_lm, self._w_oov),
+            K.ChartLm(
+                self._use_lm,
+                self._order - 1 if self._use_lm else 0,
+                self._bos,
+                self._eos,
+                self._base,
+                words.extra_lm,
+                self._lm_arrays,
+                self._st_arrays,
+                self.config.minimise_lm_states,
+            ),
         )
-        out = K.decode_chart(
-            len(toks),
-            self.config.max_span,
-            limit,
-            self._use_lm,
-            np.asarray(sg.start, dtype=np.int64),
-            np.asarray(sg.end, dtype=np.int64),
-            np.ascontiguousarray(sg.gaps, dtype=np.int64),
-            m_optlo,
-            m_nopt,
-            opt_rule,
-            opt_score,
-            opt_oov,
-            self._tsym,
-            self._toff,
-            self._rtarget,
-            words.pass_sym,
-            words.pass_oov,
-            self._w_pass + self._w_wp,
-            self._w_glue,
-            self._w_lm,
-            self._w_oov,
-            self._order - 1 if self._use_lm else 0,
-            self._bos,
-            self._eos,
-            self._base,
-            words.extra_lm,
-            self._lm_arrays,
-            self._st_arrays,
-            self.config.minimise_lm_states,
-            self.config.cube_rules == "all",
-        )
-        (nl, ni, nj, nleft, nright, nfull, eh, et0, et1, er, elm, eoov, ei, ej) = out[:14]
-        best, pops, minus_lm = float(out[14]), int(out[15]), int(out[16])
-        if not len(eh) or er[-1] != K.GOAL:  # cannot happen: pass-through covers every word
+        return PreparedSentence(toks, words, stats, t1, inputs)
+
+    def finish(self, sentence: PreparedSentence, chart: K.Chart) -> Forest:
+        """The forest of the kernel's ``chart`` of ``sentence``: pruned to what the goal
+        reaches, as :class:`~service.forest.hypergraph.HypergraphArrays`."""
+        nodes, edges = chart.nodes, chart.edges
+        if not len(edges.head) or edges.rule[-1] != K.GOAL:  # cannot happen: pass-through
             raise InternalError("the sentence could not be parsed (pass-through covers every word)")
+        stats = sentence.stats
         t2 = time.perf_counter()
-        stats.timings["cube_pruning"] = t2 - t1
-        nodes: tuple[NDArray[Any], ...] = (nl, ni, nj, nleft, nright, nfull)
-        edges: tuple[NDArray[Any], ...] = (eh, et0, et1, er, elm, eoov, ei, ej)
-        stats.search_nodes, stats.search_edges = len(nl), len(eh)
+        stats.timings["cube_pruning"] = t2 - sentence.start
+        stats.search_nodes, stats.search_edges = len(nodes.label), len(edges.head)
         if self.config.prune_unreachable:
             nodes, edges = _prune(nodes, edges)
             stats.timings["prune"] = time.perf_counter() - t2
-        forest = _ArrayForest(self, toks, words, nodes)
-        hg = forest.hypergraph(*edges)
-        stats.pops, stats.minus_lm_nodes = pops, minus_lm
+        forest = _ArrayForest(self, sentence.tokens, sentence.words, nodes)
+        hg = forest.hypergraph(edges)
+        stats.pops, stats.minus_lm_nodes = int(chart.pops), int(chart.minus_lm_nodes)
         stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
-        return Forest(toks, hg, best, stats, self._use_lm)
+        return Forest(sentence.tokens, hg, float(chart.best), stats, self._use_lm)
 
     def _rule_oov(self, rows: I64) -> I64:
         """The LM OOV count of each rule in ``rows`` (its target words unknown to the LM)."""
@@ -223,21 +231,28 @@ class CompiledDecoder(Decoder):
         return words.extra_words[d - self._nvocab - 2]
 
 
-def _prune(
-    nodes: tuple[NDArray[Any], ...], edges: tuple[NDArray[Any], ...]
-) -> tuple[tuple[NDArray[Any], ...], tuple[NDArray[Any], ...]]:
+class PreparedSentence(NamedTuple):
+    """A sentence ready for the kernel (:meth:`CompiledDecoder.prepare`)."""
+
+    tokens: tuple[str, ...]
+    words: _SentenceWords  # its pass-through words' decoder ids
+    stats: DecodeStats  # begun by the grammar lookup
+    start: float  # when the lookup ended (perf_counter): the search's time starts
+    inputs: K.ChartInputs  # the arguments of decode_chart
+
+
+def _prune(nodes: K.ChartNodes, edges: K.ChartEdges) -> tuple[K.ChartNodes, K.ChartEdges]:
     """The kernel's node and edge arrays without what the goal cannot reach (same order,
     nodes renumbered): :func:`service.forest.hypergraph.prune_unreachable` on arrays."""
-    head, t0, t1 = edges[:3]
-    keep_node, keep_edge = K.reachable(len(nodes[0]), head, t0, t1)
+    keep_node, keep_edge = K.reachable(len(nodes.label), edges)
     if keep_node.all() and keep_edge.all():
         return nodes, edges
-    new = (np.cumsum(keep_node) - 1).astype(head.dtype)
-    kept = tuple(a[keep_edge] for a in edges)
-    head, t0, t1 = kept[:3]
-    t0 = np.where(t0 >= 0, new[t0], t0)
-    t1 = np.where(t1 >= 0, new[t1], t1)
-    return tuple(a[keep_node] for a in nodes), (new[head], t0, t1, *kept[3:])
+    new = (np.cumsum(keep_node) - 1).astype(edges.head.dtype)
+    kept = K.ChartEdges._make(a[keep_edge] for a in edges)
+    t0 = np.where(kept.t0 >= 0, new[kept.t0], kept.t0)
+    t1 = np.where(kept.t1 >= 0, new[kept.t1], kept.t1)
+    pruned = kept._replace(head=new[kept.head], t0=t0, t1=t1)
+    return K.ChartNodes._make(a[keep_node] for a in nodes), pruned
 
 
 def _word_ids(grammar: Grammar) -> dict[str, int]:
@@ -308,31 +323,21 @@ class _ArrayForest:
         dec: CompiledDecoder,
         tokens: tuple[str, ...],
         words: _SentenceWords,
-        nodes: tuple[NDArray[Any], ...],
+        nodes: K.ChartNodes,
     ) -> None:
         self.dec = dec
         self.tokens = tokens
         self.words = words
         self.nodes = nodes
 
-    def hypergraph(
-        self,
-        head: NDArray[np.int32],
-        t0: NDArray[np.int32],
-        t1: NDArray[np.int32],
-        rule: I64,
-        lm: NDArray[np.float64],
-        oov: NDArray[np.int32],
-        ei: NDArray[np.int32],
-        ej: NDArray[np.int32],
-    ) -> Hypergraph:
+    def hypergraph(self, edges: K.ChartEdges) -> Hypergraph:
         dec = self.dec
-        num_nodes = len(self.nodes[0])
-        num_edges = len(head)
+        num_nodes = len(self.nodes.label)
+        num_edges = len(edges.head)
         (tail_ptr, tail_nodes, in_ptr, in_edges, term_ptr, term_words, feat_ptr, feat_cols,
          feat_vals) = K.edge_arrays(
-            num_nodes, head, t0, t1, rule, lm, oov, ei, dec._tsym, dec._toff, dec._rtarget,
-            dec._features, dec._nterm, self.words.pass_sym, dec._use_lm,
+            num_nodes, edges, dec._targets, dec._features, dec._nterm,
+            K.PassWords(self.words.pass_sym, self.words.pass_oov), dec._use_lm,
         )  # fmt: skip
         # the forest's vocabulary in first-seen order
         uniq, first, inverse = np.unique(term_words, return_index=True, return_inverse=True)
@@ -351,7 +356,7 @@ class _ArrayForest:
             num_nodes=num_nodes,
             num_edges=num_edges,
             goal=num_nodes - 1,
-            edge_head=head.astype(np.int64),
+            edge_head=edges.head.astype(np.int64),
             tail_ptr=tail_ptr,
             tail_nodes=tail_nodes,
             in_ptr=in_ptr,
@@ -364,8 +369,8 @@ class _ArrayForest:
             feat_vals=feat_vals,
             feature_names=feature_names,
         )  # read-only from here on
-        self.rule = rule
-        self.ei, self.ej = ei, ej
+        self.rule = edges.rule
+        self.ei, self.ej = edges.i, edges.j
         self.arrays = arrays
         return Hypergraph.from_arrays(arrays, self.node, self.edge)
 

@@ -1,4 +1,5 @@
-"""The SCFG decoder: CKY+ parsing and language-model integration by cube pruning.
+"""The reference decoder: CKY+ parsing and language-model integration by cube pruning in
+Python, the obviously correct search that the compiled engine (:mod:`.compiled`) must equal.
 
 Hieber & Riezler 2015, §3 ("Dynamic Programming on Hypergraphs") and Chiang 2007, §5: a
 tokenised source sentence is parsed with the Hiero grammar filtered to its n-grams and gapped
@@ -45,6 +46,9 @@ tested fast form of ``combine`` over interned LM contexts whose steps are memois
 across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
 a new +LM node; and the cyclic garbage collector is paused during the search
 (``DecoderConfig.pause_gc``). The forest is the same as with the reference functions.
+
+Serving runs the compiled engine and never imports this module (tests/test_import_graph.py);
+the bundle builds it only when ``DecoderConfig.engine`` is ``"reference"``.
 """
 
 from __future__ import annotations
@@ -57,19 +61,23 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
-from service.errors import (
-    ConfigurationError,
-    InputTooLargeError,
-    InternalError,
-    InvalidInputError,
-)
+from service.errors import ConfigurationError, InternalError
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder, prune_unreachable
+from service.mt.decoder.base import (
+    TOP,
+    Decoder,
+    DecoderConfig,
+    DecodeStats,
+    Forest,
+    Span,
+    YieldSym,
+    has_lexical_unary,
+    pass_features,
+)
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.lm import (
     BOS,
@@ -83,61 +91,10 @@ from service.mt.lm import (
     combine_ids,
     finish_ids,
 )
-from service.mt.rules import (
-    GLUE,
-    LANGUAGE_MODEL,
-    LM_OOV,
-    PASS_THROUGH,
-    RULE_PENALTY,
-    WORD_PENALTY,
-    S,
-    X,
-)
-from service.text.compounds import CompoundSplitter
-from service.text.questions import QuestionRewriter
+from service.mt.rules import GLUE, LANGUAGE_MODEL, LM_OOV, S, X
 
-Span = tuple[int, int]
-YieldSym = str | int  # a target terminal, or the index of the tail filling a gap
-TOP = "TOP"
-
-
-@dataclass(frozen=True)
-class DecoderConfig:
-    """Search parameters (defaults: pop limit 200, Hieber & Riezler 2015, §5; span 10,
-    Chiang 2007)."""
-
-    pop_limit: int = 200
-    max_span: int = 10
-    use_lm: bool = True
-    max_words: int = 200
-    # pause Python's cyclic garbage collector during the search (see _GcPause): it allocates
-    # some 10^5 tuples and objects per sentence, and the collector's passes over the growing
-    # forest took about half of the decode time. The output does not depend on it.
-    pause_gc: bool = True
-    # which search :meth:`service.mt.bundle.ModelBundle.decoder` builds: the compiled kernel
-    # (service.mt.compiled_decoder) or this module's Python reference, same forests; the
-    # service and the commands pass their setting CLIR_DECODER_ENGINE (so each can run either)
-    engine: Literal["compiled", "reference"] = "compiled"
-    # drop the +LM nodes and edges that no derivation of the goal uses before the forest is
-    # handed on (:func:`service.forest.hypergraph.prune_unreachable`); no derivation, score or
-    # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
-    # Off only to measure or inspect the search's whole output.
-    prune_unreachable: bool = True
-    # recombine +LM items on minimised LM states (:mod:`service.mt.lm.context`: left states of
-    # the words that can still change, right states of the words the LM can still use; Heafield
-    # 2011, §4.1). Exact either way; off only to measure what it buys.
-    minimise_lm_states: bool = True
-    # the rules of a cube: "all" puts every rule's best corner (its tails' best items) into the
-    # heap at the start, so each rule is a cube over its tails (Huang & Chiang 2007, as cdec);
-    # "lazy" makes the rules, sorted by their -LM score, one more axis of the cube, the next
-    # rule entering only when the previous one's corner is popped (Chiang 2007, §5.3.3)
-    cube_rules: Literal["all", "lazy"] = "all"
-
-    def __post_init__(self) -> None:
-        if self.pop_limit < 1:
-            raise InvalidInputError(f"pop_limit must be at least 1, got {self.pop_limit}")
-        if self.max_span < 1:
-            raise InvalidInputError(f"max_span must be at least 1, got {self.max_span}")
+if TYPE_CHECKING:
+    from service.mt.lm import LmTable
 
 
 @dataclass(slots=True)
@@ -177,55 +134,15 @@ class _Cube:
     seen: set[tuple[int, ...]] = field(default_factory=set)  # candidates pushed so far
 
 
-@dataclass
-class DecodeStats:
-    """Sizes and per-stage timings (seconds) of one decode.
+class ReferenceDecoder(Decoder):
+    """The cube-pruning search in Python (:class:`_CubeSearch`), the tested reference.
 
-    ``nodes``/``edges`` count the forest handed on; ``search_nodes``/``search_edges`` what
-    the search made, before the nodes the goal cannot reach were pruned (equal when
-    ``DecoderConfig.prune_unreachable`` is off).
+    Concurrent calls are safe: the LM's context-state cache is a plain dict whose worst case
+    under races is recomputation, and the memo of LM steps, :class:`ContextTable`, is one per
+    thread. ``lm_table`` is only read for the n-gram structure that LM state minimisation
+    needs (a bundle's LM table answers it without a second load); without it ``lm.structure()``
+    is asked.
     """
-
-    words: int = 0
-    matches: int = 0
-    rules: int = 0
-    minus_lm_nodes: int = 0
-    nodes: int = 0
-    edges: int = 0
-    search_nodes: int = 0
-    search_edges: int = 0
-    pops: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Forest:
-    """The +LM translation forest of one sentence, and how it was made."""
-
-    tokens: tuple[str, ...]
-    hypergraph: Hypergraph
-    best_score: float
-    stats: DecodeStats
-    use_lm: bool
-
-
-class Decoder:
-    """Builds translation forests for one grammar, LM and weight vector.
-
-    The decoder holds no per-sentence mutable state: concurrent calls are safe (the LM's
-    context-state cache is a plain dict whose worst case under races is recomputation; the
-    memo of LM steps, :class:`ContextTable`, is one per thread).
-
-    ``splitter``: how queries decoded with this decoder split the words the grammar does not
-    know (:mod:`service.text.compounds`; :meth:`service.mt.bundle.ModelBundle.decoder` sets the
-    bundle's, a decoder made for tuning has none). The decoder itself translates the tokens it
-    is given; :func:`service.retrieval.query.query_sentences` applies it. ``questions``: how
-    its search queries rewrite a how-to question as an instruction
-    (:mod:`service.text.questions`; set the same way, and not applied by translation).
-    """
-
-    splitter: CompoundSplitter | None = None
-    questions: QuestionRewriter | None = None
 
     def __init__(
         self,
@@ -233,27 +150,16 @@ class Decoder:
         lm: LanguageModel | None,
         weights: Mapping[str, float],
         config: DecoderConfig | None = None,
-        structure: NgramStructure | None = None,
+        lm_table: LmTable | None = None,
     ) -> None:
-        """``structure``: the LM's n-gram structure for state minimisation when the caller
-        has it at hand (a bundle's LM table); otherwise ``lm.structure()`` is asked."""
-        self.grammar = grammar
-        self.config = config or DecoderConfig()
-        self.lm = lm if (lm is not None and self.config.use_lm) else None
-        self.weights = dict(weights)
-        w = self.weights
-        self._w_rule = np.array([w.get(n, 0.0) for n in grammar.feature_names], dtype=np.float64)
-        self._w_wp = w.get(WORD_PENALTY, 0.0)
-        self._w_rp = w.get(RULE_PENALTY, 0.0)
-        self._w_glue = w.get(GLUE, 0.0)
-        self._w_pass = w.get(PASS_THROUGH, 0.0)
-        self._w_lm = w.get(LANGUAGE_MODEL, 0.0)
-        self._w_oov = w.get(LM_OOV, 0.0)
-        self._order = self.lm.order if self.lm is not None else 1
-        self._structure = _structure(self.lm, self.config, structure)
-        self._nterm = _target_terminal_counts(grammar)
-        self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
+        super().__init__(grammar, lm, weights, config, lm_table)
+        self._structure = _structure(self.lm, self.config, lm_table)
         self._tables = threading.local()  # per thread: the ContextTable kept across sentences
+
+    @classmethod
+    def wants_lm_table(cls, config: DecoderConfig) -> bool:
+        """Only for the structure of minimised LM states."""
+        return config.use_lm and config.minimise_lm_states
 
     # the LM step memo of one thread is dropped (between sentences) beyond this many contexts
     CONTEXT_TABLE_LIMIT = 100_000
@@ -267,60 +173,7 @@ class Decoder:
             self._tables.table = table
         return table
 
-    # --- rules ---------------------------------------------------------------------------
-    def rule_yield(self, rule_id: int) -> tuple[YieldSym, ...]:
-        cached = self._yield_cache.get(rule_id)
-        if cached is None:
-            vocab = self.grammar.target_vocab
-            cached = tuple(
-                vocab[c] if c >= 0 else (-c - 1) % 2
-                for c in self.grammar.target_ids(rule_id).tolist()
-            )
-            if len(self._yield_cache) > 1_000_000:
-                self._yield_cache.clear()
-            self._yield_cache[rule_id] = cached
-        return cached
-
-    def rule_features(self, rule_id: int) -> dict[str, float]:
-        row = self.grammar.features[rule_id].tolist()
-        feats = {n: v for n, v in zip(self.grammar.feature_names, row, strict=True) if v}
-        feats[RULE_PENALTY] = 1.0
-        nterm = int(self._nterm[rule_id])
-        if nterm:
-            feats[WORD_PENALTY] = float(nterm)
-        return feats
-
-    def rule_scores(self, lo: int, hi: int) -> NDArray[np.float64]:
-        """w · φ for the contiguous rule ids ``lo..hi-1`` (no LM)."""
-        return weighted_rule_scores(
-            self.grammar.features[lo:hi], self._w_rule, self._w_rp, self._w_wp, self._nterm[lo:hi]
-        )
-
-    # --- decoding ----------------------------------------------------------------------------
-    def _check(self, tokens: Sequence[str]) -> tuple[str, ...]:
-        toks = tuple(tokens)
-        if not toks:
-            raise InvalidInputError("cannot translate an empty sentence")
-        if len(toks) > self.config.max_words:
-            raise InputTooLargeError(
-                f"sentence has {len(toks)} words; the decoder accepts at most "
-                f"{self.config.max_words} per sentence (split long text into sentences)"
-            )
-        return toks
-
-    def _lookup(self, toks: tuple[str, ...]) -> tuple[SentenceGrammar, DecodeStats, float]:
-        """The sentence grammar, the stats it starts, and the time it was done."""
-        stats = DecodeStats(words=len(toks))
-        t0 = time.perf_counter()
-        sg = self.grammar.filter(toks, self.config.max_span)
-        stats.matches = len(sg)
-        stats.rules = sg.num_rules
-        t1 = time.perf_counter()
-        stats.timings["lookup"] = t1 - t0
-        return sg, stats, t1
-
     def forest(self, tokens: Sequence[str], pop_limit: int | None = None) -> Forest:
-        """The +LM forest of ``tokens`` (already normalised and tokenised)."""
         toks = self._check(tokens)
         limit = pop_limit or self.config.pop_limit
         sg, stats, t1 = self._lookup(toks)
@@ -338,49 +191,6 @@ class Decoder:
             stats.timings["prune"] = time.perf_counter() - t2
         stats.nodes, stats.edges = hg.num_nodes, hg.num_edges
         return Forest(toks, hg, best, stats, self.lm is not None)
-
-    def minus_lm_forest(self, tokens: Sequence[str]) -> Hypergraph:
-        """The unpruned −LM forest: one node per (label, span), every matching rule an edge.
-
-        Used by tests as the exact search space (with LM rescoring of its derivations) and
-        for inspection; serving uses :meth:`forest`.
-        """
-        toks = self._check(tokens)
-        sg = self.grammar.filter(toks, self.config.max_span)
-        b = HypergraphBuilder()
-        x_node: dict[Span, int] = {}
-        n = len(toks)
-        for length in range(1, n + 1):
-            for i in range(0, n - length + 1):
-                j = i + length
-                edges: list[tuple[tuple[int, ...], tuple[YieldSym, ...], dict[str, float], int]]
-                edges = []
-                if length <= self.config.max_span:
-                    for m in sg.matches(i, j):
-                        if not all(gap in x_node for gap in m.gaps):
-                            continue
-                        tails = tuple(x_node[gap] for gap in m.gaps)
-                        for r in m.rules:
-                            edges.append((tails, self.rule_yield(r), self.rule_features(r), r))
-                if length == 1 and not _has_lexical_unary(sg, i):
-                    edges.append(((), (toks[i],), _pass_features(), -1))
-                if edges:
-                    v = b.add_node(X, (i, j))
-                    x_node[(i, j)] = v
-                    for tails, tgt, feats, r in edges:
-                        b.add_edge(v, tails, tgt, feats, rule_id=r)
-        s_node: dict[int, int] = {}
-        for j in range(1, n + 1):
-            v = b.add_node(S, (0, j))
-            s_node[j] = v
-            if (0, j) in x_node:
-                b.add_edge(v, (x_node[(0, j)],), (0,), {})
-            for k in range(1, j):
-                if k in s_node and (k, j) in x_node:
-                    b.add_edge(v, (s_node[k], x_node[(k, j)]), (0, 1), {GLUE: 1.0})
-        goal = b.add_node(TOP, (0, n))
-        b.add_edge(goal, (s_node[n],), (0,), {})
-        return b.build(goal)
 
 
 class _GcPause:
@@ -447,57 +257,12 @@ def _structure(
     return structure
 
 
-def _pass_features() -> dict[str, float]:
-    return {PASS_THROUGH: 1.0, WORD_PENALTY: 1.0}
-
-
-def _has_lexical_unary(sg: SentenceGrammar, i: int) -> bool:
-    """True if some gap-free rule translates word ``i`` on its own."""
-    return any(not m.gaps for m in sg.matches(i, i + 1))
-
-
-def weighted_rule_scores(
-    features: NDArray[np.floating[Any]],
-    w_rule: NDArray[np.float64],
-    w_rp: float,
-    w_wp: float,
-    nterm: NDArray[np.integer[Any]],
-) -> NDArray[np.float64]:
-    """w · φ of rules (rows of ``features``), without LM: the one function both decoders use.
-
-    Computed column by column with elementwise operations, so the value of a rule does not
-    depend on which other rules share the call (a matrix product's last bit does, and one
-    flipped bit can flip a tie in the cube-pruning heap and change the forest).
-    """
-    f = np.asarray(features, dtype=np.float64)
-    scores = np.zeros(f.shape[0], dtype=np.float64)
-    for k in range(f.shape[1]):
-        scores += f[:, k] * w_rule[k]
-    scores += w_rp
-    scores += w_wp * nterm
-    return scores
-
-
-def _target_terminal_counts(grammar: Grammar) -> NDArray[np.int32]:
-    """Number of target terminals of every rule (vectorised over the whole grammar)."""
-    cached: NDArray[np.int32] | None = grammar.__dict__.get("_clir_nterm")
-    if cached is not None:
-        return cached
-    symbols = np.asarray(grammar.target_symbols)
-    offsets = np.asarray(grammar.target_offsets, dtype=np.int64)
-    terminal = ptr_from_counts(symbols >= 0)  # terminals before each position
-    per_target = (terminal[offsets[1:]] - terminal[offsets[:-1]]).astype(np.int32)
-    counts: NDArray[np.int32] = per_target[np.asarray(grammar.rule_target)]
-    grammar.__dict__["_clir_nterm"] = counts
-    return counts
-
-
 class _CubeSearch:
     """One sentence's cube-pruning search (all mutable state lives here)."""
 
     def __init__(
         self,
-        dec: Decoder,
+        dec: ReferenceDecoder,
         tokens: tuple[str, ...],
         sg: SentenceGrammar,
         pop_limit: int,
@@ -567,9 +332,9 @@ class _CubeSearch:
                         gap_items = tuple(x_items[g] for g in m.gaps)
                         opts, count, first = self._rule_options(m.rules.start, m.rules.stop)
                         cubes.append(_Cube(X, (i, j), opts, count, first, gap_items))
-                if length == 1 and not _has_lexical_unary(self.sg, i):
+                if length == 1 and not has_lexical_unary(self.sg, i):
                     tgt: tuple[YieldSym, ...] = (toks[i],)
-                    feats = _pass_features()
+                    feats = pass_features()
                     score = dec._w_pass + dec._w_wp
                     opt = _Option(score, tgt, feats, -1, self.oov_count(tgt))
                     fo, count, first = self._fixed_option(opt)
