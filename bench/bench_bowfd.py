@@ -8,7 +8,7 @@ sentence) and then ranked to depth ``K`` = 1000 twice, in the same process, alte
   document one Viterbi pass over the whole forest with W'(e, d)
   (:func:`service.retrieval.bowfd.reference_scores`), top K' per sentence, then the multi-sentence
   combination;
-* **fast** — ``BowFdScorer(engine="fast").rank`` (live forest, bounds, block inside passes).
+* **fast** — ``BowFdScorer(engine="compiled").rank`` (live forest, bounds, block inside passes).
 
 Recorded per query: sentences, forest sizes (nodes/edges, live part), candidates and documents
 actually scored, decode time, reference and fast time and their ratio, and whether the two

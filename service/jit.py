@@ -21,9 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Every algorithm with a fast version runs it by default (``"compiled"``: numba kernels,
+#: vectorised numpy) and keeps its slow, obviously correct version as ``"reference"``, chosen
+#: by an explicit argument (tests/test_pairs.py lists the pairs).
+Engine = Literal["compiled", "reference"]
+ENGINES: tuple[Engine, ...] = ("compiled", "reference")
 
 
 @cache

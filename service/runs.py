@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from service.collection import Collection
 from service.collection.search import CollectionScorer, open_store, store_scorer
@@ -29,6 +29,7 @@ from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, TR_METRICS, evaluate
 from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S
 from service.index.inverted import InvertedIndex
+from service.jit import Engine
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.weights import DEFAULT_STATE_DIR
 from service.records import QrelsDict
@@ -46,7 +47,7 @@ class RunSetup:
     settings (``weights_state_dir``, ``decoder_engine``, ``kbest_time_budget_s``)."""
 
     state_root: Path = DEFAULT_STATE_DIR
-    engine: Literal["compiled", "reference"] = "compiled"
+    engine: Engine = "compiled"
     time_budget: float = UNIQUE_KBEST_TIME_BUDGET_S
 
 

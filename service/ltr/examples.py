@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,6 +38,7 @@ from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError, NotFoundError
 from service.evaluation import EvalResult, evaluate
 from service.index.inverted import InvertedIndex
+from service.jit import Engine
 from service.ltr.forest import CandidateRows, CompactSentence
 from service.ltr.space import FeatureSpace
 from service.mt.bundle import ModelBundle
@@ -161,7 +162,7 @@ class Decoding:
         *,
         pop_limit: int,
         lex: bool,
-        engine: Literal["compiled", "reference"] = "compiled",
+        engine: Engine = "compiled",
     ) -> None:
         """``engine``: the decoder's search (:class:`~service.mt.decoder.DecoderConfig`)."""
         self.bundle = bundle

@@ -19,12 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from service.errors import ClirError, InvalidInputError, JobCancelled
 from service.index.inverted import InvertedIndex
+from service.jit import Engine
 from service.ltr.examples import (
     Decoding,
     QueryExample,
@@ -59,7 +60,7 @@ class ShardSpec:
     lex: bool = False
     freeze_smt: bool = False
     ir_terms: bool = True
-    engine: Literal["compiled", "reference"] = "compiled"  # the decoder's search
+    engine: Engine = "compiled"  # the decoder's search
     state_root: str | None = None  # where the bundle keeps its weights state (load_bundle)
 
 

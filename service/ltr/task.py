@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from service.data import load_queries
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
+from service.jit import Engine
 from service.ltr.backends import BACKENDS, make_backend
 from service.ltr.examples import (
     Decoding,
@@ -90,7 +91,7 @@ class LtrSetup:
     doc_indexes: tuple[Path, ...] = ()
     backend: Literal["local", "ray"] = "local"
     pop_limit: int = 200
-    engine: Literal["compiled", "reference"] = "compiled"
+    engine: Engine = "compiled"
     weights_state_dir: Path = DEFAULT_STATE_DIR
     ray_address: str | None = None
 
@@ -328,7 +329,7 @@ def _heldout_comparison(
     start: Mapping[str, float],
     learned: Mapping[str, float],
     pop_limit: int,
-    engine: Literal["compiled", "reference"],
+    engine: Engine,
     p: LtrParams,
     ctx: JobContext,
 ) -> dict[str, float]:
@@ -477,7 +478,7 @@ def _heldout_metrics(
     start: Mapping[str, float],
     outcome: TrainOutcome,
     pop_limit: int,
-    engine: Literal["compiled", "reference"],
+    engine: Engine,
     p: LtrParams,
     ctx: JobContext,
 ) -> dict[str, float] | None:

@@ -16,11 +16,12 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.index.tokenize import TOKENIZERS, tokenizer_signature
+from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import RunDict, ScoredDoc
@@ -54,9 +55,7 @@ def make_scorer(method: str, index: InvertedIndex, bundle: ModelBundle, **params
     return get_scorer(method, index, bundle=bundle, **params)
 
 
-def decoder_for(
-    bundle: ModelBundle, use_lm: bool = True, engine: Literal["compiled", "reference"] = "compiled"
-) -> Decoder:
+def decoder_for(bundle: ModelBundle, use_lm: bool = True, engine: Engine = "compiled") -> Decoder:
     """The bundle's decoder for its active weights, with or without the language model
     (``engine``: its search, :class:`~service.mt.decoder.DecoderConfig`)."""
     return bundle.decoder(DecoderConfig(use_lm=use_lm, engine=engine))

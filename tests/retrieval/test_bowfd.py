@@ -20,6 +20,7 @@ from service.forest.hypergraph import Hypergraph, HypergraphBuilder
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
+from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
 from service.mt.rules import GLUE, Rule, nt, target_yield
@@ -203,8 +204,8 @@ TERM_WEIGHTS = {**TOY_WEIGHTS, "ir:burning": -1.0, "ir:home": 1.0, "ir:unseen": 
 HAND_TERMS = [("D2", -0.25), ("D1", -2.0), ("D3", -3.25), ("D5", -3.875)]
 
 
-@pytest.mark.parametrize("engine", ["fast", "reference"])
-def test_per_term_ir_weights_hand_worked(engine: str) -> None:
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_per_term_ir_weights_hand_worked(engine: Engine) -> None:
     scorer = BowFdScorer(hand_index(DOCS), v=1.0, engine=engine)
     query = query_of(toy_forest(), weights=TERM_WEIGHTS)
     ranking = scorer.rank(query, k=10, explain=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from service.errors import ConfigurationError
 from service.forest.hypergraph import Derivation, Hypergraph
@@ -40,12 +40,12 @@ from service.forest.kbest.prepare import (
     initial_candidates,
     target_pattern,
 )
+from service.jit import Engine
 
 if TYPE_CHECKING:
     from service.forest.kbest.compiled import unique_kbest_compiled
     from service.forest.kbest.reference import unique_kbest_reference
 
-Engine = Literal["compiled", "reference"]
 
 # The unique k-best engines by name: (module of this package, function), imported on first use.
 UNIQUE_KBEST_ENGINES: dict[str, tuple[str, str]] = {

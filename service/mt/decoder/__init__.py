@@ -23,12 +23,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from service.errors import ConfigurationError
+from service.jit import Engine
 from service.mt.decoder.base import (
     TOP,
     Decoder,
     DecoderConfig,
     DecodeStats,
-    Engine,
     Forest,
     Span,
     YieldSym,

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from service.csr import ptr_from_counts
 from service.errors import InputTooLargeError, InvalidInputError
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder
+from service.jit import Engine
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.lm import LanguageModel
 from service.mt.rules import (
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 Span = tuple[int, int]
 YieldSym = str | int  # a target terminal, or the index of the tail filling a gap
 TOP = "TOP"
-Engine = Literal["compiled", "reference"]
 
 
 @dataclass(frozen=True)

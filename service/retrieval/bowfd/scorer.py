@@ -1,5 +1,5 @@
 """The BOW-FD scorer (Hieber & Riezler 2015, §3): prepare every sentence of a decoded query,
-rank each (fast or reference engine), combine the sentences, explain the hits.
+rank each (compiled or reference engine), combine the sentences, explain the hits.
 
 A document whose score is no better than the sum of the sentences' SMT Viterbi scores earned no
 BM25 weight and is not retrieved (:meth:`BowFdScorer.rank_prepared`); every caller (search,
@@ -21,6 +21,7 @@ import numpy as np
 from service.errors import ConfigurationError
 from service.forest.hypergraph import FloatArray
 from service.index.inverted import Int32Array, InvertedIndex
+from service.jit import ENGINES, Engine
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import (
     DecodedQuery,
@@ -66,7 +67,7 @@ class BowFdScorer(Scorer):
     ``beam`` incoming edges kept per node (None: exact), ``per_sentence_k`` the depth ``K'`` of
     each sentence's list in multi-sentence queries (None: ``max(k, 1000)``), ``lex_weights``
     weights of LEX features (merged over any in the query's weight vector; they need the
-    ``bundle``, whose grammar holds the rules' word alignments), ``engine`` ``"fast"`` or
+    ``bundle``, whose grammar holds the rules' word alignments), ``engine`` ``"compiled"`` or
     ``"reference"`` (same numbers).
     """
 
@@ -80,7 +81,7 @@ class BowFdScorer(Scorer):
         beam: int | None = None,
         per_sentence_k: int | None = None,
         lex_weights: Mapping[str, float] | None = None,
-        engine: str = "fast",
+        engine: Engine = "compiled",
         cascade: int | None = None,
         first_stage: str = "dt",
         bundle: ModelBundle | None = None,
@@ -91,8 +92,10 @@ class BowFdScorer(Scorer):
             raise ConfigurationError(f"BOW-FD beam must be at least 1 (or None), got {beam}")
         if per_sentence_k is not None and per_sentence_k < 1:
             raise ConfigurationError(f"per_sentence_k must be at least 1, got {per_sentence_k}")
-        if engine not in ("fast", "reference"):
-            raise ConfigurationError(f"BOW-FD engine must be 'fast' or 'reference', not {engine!r}")
+        if engine not in ENGINES:
+            raise ConfigurationError(
+                f"BOW-FD engine must be one of {', '.join(ENGINES)}, not {engine!r}"
+            )
         if cascade is not None and cascade < 1:
             raise ConfigurationError(f"the cascade depth must be at least 1, got {cascade}")
         if first_stage not in ("dt", "psq"):
@@ -225,7 +228,7 @@ class BowFdScorer(Scorer):
         are left out: see :func:`rank_sentence`); ``boards``: per sentence, a cell such scores
         are shared through with searches running at the same time; ``seeds``: per sentence,
         the scores of the documents of the same board slot found before."""
-        if (floors is None and boards is None and seeds is None) or self.engine != "fast":
+        if (floors is None and boards is None and seeds is None) or self.engine != "compiled":
             return [self._rank_one(p, depth, v) for p in preps]
         return [
             rank_sentence(
@@ -251,7 +254,7 @@ class BowFdScorer(Scorer):
         return docs[keep], scores[keep]
 
     def _rank_one(self, prep: PreparedSentence, depth: int, v: float) -> SentenceRanking:
-        if self.engine == "fast":
+        if self.engine == "compiled":
             return rank_sentence(prep, v, depth)
         t0 = time.perf_counter()
         deltas = (
