@@ -30,9 +30,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from bench.bench_feedback import Runs
+from bench.bench_feedback import Runs, hits_of
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, bundle_signature, write_result
 from service.evaluation import evaluate, randomization_test
@@ -72,13 +70,6 @@ def forest_weights(
         return {}
     gamma = g * (1.0 - params.original_weight) / params.original_weight
     return {f"ir:{index.term(t)}": v * gamma * n * x / total for t, x in kept}
-
-
-def hits_of(ranking: Any) -> Hits:
-    return Hits(
-        np.array([h.docno for h in ranking.hits], dtype=np.int32),
-        np.array([h.score for h in ranking.hits], dtype=np.float32),
-    )
 
 
 def main() -> None:

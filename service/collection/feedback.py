@@ -27,9 +27,8 @@ from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, one_bes
 from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
-    combine,
-    cut_relevance,
-    document_weights,
+    build_expansion,
+    feedback_documents,
     finish_feedback,
 )
 
@@ -77,15 +76,10 @@ def expand(
     params: FeedbackParams,
 ) -> Expansion:
     """RM3's expanded query from the first ranking's top ``params.docs`` documents."""
-    pairs = list(first)[: params.docs]
-    seqs = [d for d, _ in pairs]
-    weights = document_weights([s for _, s in pairs], params.weighting)
-    rm = relevance_model(snapshot, seqs, weights.tolist()) if seqs else {}
+    seqs, weights = feedback_documents(first, params)
+    rm = relevance_model(snapshot, seqs, weights) if seqs else {}
     original, n = query_model(snapshot, tokens)
-    order = combine(original, rm, params)
-    terms = tuple((t, w) for t, w in order)
-    added = tuple(t for t, _ in order if t not in original)
-    return Expansion(terms, added, tuple(seqs), tuple(cut_relevance(rm, params)), n)
+    return build_expansion(original, n, rm, params, seqs, str)
 
 
 def rank_expanded(snapshot: Snapshot, expansion: Expansion, k: int) -> tuple[Hits, int]:
@@ -134,12 +128,12 @@ def feedback_ranking(
     expansion = expand(snapshot, translation, own, params)
     own_explained = {h.docno: h.explanation for h in first.hits}
     usable = None
+    if params.form == "rerank":  # what it shows: the forests' weighted index terms
+        views = snapshot.views()
+        terms = views[0].index.analyzer.terms(query.target_words()) if views else []
+        usable = {t for t in terms if snapshot.weighted(t)}
     if params.reranks:
         assert rerank is not None
-        words = [w for f in query.forests for w in f.hypergraph.arrays().vocabulary]
-        views = snapshot.views()
-        terms = views[0].index.analyzer.terms(words) if views else []
-        usable = {t for t in terms if snapshot.weighted(t)}
         seqs = np.unique(np.asarray([d for d, _ in own], dtype=np.int64))
         again = rerank(expansion, params, seqs, len(own))
         own = [(h.docno, h.score) for h in again.hits]

@@ -47,6 +47,10 @@ class DecodedQuery:
     weights_version: str
     degraded: str | None = None  # why the decode was cut short (time budget), if it was
 
+    def target_words(self) -> set[str]:
+        """Every English word the query's forests can produce."""
+        return {w for f in self.forests for w in f.hypergraph.arrays().vocabulary}
+
 
 def one_best(query: DecodedQuery) -> list[tuple[str, ...]]:
     """The Viterbi translation of each sentence of ``query`` (DT's query, the translation a
@@ -126,11 +130,7 @@ class Scorer(ABC):
 
         feedback = feedback.for_method(self.reranks)
         depth = feedback.first_depth(k)
-        explainer = None
-        if explain:  # only the page's hits are explained, not the whole first ranking
-            first, info, explainer = self._rank_explainable(query, depth)
-        else:
-            first, info = self._rank(query, depth, False)
+        first, info, explainer, kept = self._first_ranking(query, depth, explain)
         own_retrieved, own_relation = self._retrieved(
             Ranking(query.qid, first, "", info), depth, query
         )
@@ -139,7 +139,9 @@ class Scorer(ABC):
         expansion = expand(self.index, translation, own, feedback)
         if feedback.reranks:  # the method again, over its own documents, with the relevance model
             restrict = np.unique(np.asarray([d for d, _ in own], dtype=np.int32))
-            again, explainer = self._rerank(query, expansion, feedback, restrict, depth, explain)
+            again, explainer = self._rerank(
+                query, kept, expansion, feedback, restrict, depth, explain
+            )
             own = [(h.docno, h.score) for h in again]
         expanded_depth = feedback.expanded_depth(k)
         found, reached = (
@@ -148,9 +150,9 @@ class Scorer(ABC):
             else (Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0)
         )
         usable = None
-        if feedback.reranks:  # the index terms of the forests' words
-            words = [w for f in query.forests for w in f.hypergraph.arrays().vocabulary]
-            usable = {self.index.term(t) for t in self.index.term_ids(words) if self.index.rsj[t]}
+        if feedback.form == "rerank":  # what it shows: the forests' weighted index terms
+            terms = (self.index.weighted_term(w) for w in query.target_words())
+            usable = {t for t in terms if t is not None}
         stage = finish_feedback(
             own, found, reached, expansion, translation, k, feedback,
             own_retrieved=own_retrieved, own_candidates=info.get("candidates"),
@@ -167,9 +169,22 @@ class Scorer(ABC):
     #: feedback forms, :mod:`service.retrieval.feedback`); one that cannot keeps its ranking.
     reranks: ClassVar[bool] = False
 
+    def _first_ranking(
+        self, query: DecodedQuery, k: int, explain: bool
+    ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None] | None, Any]:
+        """The method's own ranking for the feedback stage: its hits, diagnostics, the
+        explainer of any hit when ``explain`` (only the page's hits are explained, not the
+        whole first ranking), and what :meth:`_rerank` may reuse (by default nothing)."""
+        if explain:
+            hits, info, explainer = self._rank_explainable(query, k)
+            return hits, info, explainer, None
+        hits, info = self._rank(query, k, False)
+        return hits, info, None, None
+
     def _rerank(
         self,
         query: DecodedQuery,
+        kept: Any,
         expansion: Expansion,
         params: FeedbackParams,
         restrict: npt.NDArray[np.int32],
@@ -177,8 +192,9 @@ class Scorer(ABC):
         explain: bool,
     ) -> tuple[list[Hit], Callable[[int], Explanation | None] | None]:
         """The top ``k`` of the documents ``restrict`` (sorted) ranked again with the relevance
-        model of ``expansion`` as extra term weight, and (``explain``) their explainer; only
-        for methods whose :attr:`reranks` is true."""
+        model of ``expansion`` as extra term weight, and (``explain``) their explainer;
+        ``kept``: what :meth:`_first_ranking` kept. Only for methods whose :attr:`reranks` is
+        true."""
         raise ConfigurationError(f"{self.name} cannot rank again with feedback")
 
     @abstractmethod
@@ -210,7 +226,7 @@ class Scorer(ABC):
 
     def _query_terms(self, query: DecodedQuery, ranking: Ranking) -> set[str]:
         """By default every target word of the query's forests (BOW-FD, PSQ)."""
-        return {t for f in query.forests for t in f.hypergraph.arrays().vocabulary}
+        return query.target_words()
 
     def retrieved(self, ranking: Ranking, depth: int, query: DecodedQuery) -> tuple[int, Relation]:
         """How many documents the method retrieved for ``query`` (what it would rank with no

@@ -277,20 +277,45 @@ def expand(
         list(zip(first.docs.tolist(), first.scores.tolist(), strict=True))
         if isinstance(first, Hits)
         else [(int(d), float(s)) for d, s in first]
-    )[: params.docs]
-    docnos = [d for d, _ in pairs]
-    weights = document_weights([s for _, s in pairs], params.weighting)
+    )
+    docnos, weights = feedback_documents(pairs, params)
     estimate = relevance_model_reference if reference else relevance_model
-    rm = estimate(index, docnos, weights.tolist()) if docnos else {}
+    rm = estimate(index, docnos, weights) if docnos else {}
     original, n = query_model_counted(index, query_tokens)
-    order = combine(original, rm, params)
-    terms = tuple((index.term(t), w) for t, w in order)
-    added = tuple(index.term(t) for t, _ in order if t not in original)
-    relevance = tuple((index.term(t), w) for t, w in cut_relevance(rm, params))
-    return Expansion(terms, added, tuple(docnos), relevance, n)
+    return build_expansion(original, n, rm, params, docnos, index.term)
 
 
 Key = TypeVar("Key", int, str)
+
+
+def feedback_documents(
+    first: Sequence[tuple[int, float]], params: FeedbackParams
+) -> tuple[list[int], list[float]]:
+    """The feedback documents F — the first ranking's top ``params.docs`` — and P(d | q)."""
+    pairs = list(first)[: params.docs]
+    weights = document_weights([s for _, s in pairs], params.weighting)
+    return [d for d, _ in pairs], weights.tolist()
+
+
+def build_expansion(
+    original: Mapping[Key, float],
+    n: int,
+    rm: Mapping[Key, float],
+    params: FeedbackParams,
+    docs: Sequence[int],
+    name: Callable[[Key], str],
+) -> Expansion:
+    """The expansion of a query model ``original`` (of ``n`` terms) by the relevance model
+    ``rm`` (:func:`combine`), its terms named by ``name`` (a single index keys them by id, a
+    collection by the term itself)."""
+    order = combine(original, rm, params)
+    return Expansion(
+        tuple((name(t), w) for t, w in order),
+        tuple(name(t) for t, _ in order if t not in original),
+        tuple(docs),
+        tuple((name(t), w) for t, w in cut_relevance(rm, params)),
+        n,
+    )
 
 
 def cut_relevance(rm: Mapping[Key, float], params: FeedbackParams) -> list[tuple[Key, float]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -116,9 +115,6 @@ class BowFdScorer(Scorer):
         self.cascade = cascade
         self.first_stage = first_stage
         self._first: Scorer | None = None
-        # per thread, the last ranking's query and prepared sentences: the rerank feedback
-        # forms rank the same forests again with other term weights (see _rerank)
-        self._last = threading.local()
 
     def signature_parts(self) -> dict[str, Any]:
         parts: dict[str, Any] = {
@@ -283,10 +279,26 @@ class BowFdScorer(Scorer):
         self, query: DecodedQuery, k: int
     ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None]]:
         """The ranking, and each hit's best derivation found only when asked for."""
+        v = self.v_for(query.weights)  # checked before the forests are prepared
         t0 = time.perf_counter()
-        v = self.v_for(query.weights)
         preps = self.prepare(query)
-        self._last.prepared = (query, preps)
+        return self._ranked(preps, k, v, time.perf_counter() - t0)
+
+    def _first_ranking(
+        self, query: DecodedQuery, k: int, explain: bool
+    ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None] | None, Any]:
+        """Feedback's first ranking, keeping its prepared sentences for :meth:`_rerank`."""
+        v = self.v_for(query.weights)
+        t0 = time.perf_counter()
+        preps = self.prepare(query)
+        hits, info, explainer = self._ranked(preps, k, v, time.perf_counter() - t0)
+        return hits, info, explainer if explain else None, preps
+
+    def _ranked(
+        self, preps: Sequence[PreparedSentence], k: int, v: float, prepared: float
+    ) -> tuple[list[Hit], dict[str, Any], Callable[[int], Explanation | None]]:
+        """The top ``k`` of prepared sentences as hits, the diagnostics (``prepared``: the
+        seconds preparing took) and the explainer of any hit."""
         t1 = time.perf_counter()
         docs, scores, lists = self.rank_prepared(preps, k, v)
         t2 = time.perf_counter()
@@ -300,7 +312,7 @@ class BowFdScorer(Scorer):
             "candidates": [p.docs.size for p in preps],
             "viterbi": [p.viterbi for p in preps],
             "edges": [p.hypergraph.num_edges for p in preps],
-            "seconds": {"prepare": t1 - t0, "score": t2 - t1},
+            "seconds": {"prepare": prepared, "score": t2 - t1},
             "per_sentence": [r.info for r in lists],
         }
         return hits, info, lambda d: self.explain(preps, d, lists, v)
@@ -310,32 +322,26 @@ class BowFdScorer(Scorer):
     def _rerank(
         self,
         query: DecodedQuery,
+        kept: Any,
         expansion: Expansion,
         params: FeedbackParams,
         restrict: Int32Array,
         k: int,
         explain: bool,
     ) -> tuple[list[Hit], Callable[[int], Explanation | None] | None]:
-        """The rerank feedback forms: the documents ``restrict`` ranked again, every forest
-        word the relevance model holds earning its extra IR weight δ_t (the per-term weights of
-        §3, :func:`service.retrieval.feedback.rerank_weights`)."""
+        """The rerank feedback forms: the documents ``restrict`` ranked again over the first
+        ranking's prepared forests (``kept``), every forest word the relevance model holds
+        earning its extra IR weight δ_t (the per-term weights of §3,
+        :func:`service.retrieval.feedback.rerank_weights`): only the term weights change, and
+        the candidates are joined again."""
         from service.retrieval.feedback import rerank_weights  # feedback imports this package
 
         v = self.v_for(query.weights)
-        weights = rerank_weights(expansion, params, v, query.weights)
-        last, self._last.prepared = getattr(self._last, "prepared", None), None
-        if last is not None and last[0] is query:  # the first ranking's forests, reweighted
-            term_w = self._term_weights(replace(query, weights=weights))
-            index = self.index
-            preps = [join_index(with_term_weights(p, term_w), index, restrict) for p in last[1]]
-        else:
-            preps = self.prepare(replace(query, weights=weights), restrict)
-        docs, scores, lists = self.rank_prepared(preps, k, v)
-        hits = [
-            Hit(d, self.index.doc_id(d), s, None)
-            for d, s in zip(docs.tolist(), scores.tolist(), strict=True)
-        ]
-        return hits, (lambda d: self.explain(preps, d, lists, v)) if explain else None
+        weighted = replace(query, weights=rerank_weights(expansion, params, v, query.weights))
+        term_w = self._term_weights(weighted)
+        preps = [join_index(with_term_weights(p, term_w), self.index, restrict) for p in kept]
+        hits, _, explainer = self._ranked(preps, k, v, 0.0)
+        return hits, explainer if explain else None
 
     def explain(
         self,
