@@ -71,6 +71,9 @@ PAIRS: tuple[Pair, ...] = (
     Pair("rule features", "service.mt.training.features:estimate_features",
          "service.mt.training.features:reference_rule_table",
          "tests/mt/training/test_features.py"),
+    Pair("in-domain probabilities", "service.mt.training.domain:domain_columns",
+         "service.mt.training.domain:reference_domain_features",
+         "tests/mt/training/test_domain.py", ("estimate_features", "reference_rule_table")),
     # --- retrieval
     Pair("BM25 top-k", "service.index.inverted:InvertedIndex.rank",
          "service.index.inverted:InvertedIndex.rank_reference", "tests/index/test_kernel.py",

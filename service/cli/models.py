@@ -29,6 +29,21 @@ def _add_train_model(verb: VerbAdder) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--limit", type=int, help="use only the first N sentence pairs")
     p.add_argument("--lm-limit", type=int, help="use only the first N LM text lines")
+    p.add_argument(
+        "--in-domain",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="pairs whose origin (first column) starts with PREFIX are in-domain: their own "
+        "translation probabilities become two more rule features (repeatable)",
+    )
+    p.add_argument(
+        "--domain-prior",
+        type=float,
+        default=1.0,
+        help="weight, in sentence pairs, of the whole corpus's probabilities in the in-domain "
+        "estimate",
+    )
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
 
@@ -42,6 +57,8 @@ def _cmd_train_model(args: argparse.Namespace) -> int:
         rule_table_limit=get_settings().rule_table_limit,
         limit=args.limit,
         lm_limit=args.lm_limit,
+        in_domain=tuple(args.in_domain),
+        domain_prior=args.domain_prior,
     )
     manifest = train_model(args.parallel, args.lm_text, args.out, config, force=args.force)
     print(json.dumps({"bundle": str(args.out), "counts": manifest["counts"]["grammar"]}))

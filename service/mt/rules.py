@@ -63,6 +63,12 @@ RULE_FEATURES = (
     ARITY,
 )
 
+# In-domain translation probabilities, present when the bundle was trained with in-domain
+# origins (:mod:`service.mt.training.domain`; Koehn & Schroeder 2007, §3).
+LOG_P_E_GIVEN_F_DOMAIN = "LogPEgivenFDomain"  # log p_dom(e|f), MAP-adapted to the domain
+LOG_P_F_GIVEN_E_DOMAIN = "LogPFgivenEDomain"  # log p_dom(f|e)
+DOMAIN_FEATURES = (LOG_P_E_GIVEN_F_DOMAIN, LOG_P_F_GIVEN_E_DOMAIN)
+
 # Decoder features, computed per edge at decoding time.
 WORD_PENALTY = "WordPenalty"  # number of target terminals
 RULE_PENALTY = "RulePenalty"  # 1 per non-glue rule
@@ -72,7 +78,7 @@ LANGUAGE_MODEL = "LanguageModel"  # natural-log LM probability of the edge's new
 LM_OOV = "LanguageModel_OOV"  # words unknown to the LM
 DECODER_FEATURES = (WORD_PENALTY, RULE_PENALTY, GLUE, PASS_THROUGH, LANGUAGE_MODEL, LM_OOV)
 
-ALL_FEATURES = RULE_FEATURES + DECODER_FEATURES
+ALL_FEATURES = RULE_FEATURES + DOMAIN_FEATURES + DECODER_FEATURES
 
 
 @dataclass(frozen=True, slots=True)

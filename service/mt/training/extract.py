@@ -81,7 +81,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from service.csr import ptr_from_counts
+from service.csr import gather_rows, ptr_from_counts
 from service.errors import ConfigurationError, InvalidInputError
 from service.mt.rules import X, is_nt, nt
 
@@ -372,6 +372,25 @@ class EncodedCorpus:
 
     def __len__(self) -> int:
         return len(self.source_offsets) - 1
+
+    def subset(self, keep: npt.NDArray[np.bool_]) -> EncodedCorpus:
+        """The sentence pairs where ``keep`` is true, in order, sharing the vocabularies."""
+        if len(keep) != len(self):
+            raise ConfigurationError(f"{len(keep)} flags for a corpus of {len(self)} pairs")
+        rows = np.flatnonzero(keep)
+
+        def take(values: I32, offsets: I64) -> tuple[I32, I64]:
+            ptr, positions = gather_rows(offsets, rows)
+            return values[positions], ptr
+
+        source, source_offsets = take(self.source, self.source_offsets)
+        target, target_offsets = take(self.target, self.target_offsets)
+        link_i, link_offsets = take(self.link_i, self.link_offsets)
+        link_j, _ = take(self.link_j, self.link_offsets)
+        return EncodedCorpus(
+            self.source_vocab, self.target_vocab, source, source_offsets, target,
+            target_offsets, link_i, link_j, link_offsets,
+        )  # fmt: skip
 
 
 def encode_corpus(

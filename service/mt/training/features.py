@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,6 +43,7 @@ from service.errors import ConfigurationError
 from service.mt.lexical import LexicalTable
 from service.mt.rules import (
     ARITY,
+    DOMAIN_FEATURES,
     GLUE,
     LOG_COUNT,
     LOG_LEX_E_GIVEN_F,
@@ -56,6 +57,11 @@ from service.mt.rules import (
     X,
     is_nt,
     nt,
+)
+from service.mt.training.domain import (
+    DEFAULT_PRIOR,
+    domain_columns,
+    reference_domain_features,
 )
 from service.mt.training.extract import (
     COUNT_DECIMALS,
@@ -125,8 +131,13 @@ def reference_rule_table(
     pairs: Iterable[AlignedPair],
     config: ExtractionConfig | None = None,
     limit: int | None = None,
+    *,
+    in_domain: Sequence[bool] | None = None,
+    prior: float = DEFAULT_PRIOR,
 ) -> list[Rule]:
-    """All features of all rules, from the definitions; pruned to ``limit`` per source side."""
+    """All features of all rules, from the definitions; pruned to ``limit`` per source side.
+    With ``in_domain`` (a flag per pair), the in-domain probabilities too
+    (:func:`~service.mt.training.domain.reference_domain_features`)."""
     config = config or ExtractionConfig()
     pairs = list(pairs)
     by_rule = extract_rules_reference(pairs, config)
@@ -154,6 +165,17 @@ def reference_rule_table(
             ARITY: float(sum(1 for s in src if is_nt(s))),
         }
         by_source[src].append(Rule(X, src, tgt, features, a))
+    if in_domain is not None:
+        log_p = {
+            (r.source, r.target): (r.features[LOG_P_E_GIVEN_F], r.features[LOG_P_F_GIVEN_E])
+            for group in by_source.values()
+            for r in group
+        }
+        adapted = reference_domain_features(pairs, in_domain, config, log_p, prior)
+        for group in by_source.values():
+            group[:] = [
+                replace(r, features={**r.features, **adapted[r.source, r.target]}) for r in group
+            ]
     out: list[Rule] = []
     for src in sorted(by_source):
         group = sorted(
@@ -409,10 +431,17 @@ def _prune_order(counts: RuleCounts, limit: int | None) -> I64:
 
 
 def estimate_features(
-    counts: RuleCounts, lexical: LexicalTable, limit: int | None = RULE_TABLE_LIMIT
+    counts: RuleCounts,
+    lexical: LexicalTable,
+    limit: int | None = RULE_TABLE_LIMIT,
+    *,
+    domain: RuleCounts | None = None,
+    prior: float = DEFAULT_PRIOR,
 ) -> RuleTable:
     """Features of every rule, then pruning to ``limit`` target sides per source side
-    (``None`` keeps everything; ``clir train-model`` passes the setting ``rule_table_limit``)."""
+    (``None`` keeps everything; ``clir train-model`` passes the setting ``rule_table_limit``).
+    With ``domain`` (the in-domain pairs' counts, :func:`~service.mt.training.domain.
+    in_domain_counts`), the in-domain probabilities of :mod:`service.mt.training.domain` too."""
     if limit is not None and limit < 1:
         raise ConfigurationError(f"rule table limit {limit} must be at least 1 (or None)")
     c = counts.count
@@ -438,7 +467,8 @@ def estimate_features(
         MIN_LEX_PROB,
     )
     arity = ((counts.source_sides > 0) & (counts.source_sides <= 2)).sum(axis=1)
-    features = np.empty((len(order), len(RULE_FEATURES)), dtype=np.float32)
+    names = RULE_FEATURES + (DOMAIN_FEATURES if domain is not None else ())
+    features = np.empty((len(order), len(names)), dtype=np.float32)
     columns = {
         LOG_P_E_GIVEN_F: np.log(c_k / c_f[src_k]),
         LOG_P_F_GIVEN_E: np.log(c_k / c_e[tgt_k]),
@@ -448,7 +478,13 @@ def estimate_features(
         SINGLETON: (np.round(c_k, COUNT_DECIMALS) <= 1).astype(np.float64),
         ARITY: arity[src_k].astype(np.float64),
     }
-    for k, name in enumerate(RULE_FEATURES):
+    if domain is not None:
+        columns.update(
+            domain_columns(
+                counts, order, domain, columns[LOG_P_E_GIVEN_F], columns[LOG_P_F_GIVEN_E], prior
+            )
+        )
+    for k, name in enumerate(names):
         features[:, k] = columns[name]
     return RuleTable(
         source_vocab=counts.source_vocab,
@@ -462,4 +498,5 @@ def estimate_features(
         features=features,
         alignment_width=counts.config.max_initial_target,
         unpruned=len(c),
+        feature_names=names,
     )

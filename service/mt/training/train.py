@@ -34,7 +34,7 @@ from service import __version__
 from service.arraydir import sha256_file
 from service.data import read_parallel
 from service.data.io import atomic_write, iter_lines
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import ConfigurationError, DataFormatError, InvalidInputError
 from service.extras import import_extra
 from service.mt.bundle import (
     BUNDLE_FORMAT,
@@ -47,8 +47,9 @@ from service.mt.bundle import (
 )
 from service.mt.grammar import write_encoded
 from service.mt.lm import load_lm_table
-from service.mt.rules import ALL_FEATURES
+from service.mt.rules import DECODER_FEATURES, RULE_FEATURES
 from service.mt.training.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
+from service.mt.training.domain import DEFAULT_PRIOR, check_prior, domain_flags, in_domain_counts
 from service.mt.training.extract import (
     AlignedPair,
     ExtractionConfig,
@@ -85,6 +86,15 @@ class TrainConfig:
     lm_discount_fallback: bool = False  # lmplz's --discount_fallback (0.5, 1, 1.5) for tiny text
     limit: int | None = None  # use only the first N parallel pairs (demo bundles)
     lm_limit: int | None = None  # use only the first N LM lines
+    # origins (the parallel file's first column) of in-domain pairs, by prefix: their own
+    # translation probabilities become two more rule features (service.mt.training.domain)
+    in_domain: tuple[str, ...] = ()
+    domain_prior: float = DEFAULT_PRIOR  # τ of the in-domain MAP estimate
+
+    def __post_init__(self) -> None:
+        if self.in_domain:
+            domain_flags((), self.in_domain)  # a prefix must be non-empty
+        check_prior(self.domain_prior)
 
 
 def _versions() -> dict[str, str]:
@@ -159,6 +169,10 @@ class _Build:
     def align_file(self) -> Path:
         return self.work / "alignments.npz"
 
+    @property
+    def origin_file(self) -> Path:
+        return self.work / "corpus.origin"
+
     def token_pairs(self) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
         """The cleaned corpus, pair by pair."""
         return zip(_read_token_lines(self.src_file), _read_token_lines(self.tgt_file), strict=True)
@@ -199,6 +213,11 @@ def train_model(
     counts = {
         "clean": runner.run("clean", keys["clean"], lambda: _clean(build))["result"],
         "align": runner.run("align", keys["align"], lambda: _align(build))["result"],
+        **(
+            {"origins": runner.run("origins", keys["origins"], lambda: _origins(build))["result"]}
+            if config.in_domain
+            else {}
+        ),
         "grammar": runner.run("grammar", keys["grammar"], lambda: _grammar(build))["result"],
         "lm": runner.run("lm", keys["lm"], lambda: _lm(build))["result"],
     }
@@ -228,7 +247,14 @@ def _stage_keys(data: dict[str, Any], config: TrainConfig) -> dict[str, str]:
         limit=config.limit,
     )
     align_key = stage_key(clean=clean_key, method=config.symmetrization)
+    origins_key = stage_key(clean=clean_key)
+    domain = (
+        {"in_domain": list(config.in_domain), "domain_prior": config.domain_prior}
+        if config.in_domain
+        else {}
+    )  # absent when off, so a bundle without the domain keeps its key
     grammar_key = stage_key(
+        **domain,
         align=align_key,
         max_initial_source=config.max_initial_source,
         max_rule_symbols=config.max_rule_symbols,
@@ -243,7 +269,13 @@ def _stage_keys(data: dict[str, Any], config: TrainConfig) -> dict[str, str]:
         tokenizer="preprocess-en",
         fallback=config.lm_discount_fallback,
     )
-    return {"clean": clean_key, "align": align_key, "grammar": grammar_key, "lm": lm_key}
+    return {
+        "clean": clean_key,
+        "align": align_key,
+        "origins": origins_key,
+        "grammar": grammar_key,
+        "lm": lm_key,
+    }
 
 
 def _manifest(
@@ -260,7 +292,10 @@ def _manifest(
         "tgt": config.tgt,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "build_key": build_key,
-        "feature_names": list(ALL_FEATURES),
+        "feature_names": [
+            *counts["grammar"].get("feature_names", RULE_FEATURES),
+            *DECODER_FEATURES,
+        ],
         "data": data,
         "settings": asdict(config),
         "counts": {
@@ -323,6 +358,26 @@ def _align(build: _Build) -> dict[str, Any]:
     return {"sentences": len(sym), "links": len(sym.links)}
 
 
+def _origins(build: _Build) -> dict[str, Any]:
+    """2b. The origin of every cleaned pair (the cleaning again, keeping the first column),
+    for the in-domain features; checked against the cleaned corpus."""
+    config = build.config
+    cleaner = CorpusCleaner(
+        config.src, config.tgt, max_tokens=config.max_tokens, max_ratio=config.max_ratio
+    )
+    pairs = _limited(read_parallel(build.parallel, on_error="skip"), config.limit)
+    n = _write_lines(build.origin_file, (p.origin for p in cleaner.clean(pairs)))
+    expected = sum(1 for _ in _read_token_lines(build.src_file))
+    if n != expected:
+        raise DataFormatError(
+            build.parallel,
+            None,
+            f"cleaning again kept {n} pairs, the cleaned corpus has {expected}; the file "
+            "changed during the build — build again with --force",
+        )
+    return {"pairs": n}
+
+
 def _grammar(build: _Build) -> dict[str, Any]:
     """3. The lexical table, the extracted rules and their features, stored binary."""
     config = build.config
@@ -350,15 +405,32 @@ def _grammar(build: _Build) -> dict[str, Any]:
             done = n
 
         counts = extract_rules(corpus, ext, progress=progress)
+    domain, in_domain = None, 0
+    if config.in_domain:
+        origins = build.origin_file.read_text(encoding="utf-8").splitlines()
+        flags = domain_flags(origins, config.in_domain)
+        in_domain = int(flags.sum())
+        build.say(f"in-domain pairs ({', '.join(config.in_domain)}): {in_domain} of {len(flags)}")
+        domain = in_domain_counts(corpus, flags, ext)
     del corpus  # free each large intermediate as soon as the next one exists
     extracted = len(counts)
-    table = estimate_features(counts, lexical, limit=config.rule_table_limit)
+    table = estimate_features(
+        counts, lexical, limit=config.rule_table_limit, domain=domain, prior=config.domain_prior
+    )
+    del domain
+    names = list(table.feature_names)
     del counts
     kept = len(table)
     encoded = table.to_encoded()
     del table
     write_encoded(encoded, build.bundle / GRAMMAR_DIR)
-    return {"rules_extracted": extracted, "rules": kept, "lexical_entries": len(lexical)}
+    return {
+        "rules_extracted": extracted,
+        "rules": kept,
+        "lexical_entries": len(lexical),
+        "feature_names": names,
+        **({"in_domain_pairs": in_domain} if config.in_domain else {}),
+    }
 
 
 def _lm(build: _Build) -> dict[str, Any]:

@@ -76,3 +76,48 @@ def test_bad_training_inputs_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match=r"blank\.txt"):
         train_model(par, blank, out, CONFIG, log=lambda _m: None)
     assert not (out / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_in_domain_pairs_give_their_own_probabilities(tmp_path: Path) -> None:
+    """Pairs whose origin starts with an in-domain prefix add LogPEgivenFDomain and
+    LogPFgivenEDomain; weighting them makes the domain's translation win."""
+    import gzip
+
+    import numpy as np
+
+    from service.mt.grammar import load_grammar
+    from service.mt.rules import DOMAIN_FEATURES, LOG_P_E_GIVEN_F, LOG_P_E_GIVEN_F_DOMAIN
+
+    par, lm = tmp_path / "p.tsv.gz", tmp_path / "lm.txt"
+    synthetic(par, lm)
+    rows = gzip.decompress(par.read_bytes()).decode().splitlines()
+    rows += [f"lohelp:page{k}.html#p\tdas haus\tthe home" for k in range(20)]
+    par.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    out = tmp_path / "m"
+    plain = train_model(par, lm, out, CONFIG, log=lambda _m: None)
+    assert not set(DOMAIN_FEATURES) & set(plain["feature_names"])
+    logs: list[str] = []
+    config = TrainConfig(src="de", lm_discount_fallback=True, in_domain=("lohelp:",))
+    manifest = train_model(par, lm, out, config, log=logs.append)
+    assert any("[align] up to date" in m for m in logs)  # the alignment is reused
+    assert any("[origins] running" in m for m in logs)
+    assert manifest["counts"]["grammar"]["in_domain_pairs"] == 20
+    assert set(DOMAIN_FEATURES) <= set(manifest["feature_names"])
+    grammar = load_grammar(out / "grammar")
+    rows_of = {(r.source, r.target): r.features for r in grammar.rules() if r.source == ("haus",)}
+    home, house = rows_of[("haus",), ("home",)], rows_of[("haus",), ("house",)]
+    assert home[LOG_P_E_GIVEN_F] < house[LOG_P_E_GIVEN_F]  # the whole corpus says "house"
+    assert home[LOG_P_E_GIVEN_F_DOMAIN] > house[LOG_P_E_GIVEN_F_DOMAIN]  # the domain "home"
+    assert np.isfinite(list(home.values())).all()
+    bundle = load_bundle(out, state_root=tmp_path / "weights")
+    weights = dict(bundle.active_weights().weights)
+    sentence = ["das", "haus"]
+    assert viterbi(bundle.decoder().forest(sentence).hypergraph, weights).text == "the house"
+    weights[LOG_P_E_GIVEN_F_DOMAIN] = 2.0
+    assert viterbi(bundle.decoder().forest(sentence).hypergraph, weights).text == "the home"
+    bad = TrainConfig(src="de", lm_discount_fallback=True, in_domain=("nothing:",))
+    with pytest.raises(ConfigurationError, match="no sentence pair is in the domain"):
+        train_model(par, lm, tmp_path / "m2", bad, log=lambda _m: None)
+    with pytest.raises(ConfigurationError, match="prefixes"):
+        TrainConfig(src="de", in_domain=("",))
