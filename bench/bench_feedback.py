@@ -53,7 +53,7 @@ import numpy as np
 from bench.bench_querysets import QUERYSETS, english_pages, load_set
 from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_queries
-from service.data.querysets import ceiling_queries, mate
+from service.data.querysets import ceiling_queries, english_text, mate
 from service.evaluation import evaluate, randomization_test
 from service.index.inverted import Hits, InvertedIndex
 from service.mt.bundle import load_bundle
@@ -152,8 +152,8 @@ def english_queries(
         return ceiling_queries(queries, qrels, pages)
     out = {}
     for qid in queries:
-        title, text = pages[mate(qrels[qid])]
-        out[qid] = " ".join(f"{title} {text}".split()[:PARAGRAPH_CEILING_TOKENS])
+        text = english_text(*pages[mate(qrels[qid])])
+        out[qid] = " ".join(text.split()[:PARAGRAPH_CEILING_TOKENS])
     return out
 
 

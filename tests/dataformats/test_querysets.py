@@ -8,6 +8,7 @@ from service.data.querysets import (
     SHORT_CHARS,
     SHORT_TOKENS,
     ceiling_queries,
+    english_text,
     mate,
     short_queries,
     short_text,
@@ -66,6 +67,16 @@ def test_ceiling_is_the_start_of_the_english_mate() -> None:
         "q1": "Inserting Tables There are several ways to insert",
         "q2": "Sort Sorts the selected rows.",
     }
+
+
+def test_the_ceiling_does_not_repeat_the_title() -> None:
+    """The query sets give the title once; an English page opens with it as a heading too."""
+    qrels = {"q1": {"lo:a": 3}}
+    english = {"lo:a": ("Text Mode", "Text  mode\nSwitches the text mode on or off.\nText Mode")}
+    assert ceiling_queries(["q1"], qrels, english) == {
+        "q1": "Text Mode Switches the text mode on or"
+    }
+    assert english_text("Zoom", "Zoom & View Layout\nZoom") == "Zoom Zoom & View Layout"
 
 
 def test_a_query_needs_exactly_one_mate() -> None:
