@@ -99,9 +99,9 @@ TUNE_ARGS ?= --method listmle-te --iterations 10 --patience 3 --dev-size 300 --h
 
 models: $(TRAIN_STAMP)
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/de-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
-		--src de --tgt en --in-domain lohelp: --out models/de-en
+		--src de --tgt en --out models/de-en
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
-		--src zh --tgt en --in-domain lohelp: --out models/zh-en
+		--src zh --tgt en --out models/zh-en
 	for pair in de-en zh-en; do \
 		ls models/$$pair/weights/tune-*.json >/dev/null 2>&1 || \
 		$(BIN)/clir tune --model models/$$pair --dev $(DATA)/tr/$$pair $(TUNE_ARGS) --activate \
