@@ -23,6 +23,7 @@ from service.mt.training.domain import domain_flags, in_domain_counts
 from service.mt.training.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
 from service.mt.training.features import estimate_features, reference_rule_table
 from service.mt.training.lexical import lexical_table_from_corpus
+from tests.mt.training.test_features import random_pair
 
 Key = tuple[tuple[str, ...], tuple[str, ...]]
 
@@ -82,14 +83,6 @@ def test_a_larger_prior_moves_toward_the_whole_corpus() -> None:
     )
 
 
-def _random_pair(rng: random.Random) -> AlignedPair:
-    m, n = rng.randint(1, 6), rng.randint(1, 6)
-    src = [rng.choice(["a", "b", "c", "d"]) for _ in range(m)]
-    tgt = [rng.choice(["w", "x", "y", "z"]) for _ in range(n)]
-    links = {(rng.randrange(m), rng.randrange(n)) for _ in range(rng.randint(0, m + n))}
-    return AlignedPair(src, tgt, sorted(links))
-
-
 @pytest.mark.parametrize(
     ("seed", "limit", "config", "prior"),
     [
@@ -103,7 +96,7 @@ def test_fast_domain_features_equal_the_reference_on_random_corpora(
     seed: int, limit: int | None, config: ExtractionConfig, prior: float
 ) -> None:
     rng = random.Random(seed)
-    pairs = [_random_pair(rng) for _ in range(40)]
+    pairs = [random_pair(rng) for _ in range(40)]
     pairs += rng.sample(pairs, 10)
     flags = [rng.random() < 0.3 for _ in pairs]
     fast = _fast(pairs, flags, config, limit, prior)
@@ -124,7 +117,7 @@ def test_fast_domain_features_equal_the_reference_on_random_corpora(
 
 def test_subset_equals_encoding_the_subset() -> None:
     rng = random.Random(7)
-    pairs = [_random_pair(rng) for _ in range(30)]
+    pairs = [random_pair(rng) for _ in range(30)]
     flags = np.array([rng.random() < 0.5 for _ in pairs])
     corpus = encode_corpus(pairs)
     sub = corpus.subset(flags)

@@ -191,7 +191,7 @@ def test_lexical_table_by_hand() -> None:
 
 def test_lexical_table_from_corpus_equals_the_reference_counts() -> None:
     rng = random.Random(3)
-    pairs = [_random_pair(rng) for _ in range(50)]
+    pairs = [random_pair(rng) for _ in range(50)]
     fast = lexical_table_from_corpus(encode_corpus(pairs))
     counts = lexical_counts_reference(pairs)
     assert len(fast) == len(counts)
@@ -216,7 +216,7 @@ def test_lexical_table_save_and_load(tmp_path: Path) -> None:
         LexicalTable.load(tmp_path / "junk.npz")
 
 
-def _random_pair(rng: random.Random) -> AlignedPair:
+def random_pair(rng: random.Random) -> AlignedPair:
     m, n = rng.randint(1, 6), rng.randint(1, 6)
     src = [rng.choice(["a", "b", "c", "d"]) for _ in range(m)]
     tgt = [rng.choice(["w", "x", "y", "z"]) for _ in range(n)]
@@ -238,7 +238,7 @@ def test_fast_features_equal_reference_on_random_corpora(
     seed: int, limit: int | None, config: ExtractionConfig
 ) -> None:
     rng = random.Random(seed)
-    pairs = [_random_pair(rng) for _ in range(40)]
+    pairs = [random_pair(rng) for _ in range(40)]
     pairs += rng.sample(pairs, 10)  # repeated pairs: rules with gaps pass the minimum count
     fast = _by_key(list(_table(pairs, limit, config).rules()))
     ref = _by_key(reference_rule_table(pairs, config, limit))
