@@ -55,11 +55,15 @@ Flags = npt.NDArray[np.bool_]
 DEFAULT_PRIOR = 1.0  # τ: the general estimate's weight, in sentence pairs' worth of counts
 
 
-def domain_flags(origins: Iterable[str], prefixes: Sequence[str]) -> Flags:
-    """Per pair: whether its origin starts with one of ``prefixes``."""
+def check_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:
     if not prefixes or any(not p for p in prefixes):
         raise ConfigurationError(f"in-domain origin prefixes must be non-empty: {list(prefixes)}")
-    start = tuple(prefixes)
+    return tuple(prefixes)
+
+
+def domain_flags(origins: Iterable[str], prefixes: Sequence[str]) -> Flags:
+    """Per pair: whether its origin starts with one of ``prefixes``."""
+    start = check_prefixes(prefixes)
     return np.fromiter((o.startswith(start) for o in origins), dtype=np.bool_)
 
 

@@ -49,7 +49,13 @@ from service.mt.grammar import write_encoded
 from service.mt.lm import load_lm_table
 from service.mt.rules import DECODER_FEATURES, RULE_FEATURES
 from service.mt.training.align import EFLOMAL_FEATURE, Alignments, align_corpus, symmetrize
-from service.mt.training.domain import DEFAULT_PRIOR, check_prior, domain_flags, in_domain_counts
+from service.mt.training.domain import (
+    DEFAULT_PRIOR,
+    check_prefixes,
+    check_prior,
+    domain_flags,
+    in_domain_counts,
+)
 from service.mt.training.extract import (
     AlignedPair,
     ExtractionConfig,
@@ -93,7 +99,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.in_domain:
-            domain_flags((), self.in_domain)  # a prefix must be non-empty
+            check_prefixes(self.in_domain)
         check_prior(self.domain_prior)
 
 
@@ -381,6 +387,16 @@ def _origins(build: _Build) -> dict[str, Any]:
 def _grammar(build: _Build) -> dict[str, Any]:
     """3. The lexical table, the extracted rules and their features, stored binary."""
     config = build.config
+    flags = None
+    if config.in_domain:  # before the long extraction: a prefix that matches nothing fails now
+        origins = build.origin_file.read_text(encoding="utf-8").splitlines()
+        flags = domain_flags(origins, config.in_domain)
+        build.say(f"in-domain pairs ({', '.join(config.in_domain)}): {flags.sum()} of {len(flags)}")
+        if not flags.any():
+            raise ConfigurationError(
+                f"no sentence pair is in the domain: no origin of {build.parallel} starts with "
+                f"{' or '.join(config.in_domain)}"
+            )
     alignments = Alignments.load(build.align_file)
     aligned_pairs = (
         AlignedPair(s, t, [(int(i), int(j)) for i, j in alignments[k]])
@@ -405,13 +421,7 @@ def _grammar(build: _Build) -> dict[str, Any]:
             done = n
 
         counts = extract_rules(corpus, ext, progress=progress)
-    domain, in_domain = None, 0
-    if config.in_domain:
-        origins = build.origin_file.read_text(encoding="utf-8").splitlines()
-        flags = domain_flags(origins, config.in_domain)
-        in_domain = int(flags.sum())
-        build.say(f"in-domain pairs ({', '.join(config.in_domain)}): {in_domain} of {len(flags)}")
-        domain = in_domain_counts(corpus, flags, ext)
+    domain = None if flags is None else in_domain_counts(corpus, flags, ext)
     del corpus  # free each large intermediate as soon as the next one exists
     extracted = len(counts)
     table = estimate_features(
@@ -429,7 +439,7 @@ def _grammar(build: _Build) -> dict[str, Any]:
         "rules": kept,
         "lexical_entries": len(lexical),
         "feature_names": names,
-        **({"in_domain_pairs": in_domain} if config.in_domain else {}),
+        **({"in_domain_pairs": int(flags.sum())} if flags is not None else {}),
     }
 
 
