@@ -44,6 +44,11 @@ def _add_train_model(verb: VerbAdder) -> None:
         help="weight, in sentence pairs, of the whole corpus's probabilities in the in-domain "
         "estimate",
     )
+    p.add_argument(
+        "--tight-target",
+        action="store_true",
+        help="extract no rule with an unaligned English word at an edge of its phrase",
+    )
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
 
@@ -59,6 +64,7 @@ def _cmd_train_model(args: argparse.Namespace) -> int:
         lm_limit=args.lm_limit,
         in_domain=tuple(args.in_domain),
         domain_prior=args.domain_prior,
+        tight_target=args.tight_target,
     )
     manifest = train_model(args.parallel, args.lm_text, args.out, config, force=args.force)
     print(json.dumps({"bundle": str(args.out), "counts": manifest["counts"]["grammar"]}))

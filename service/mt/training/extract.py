@@ -25,6 +25,11 @@ Definitions and constraints (the defaults of :class:`ExtractionConfig`):
   combinatorial copies of each hierarchical rule that differ only in which unaligned words
   they swallow (first 50k de-en pairs, no minimum count: 33.7M → 13.8M rule instances,
   11.3M → 4.2M unique rules). Off, loose phrases are used everywhere (Def. 2 read literally).
+* **Target-tight phrases** (``tight_target``, default off): every initial phrase pair's first
+  and last target words are aligned, so no rule carries an unaligned English word at an edge
+  of its phrase (a source word may still be unaligned there). A rule such as
+  ``tabelle ein . → sheet as a link .`` (Chiang 2007's loose phrases: "as a link" is
+  unaligned) is then not extracted; measured on retrieval in bench/README.md.
 * **Rules** (Chiang 2007 Def. 2): an initial phrase pair is a rule; subtracting one or two
   initial phrase pairs that lie inside it (strictly smaller boxes, disjoint from each other
   on both sides) and replacing them by co-indexed gaps ``[X,1]``, ``[X,2]`` (numbered in
@@ -109,6 +114,7 @@ class ExtractionConfig:
     max_rule_symbols: int = 5
     max_nonterminals: int = 2
     tight_hierarchical: bool = True  # rules with gaps from tight phrase pairs only
+    tight_target: bool = False  # no unaligned target word at an initial phrase's edge
     min_hierarchical_count: int = 2  # sentence pairs a rule with gaps must be seen in
 
     def __post_init__(self) -> None:
@@ -196,13 +202,17 @@ def _checked_links(pair: AlignedPair, index: int) -> set[tuple[int, int]]:
 def initial_phrase_pairs(
     m: int, n: int, links: set[tuple[int, int]], config: ExtractionConfig
 ) -> list[PhrasePair]:
-    """Every box of at most the configured size that holds a link and that no link leaves."""
+    """Every box of at most the configured size that holds a link and that no link leaves
+    (with ``tight_target``: whose first and last target words are aligned)."""
+    aligned_e = {j for _, j in links}
     out = []
     for fs in range(m):
         for fe in range(fs + 1, min(m, fs + config.max_initial_source) + 1):
             for es in range(n):
                 for ee in range(es + 1, min(n, es + config.max_initial_target) + 1):
                     if not any(fs <= i < fe and es <= j < ee for i, j in links):
+                        continue
+                    if config.tight_target and not {es, ee - 1} <= aligned_e:
                         continue
                     if all((fs <= i < fe) == (es <= j < ee) for i, j in links):
                         out.append(PhrasePair(fs, fe, es, ee))
@@ -554,6 +564,7 @@ def _extract_kernel(  # pragma: no cover - jitted
     max_sym: int,
     max_nt: int,
     tight_only: bool,
+    tight_target: bool,
     n_shards: int,
     shard: int,
     lookup_targets: bool,
@@ -659,11 +670,12 @@ def _extract_kernel(  # pragma: no cover - jitted
                 if not ok:
                     continue
                 es_min = lo
-                while es_min > 0 and f_lo[es_min - 1] < 0:
-                    es_min -= 1
                 ee_max = hi + 1
-                while ee_max < n and f_lo[ee_max] < 0:
-                    ee_max += 1
+                if not tight_target:  # unaligned target words at the edges, in every combination
+                    while es_min > 0 and f_lo[es_min - 1] < 0:
+                        es_min -= 1
+                    while ee_max < n and f_lo[ee_max] < 0:
+                        ee_max += 1
                 source_tight = e_lo[fs] >= 0 and e_lo[fe - 1] >= 0
                 for es in range(lo, es_min - 1, -1):
                     for ee in range(hi + 1, ee_max + 1):
@@ -1135,6 +1147,7 @@ def _run_kernel(
             config.max_rule_symbols,
             config.max_nonterminals,
             config.tight_hierarchical,
+            config.tight_target,
             shard[0],
             shard[1],
             lookup,

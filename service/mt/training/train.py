@@ -86,6 +86,7 @@ class TrainConfig:
     max_initial_source: int = 10
     max_rule_symbols: int = 5
     tight_hierarchical: bool = True
+    tight_target: bool = False  # no unaligned English word at a rule's phrase edge
     min_hierarchical_count: int = 2
     rule_table_limit: int = RULE_TABLE_LIMIT
     lm_order: int = 4
@@ -254,13 +255,14 @@ def _stage_keys(data: dict[str, Any], config: TrainConfig) -> dict[str, str]:
     )
     align_key = stage_key(clean=clean_key, method=config.symmetrization)
     origins_key = stage_key(clean=clean_key)
-    domain = (
-        {"in_domain": list(config.in_domain), "domain_prior": config.domain_prior}
-        if config.in_domain
-        else {}
-    )  # absent when off, so a bundle without the domain keeps its key
+    # settings added later enter the key only when on, so the bundles built before keep theirs
+    later: dict[str, Any] = {}
+    if config.in_domain:
+        later.update(in_domain=list(config.in_domain), domain_prior=config.domain_prior)
+    if config.tight_target:
+        later.update(tight_target=True)
     grammar_key = stage_key(
-        **domain,
+        **later,
         align=align_key,
         max_initial_source=config.max_initial_source,
         max_rule_symbols=config.max_rule_symbols,
@@ -409,6 +411,7 @@ def _grammar(build: _Build) -> dict[str, Any]:
         max_initial_source=config.max_initial_source,
         max_rule_symbols=config.max_rule_symbols,
         tight_hierarchical=config.tight_hierarchical,
+        tight_target=config.tight_target,
         min_hierarchical_count=config.min_hierarchical_count,
     )
     passes = default_shards(corpus) + 1  # the extraction's passes over the corpus

@@ -284,7 +284,24 @@ CONFIGS = [
         min_hierarchical_count=3,
     ),
     ExtractionConfig(max_initial_source=3, max_initial_target=3, max_nonterminals=0),
+    ExtractionConfig(tight_target=True),
+    ExtractionConfig(tight_target=True, tight_hierarchical=False, min_hierarchical_count=1),
 ]
+
+
+def test_target_tight_phrases_leave_unaligned_english_edges_out() -> None:
+    """The loose phrase "tabelle ein . → sheet as a link ." (as a link unaligned) is a rule by
+    default and not with ``tight_target``; the tight one is a rule either way."""
+    pair = AlignedPair(["tabelle", "ein", "."], ["sheet", "as", "a", "link", "."], [(0, 0), (2, 4)])
+    loose = extract_rules_reference([pair], ExtractionConfig())
+    tight = extract_rules_reference([pair], ExtractionConfig(tight_target=True))
+    key = ("tabelle", "ein", "."), ("sheet", "as", "a", "link", ".")
+    assert key in loose and key in tight  # the whole pair: both edges aligned
+    edge = ("tabelle", "ein"), ("sheet", "as", "a", "link")
+    assert edge in loose and edge not in tight
+    assert (("tabelle", "ein"), ("sheet",)) in tight
+    every = ExtractionConfig(tight_target=True, min_hierarchical_count=1)
+    assert set(extract_rules(encode_corpus([pair]), every).as_dict()) == set(tight)
 
 
 @pytest.mark.parametrize("config", CONFIGS)

@@ -232,6 +232,7 @@ def random_pair(rng: random.Random) -> AlignedPair:
         (2, 1, ExtractionConfig()),
         (3, None, ExtractionConfig(tight_hierarchical=False, min_hierarchical_count=1)),
         (4, 3, ExtractionConfig(min_hierarchical_count=3)),
+        (5, None, ExtractionConfig(tight_target=True)),
     ],
 )
 def test_fast_features_equal_reference_on_random_corpora(
