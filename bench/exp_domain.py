@@ -1,14 +1,18 @@
-"""Experiment: the in-domain translation probabilities (service.mt.training.domain) on retrieval.
+"""Experiment: a grammar built another way, on retrieval.
 
 Two bundles trained from the same cleaned corpus and word alignment — the base, and the same
-with ``--in-domain lohelp:`` (two more rule features, Koehn & Schroeder 2007, §3), each with its
-own tuned weights — rank every dev set with DT and BOW-FD, BOW-FD also with the service's
-feedback (the ``rerank`` form, 1000 deep), against the monolingual ceiling (BM25 on the English
-mate's text, as :mod:`bench.bench_feedback`). p: paired randomization test of per-query AP
-(MRR: RR), the new bundle against the base, for each method.
+with one extraction setting changed, each with its own tuned weights — rank every dev set with
+DT and BOW-FD, BOW-FD also with the service's feedback (the ``rerank`` form, 1000 deep),
+against the monolingual ceiling (BM25 on the English mate's text, as
+:mod:`bench.bench_feedback`). p: paired randomization test of per-query AP (MRR: RR), the new
+bundle against the base, for each method. Measured with it:
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/exp_domain.py de --new models/de-en-dom``;
-writes ``bench/results/domain_<lang>.json``.
+* ``--in-domain lohelp:``: two more rule features, the in-domain translation probabilities
+  (:mod:`service.mt.training.domain`; Koehn & Schroeder 2007, §3) → ``results/domain_<lang>.json``;
+* ``--tight-target``: no rule with an unaligned English word at a phrase edge
+  (``ExtractionConfig.tight_target``) → ``results/tight_<lang>.json``.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/exp_domain.py de --new models/de-en-dom``.
 """
 
 from __future__ import annotations
