@@ -255,7 +255,8 @@ def _stage_keys(data: dict[str, Any], config: TrainConfig) -> dict[str, str]:
     )
     align_key = stage_key(clean=clean_key, method=config.symmetrization)
     origins_key = stage_key(clean=clean_key)
-    # settings added later enter the key only when on, so the bundles built before keep theirs
+    # settings added later enter the key only when on, so the grammar stage of a bundle built
+    # before them stays up to date
     later: dict[str, Any] = {}
     if config.in_domain:
         later.update(in_domain=list(config.in_domain), domain_prior=config.domain_prior)
