@@ -103,7 +103,7 @@ models: $(TRAIN_STAMP)
 	$(BIN)/clir train-model --parallel $(DATA)/parallel/zh-en.tsv.gz --lm-text $(DATA)/lm/en.txt.gz \
 		--src zh --tgt en --out models/zh-en
 	for pair in de-en zh-en; do \
-		ls models/$$pair/weights/tune-*.json >/dev/null 2>&1 || \
+		$(BIN)/clir weights --model models/$$pair | grep -q ' tune-' || \
 		$(BIN)/clir tune --model models/$$pair --dev $(DATA)/tr/$$pair $(TUNE_ARGS) --activate \
 		|| exit 1; \
 	done
