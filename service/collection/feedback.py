@@ -84,10 +84,11 @@ def expand(
 
 def rank_expanded(snapshot: Snapshot, expansion: Expansion, k: int) -> tuple[Hits, int]:
     """The collection's top ``k`` for the expanded query (documents by sequence number), and
-    how many documents hold an expansion term (segments hold disjoint documents)."""
+    how many documents hold an expansion term (segments hold disjoint documents); none for
+    ``k`` = 0."""
     seqs, scores = [], []
     reached = 0
-    for view in snapshot.views():
+    for view in snapshot.views() if k > 0 else ():
         pairs = [(view.index.vocab.id(t), w) for t, w in expansion.terms]
         kept = [(i, w) for i, w in pairs if i is not None]
         if not kept:
@@ -138,12 +139,7 @@ def feedback_ranking(
         again = rerank(expansion, params, seqs, len(own))
         own = [(h.docno, h.score) for h in again.hits]
         own_explained = {h.docno: h.explanation for h in again.hits}
-    depth = params.expanded_depth(k)
-    found, reached = (
-        rank_expanded(snapshot, expansion, depth)
-        if depth
-        else (Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0)
-    )
+    found, reached = rank_expanded(snapshot, expansion, params.expanded_depth(k))
 
     def holds(term: str, seq: int) -> bool:
         view, docno = snapshot.locate_seq(seq)

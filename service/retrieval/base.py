@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.forest.inference import fast_viterbi
-from service.index.inverted import Hits, InvertedIndex
+from service.index.inverted import InvertedIndex
 from service.mt.decoder import Forest
 from service.retrieval.explain import Explanation
 
@@ -143,12 +143,7 @@ class Scorer(ABC):
                 query, kept, expansion, feedback, restrict, depth, explain
             )
             own = [(h.docno, h.score) for h in again]
-        expanded_depth = feedback.expanded_depth(k)
-        found, reached = (
-            rank_expanded_counted(self.index, expansion, expanded_depth)
-            if expanded_depth
-            else (Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0)
-        )
+        found, reached = rank_expanded_counted(self.index, expansion, feedback.expanded_depth(k))
         usable = None
         if feedback.form == "rerank":  # what it shows: the forests' weighted index terms
             terms = (self.index.weighted_term(w) for w in query.target_words())

@@ -349,10 +349,11 @@ def rank_expanded(index: InvertedIndex, expansion: Expansion, k: int) -> Hits:
 
 
 def rank_expanded_counted(index: InvertedIndex, expansion: Expansion, k: int) -> tuple[Hits, int]:
-    """:func:`rank_expanded`, and how many documents hold an expansion term."""
+    """:func:`rank_expanded`, and how many documents hold an expansion term (none for
+    ``k`` = 0: the rerank form reads no expanded ranking)."""
     ids = [index.vocab.id(t) for t, _ in expansion.terms]
     pairs = [(i, w) for i, (_, w) in zip(ids, expansion.terms, strict=True) if i is not None]
-    if not pairs:
+    if not pairs or k < 1:
         return Hits(np.zeros(0, np.int32), np.zeros(0, np.float32)), 0
     return index.rank_counted([i for i, _ in pairs], [w for _, w in pairs], k)
 

@@ -164,6 +164,11 @@ class Decoder(ABC):
         self._order = self.lm.order if self.lm is not None else 1
         self._nterm = target_terminal_counts(grammar)
         self._yield_cache: dict[int, tuple[YieldSym, ...]] = {}
+        self._prepare(lm_table)
+
+    @abstractmethod
+    def _prepare(self, lm_table: LmTable | None) -> None:
+        """What the engine sets up once the shared state above exists."""
 
     @classmethod
     def wants_lm_table(cls, config: DecoderConfig) -> bool:

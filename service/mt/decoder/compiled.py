@@ -21,7 +21,7 @@ the same LM values (the table equals KenLM bit for bit) and the same boundary se
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,7 +47,7 @@ from service.mt.decoder.base import (
     weighted_rule_scores,
 )
 from service.mt.grammar import Grammar
-from service.mt.lm import BOS, EOS, Boundary, LanguageModel, LmTable
+from service.mt.lm import BOS, EOS, Boundary, LmTable
 from service.mt.rules import (
     GLUE,
     LANGUAGE_MODEL,
@@ -80,15 +80,8 @@ class CompiledDecoder(Decoder):
     two million words (packed LM contexts); otherwise :class:`ConfigurationError`.
     """
 
-    def __init__(
-        self,
-        grammar: Grammar,
-        lm: LanguageModel | None,
-        weights: Mapping[str, float],
-        config: DecoderConfig | None = None,
-        lm_table: LmTable | None = None,
-    ) -> None:
-        super().__init__(grammar, lm, weights, config, lm_table)
+    def _prepare(self, lm_table: LmTable | None) -> None:
+        grammar = self.grammar
         self._use_lm = self.lm is not None
         if self._use_lm:
             if lm_table is None:

@@ -58,7 +58,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -78,7 +78,7 @@ from service.mt.decoder.base import (
     has_lexical_unary,
     pass_features,
 )
-from service.mt.grammar import Grammar, SentenceGrammar
+from service.mt.grammar import SentenceGrammar
 from service.mt.lm import (
     BOS,
     EMPTY_TAIL,
@@ -144,15 +144,7 @@ class ReferenceDecoder(Decoder):
     is asked.
     """
 
-    def __init__(
-        self,
-        grammar: Grammar,
-        lm: LanguageModel | None,
-        weights: Mapping[str, float],
-        config: DecoderConfig | None = None,
-        lm_table: LmTable | None = None,
-    ) -> None:
-        super().__init__(grammar, lm, weights, config, lm_table)
+    def _prepare(self, lm_table: LmTable | None) -> None:
         self._structure = _structure(self.lm, self.config, lm_table)
         self._tables = threading.local()  # per thread: the ContextTable kept across sentences
 

@@ -12,7 +12,7 @@ bundle against the base, for each method. Measured with it:
 * ``--tight-target``: no rule with an unaligned English word at a phrase edge
   (``ExtractionConfig.tight_target``) → ``results/tight_<lang>.json``.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/exp_domain.py de --new models/de-en-dom``.
+Run: ``PYTHONPATH=. .venv/bin/python bench/exp_two_bundles.py de --new models/de-en-dom``.
 """
 
 from __future__ import annotations
