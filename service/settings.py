@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         "collections); unset: exhaustive BOW-FD over every candidate.",
     )
     feedback: bool = Field(
-        False,
+        True,
         description="Expand every search with RM3 pseudo-relevance feedback unless the "
         "request says otherwise (its `feedback` field): the method's top documents add "
         "English terms to the 1-best translation (Lavrenko & Croft 2001).",

@@ -68,45 +68,61 @@ def _params(pairs: Sequence[str] | None) -> dict[str, Any]:
 
 
 def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
+    """RM3 feedback as the service runs it: on or off by CLIR_FEEDBACK (on unless set), each
+    parameter from its setting (CLIR_FEEDBACK_DOCS, …) unless a flag gives it."""
     p.add_argument(
         "--feedback",
-        action="store_true",
-        help="expand the query with RM3 pseudo-relevance feedback (the method's top documents)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="expand the query with RM3 pseudo-relevance feedback (the method's top documents); "
+        "default: the setting CLIR_FEEDBACK (on)",
     )
-    p.add_argument("--feedback-docs", type=int, default=10, help="RM3: feedback documents")
-    p.add_argument("--feedback-terms", type=int, default=10, help="RM3: expansion terms")
+    p.add_argument("--feedback-docs", type=int, help="RM3: feedback documents (CLIR_FEEDBACK_DOCS)")
+    p.add_argument("--feedback-terms", type=int, help="RM3: expansion terms (CLIR_FEEDBACK_TERMS)")
     p.add_argument(
-        "--feedback-weight", type=float, default=0.7, help="RM3: the original query's share"
+        "--feedback-weight",
+        type=float,
+        help="RM3: the original query's share (CLIR_FEEDBACK_WEIGHT)",
     )
     p.add_argument(
         "--feedback-form",
         choices=["rerank", "interpolate", "replace", "rerank+interpolate"],
-        default="rerank",
-        help="rerank (default): BOW-FD ranks again with the relevance model as extra term weight "
-        "(DT and PSQ interpolate); interpolate: the method's ranking and the expanded query's "
-        "mixed; replace: the expanded query's alone; rerank+interpolate: both",
+        help="rerank (CLIR_FEEDBACK_FORM's default): BOW-FD ranks again with the relevance model "
+        "as extra term weight (DT and PSQ interpolate); interpolate: the method's ranking and "
+        "the expanded query's mixed; replace: the expanded query's alone; rerank+interpolate: both",
     )
     p.add_argument(
-        "--feedback-mix", type=float, default=0.5, help="interpolate: the expanded query's share"
+        "--feedback-mix",
+        type=float,
+        help="interpolate: the expanded query's share (CLIR_FEEDBACK_MIX)",
     )
     p.add_argument(
-        "--feedback-pool", type=int, default=100, help="interpolate: how deep both are mixed"
+        "--feedback-pool",
+        type=int,
+        help="interpolate: how deep both are mixed (CLIR_FEEDBACK_POOL)",
     )
 
 
 def _feedback(args: argparse.Namespace) -> Any:
-    """RM3's parameters from the feedback flags, or None without ``--feedback``."""
-    if not args.feedback:
-        return None
+    """RM3's parameters from the flags and, where a flag is not given, the settings; None when
+    feedback is off (``--no-feedback``, or CLIR_FEEDBACK=false without ``--feedback``)."""
     from service.retrieval.feedback import FeedbackParams
+    from service.settings import get_settings
+
+    s = get_settings()
+    if not (s.feedback if args.feedback is None else args.feedback):
+        return None
+
+    def pick(flag: Any, setting: Any) -> Any:
+        return setting if flag is None else flag
 
     return FeedbackParams(
-        args.feedback_docs,
-        args.feedback_terms,
-        args.feedback_weight,
-        form=args.feedback_form,
-        mix=args.feedback_mix,
-        pool=args.feedback_pool,
+        pick(args.feedback_docs, s.feedback_docs),
+        pick(args.feedback_terms, s.feedback_terms),
+        pick(args.feedback_weight, s.feedback_weight),
+        form=pick(args.feedback_form, s.feedback_form),
+        mix=pick(args.feedback_mix, s.feedback_mix),
+        pool=pick(args.feedback_pool, s.feedback_pool),
     )
 
 

@@ -122,7 +122,11 @@ def feedback_ranking(
     the first ranking (explained) held it. In the rerank forms, ``rerank(expansion, params,
     seqs, depth)`` ranks the first ranking's documents again with the relevance model's extra
     weights (:meth:`~service.collection.search.SnapshotSearcher.reranker`); without it (a
-    method with no forest) the ``interpolate`` form runs (:meth:`FeedbackParams.for_method`)."""
+    method with no forest) the ``interpolate`` form runs (:meth:`FeedbackParams.for_method`).
+    A first ranking with no document (every shard down, or nothing found) has no feedback
+    documents: it stands, unexpanded, as on one index."""
+    if not first.hits:
+        return first, retrieved
     params = params.for_method(rerank is not None)
     translation = [t for sentence in one_best(query) for t in sentence]
     own = [(h.docno, h.score) for h in first.hits]

@@ -113,7 +113,8 @@ class Scorer(ABC):
 
         With ``feedback``, the method's own top ``feedback.docs`` documents expand the 1-best
         translation by RM3 and the expanded query ranks the index by BM25
-        (:mod:`service.retrieval.feedback`); ``info["expansion"]`` holds it."""
+        (:mod:`service.retrieval.feedback`); ``info["expansion"]`` holds it. A method that
+        retrieves nothing has no feedback documents: its (empty) ranking stands, unexpanded."""
         if k < 1:
             raise InvalidInputError(f"k must be at least 1, got {k}")
         if not query.forests:
@@ -131,6 +132,8 @@ class Scorer(ABC):
         feedback = feedback.for_method(self.reranks)
         depth = feedback.first_depth(k)
         first, info, explainer, kept = self._first_ranking(query, depth, explain)
+        if not first:  # no feedback document: no relevance model, the ranking stands
+            return Ranking(query.qid, first, self.signature(query), info)
         own_retrieved, own_relation = self._retrieved(
             Ranking(query.qid, first, "", info), depth, query
         )

@@ -433,11 +433,13 @@ def finish_feedback(
     expansion terms it holds, and the method's own explanation where ``own_explanation`` has
     one); and the
     count retrieved — the expanded query's, the method's own (``own_retrieved``,
-    ``own_relation``) in the ``rerank`` form, or with both mixed their union's: at least the
-    larger count, at most the expanded count plus the method's candidates (the bound the API's
+    ``own_relation``) in the ``rerank`` form, or with both mixed their union's: exact when
+    neither ranking was cut (each shorter than its depth), else at least the larger count and
+    at most the expanded count plus the method's candidates (the bound the API's
     ``total_max`` reads). In the ``rerank`` form, the expansion shown and explained is the
     part the method could use: its terms in ``usable`` (the forest's index terms)."""
     mixed = params.mixes
+    found = expanded  # the expanded query's own ranking (``expanded`` becomes the page's)
     if params.form == "rerank" and usable is not None:
         expansion = expansion.within(usable)
     if params.form == "rerank":
@@ -475,6 +477,9 @@ def finish_feedback(
         candidates.append(own_candidates)
     total = max(reached, own_retrieved) if mixed else reached
     relation: Literal["eq", "gte"] = "gte" if mixed and len(candidates) > 1 else "eq"
+    if mixed and len(first) < params.first_depth(k) and len(found) < params.expanded_depth(k):
+        # neither ranking was cut, so both hold every document they rank: count their union
+        total, relation = len(in_first | set(found.docs.tolist())), "eq"
     if params.form == "rerank":  # the method's own documents, ranked again
         total, relation = own_retrieved, own_relation
         candidates = own_candidates if isinstance(own_candidates, list) else [own_candidates]

@@ -92,17 +92,17 @@ def search(client: TestClient, **body: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("method", ["bowfd", "dt", "psq"])
 def test_total_counts_every_document_the_method_retrieved(client: TestClient, method: str) -> None:
-    everything = search(client, method=method, k=100)  # deeper than the 8 toy documents
+    everything = search(client, method=method, k=100, feedback=False)  # deeper than the 8 docs
     n = len(everything["results"])
     assert 2 <= n <= 8
     assert (everything["total"], everything["total_relation"]) == (n, "eq")
     # a page past the end still says how many there are
-    past = search(client, method=method, k=5, offset=n)
+    past = search(client, method=method, k=5, offset=n, feedback=False)
     assert past["results"] == []
     assert (past["total"], past["total_relation"]) == (n, "eq")
     # the first page of one: DT and PSQ scored every candidate, so they know the count;
     # BOW-FD scored only as deep as the page needs, so it knows a lower bound
-    first = search(client, method=method, k=1)
+    first = search(client, method=method, k=1, feedback=False)
     if method == "bowfd":
         assert (first["total"], first["total_relation"]) == (1, "gte")
     else:
@@ -114,10 +114,30 @@ def test_dt_total_is_the_documents_holding_a_weighted_term_of_the_translation(
 ) -> None:
     # "the house is big": "the" and "is" occur in 7 of the 8 toy documents (rsj < 0, floored
     # to 0: no weight), "house" in d1 only, "big" in d1 and d7 ("the tree is big")
-    body = search(client, method="dt", k=1)
+    body = search(client, method="dt", k=1, feedback=False)
     assert body["translation"] == "the house is big"
     assert (body["total"], body["total_relation"]) == (2, "eq")
-    assert {h["id"] for h in search(client, method="dt", k=100)["results"]} == {"d1", "d7"}
+    found = search(client, method="dt", k=100, feedback=False)["results"]
+    assert {h["id"] for h in found} == {"d1", "d7"}
+
+
+@pytest.mark.parametrize("method", ["bowfd", "dt", "psq"])
+def test_with_feedback_a_page_holding_every_result_counts_them_exactly(
+    client: TestClient, method: str
+) -> None:
+    """The feedback default: BOW-FD ranks its own documents again (its count), DT and PSQ mix
+    their ranking with the expanded query's — when both hold everything they retrieved, the
+    union is counted, not bounded ("of 3", not "of at least 3")."""
+    everything = search(client, method=method, k=100, feedback=True)
+    assert everything["expansion"] is not None
+    n = len(everything["results"])
+    assert (everything["total"], everything["total_relation"]) == (n, "eq")
+    assert everything["total_max"] is None
+    past = search(client, method=method, k=5, offset=n, feedback=True)
+    assert past["results"] == [] and (past["total"], past["total_relation"]) == (n, "eq")
+    # a page of one: both rankings ran as deep as the mix reads (100), so they still hold all
+    one = search(client, method=method, k=1, feedback=True)
+    assert (one["total"], one["total_relation"]) == (n, "eq")
 
 
 def test_total_is_described_in_the_schema(client: TestClient) -> None:
@@ -204,7 +224,13 @@ def test_demo_search_result_ids_resolve(demo_client: TestClient) -> None:
     body = post(
         demo_client,
         "/v1/search",
-        {"query": "Wie füge ich eine Tabelle ein?", "lang": "de", "method": "dt", "k": 5},
+        {
+            "query": "Wie füge ich eine Tabelle ein?",
+            "lang": "de",
+            "method": "dt",
+            "k": 5,
+            "feedback": False,  # DT's own count
+        },
     )
     assert body["total_relation"] == "eq" and body["total"] >= len(body["results"]) == 5
     for hit in body["results"]:

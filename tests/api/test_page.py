@@ -247,7 +247,11 @@ def test_script_never_parses_text_as_html(name: str) -> None:
 
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    settings = demo_settings(tmp_path_factory.mktemp("jobs"), max_query_chars=MAX_QUERY_CHARS)
+    """The demo service with feedback off by default: the page's tests read each method's own
+    results, and the switch turns feedback on (the shipped default, on, has its own test)."""
+    settings = demo_settings(
+        tmp_path_factory.mktemp("jobs"), max_query_chars=MAX_QUERY_CHARS, feedback=False
+    )
     with LiveServer(settings) as server:
         yield server
 
@@ -564,7 +568,10 @@ def test_snippet_parsing_by_hand(page: WebDriver) -> None:
 
 def explanation_terms(explanation: dict[str, Any]) -> list[str]:
     """The matched terms of an explanation, each once (what the page puts in a #doc= link)."""
-    if "matched" in explanation:
+    if explanation.get("feedback") and "matched" in explanation:  # {term, weight}, own first
+        own = explanation_terms(explanation["first"]) if explanation["first"] else []
+        terms = [*own, *(str(m["term"]) for m in explanation["matched"])]
+    elif "matched" in explanation:
         terms = [str(t) for t in explanation["matched"]]
     elif "sentences" in explanation:
         terms = [str(m["term"]) for s in explanation["sentences"] for m in s["matched"]]
@@ -1131,7 +1138,7 @@ def test_feedback_switch_shows_the_added_words_and_lives_in_the_address(
 def test_the_feedback_switch_follows_the_service_default(
     chrome: WebDriver, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    settings = demo_settings(tmp_path_factory.mktemp("jobs-fb"), feedback=True)
+    settings = demo_settings(tmp_path_factory.mktemp("jobs-fb"))  # shipped: feedback on
     with LiveServer(settings) as server:
         chrome.get(server.url + "/")
         wait(chrome).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-lang option"))
@@ -1140,6 +1147,19 @@ def test_the_feedback_switch_follows_the_service_default(
         search(chrome, "Tabelle sortieren")
         assert "fb=" not in chrome.current_url  # the default needs no mark in the address
         assert not chrome.find_element(By.ID, "search-expansion").get_attribute("hidden")
+        # what a request that does not say gets: the expanded results, explained and opened
+        api = server.post(
+            "/v1/search",
+            {"query": "Tabelle sortieren", "lang": "de", "method": "bowfd", "k": 10,
+             "explain": True},
+        )  # fmt: skip
+        assert api["expansion"] is not None
+        assert result_titles(chrome) == [r["title"] for r in api["results"]]
+        open_first_document(chrome)
+        hit = api["results"][0]
+        check_document_view(chrome, server, hit["id"], explanation_terms(hit["explanation"]))
+        chrome.back()
+        wait(chrome).until(lambda d: result_titles(d))
         box.click()  # off: the address says so, and a reload keeps it off
         search(chrome, "Tabelle sortieren")
         wait(chrome).until(lambda d: "fb=0" in d.current_url)

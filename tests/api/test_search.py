@@ -56,7 +56,7 @@ def test_house_query_finds_the_house_documents(client: TestClient, method: str) 
 
 
 def test_bowfd_explanation_is_the_documents_derivation(client: TestClient) -> None:
-    body = search(client, method="bowfd", k=2, explain=True)
+    body = search(client, method="bowfd", k=2, explain=True, feedback=False)
     first = body["results"][0]  # type: ignore[index]
     sentences = first["explanation"]["sentences"]
     assert len(sentences) == 1
@@ -226,7 +226,7 @@ def test_same_titled_results_say_which_manual_they_come_from(
 
 
 def test_a_lower_bound_total_comes_with_an_upper_bound(client: TestClient) -> None:
-    body = {"query": "das haus ist groß", "lang": "de", "method": "bowfd"}
+    body = {"query": "das haus ist groß", "lang": "de", "method": "bowfd", "feedback": False}
     page = client.post("/v1/search", json={**body, "k": 1}).json()
     assert page["total_relation"] == "gte"
     full = client.post("/v1/search", json={**body, "k": 1000}).json()
@@ -255,7 +255,7 @@ def test_feedback_expands_the_query_and_says_with_what(
     method: str,
 ) -> None:
     client = make_client()
-    plain = _search(client, method=method)
+    plain = _search(client, method=method, feedback=False)
     fb = _search(client, method=method, feedback=True, explain=True)
     assert plain["expansion"] is None
     exp = fb["expansion"]
@@ -282,6 +282,13 @@ def test_feedback_expands_the_query_and_says_with_what(
 def test_feedback_follows_the_service_default_unless_the_request_says(
     make_client: MakeClient,
 ) -> None:
+    # shipped on (CLIR_FEEDBACK): a request that does not say is expanded, one that says no is not
+    shipped = make_client()
+    assert _search(shipped)["expansion"]["feedback"] == "rm3(10,10,0.7)+rerank@100"
+    assert _search(shipped, feedback=False)["expansion"] is None
+    off = make_client(feedback=False)
+    assert _search(off)["expansion"] is None
+    assert _search(off, feedback=True)["expansion"]["feedback"] == "rm3(10,10,0.7)+rerank@100"
     on = make_client(feedback=True, feedback_docs=2, feedback_terms=3, feedback_weight=0.7)
     assert _search(on)["expansion"]["feedback"] == "rm3(2,3,0.7)+rerank@100"
     assert _search(on, method="dt")["expansion"]["feedback"] == "rm3(2,3,0.7)+mix(0.5@100)"
@@ -311,9 +318,9 @@ def test_feedback_on_a_collection_ranks_as_on_the_index(
 def test_readyz_tells_the_page_whether_feedback_is_offered(
     make_client: MakeClient, tmp_path: Path
 ) -> None:
-    assert make_client().get("/readyz").json()["feedback"] == {"offered": True, "default": False}
-    on = make_client(feedback=True)
-    assert on.get("/readyz").json()["feedback"] == {"offered": True, "default": True}
+    assert make_client().get("/readyz").json()["feedback"] == {"offered": True, "default": True}
+    off = make_client(feedback=False)
+    assert off.get("/readyz").json()["feedback"] == {"offered": True, "default": False}
     out = tmp_path / "coll"
     build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
     coll = make_client(doc_indexes=[out], feedback=True)

@@ -136,6 +136,21 @@ def test_nothing_to_feed_back_leaves_the_query_alone(demo_index: InvertedIndex) 
     assert empty.terms == (("table", 1.0),) and empty.added == ()
 
 
+@pytest.mark.parametrize("form", ["rerank", "interpolate", "replace"])
+@pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
+def test_a_method_that_finds_nothing_is_not_expanded(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, method: str, form: str
+) -> None:
+    scorer = get_scorer(method, toy_index, bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "xylophon", "de")  # passes through, no document
+    plain = scorer.rank(query, 5)
+    assert plain.hits == []
+    ranking = scorer.rank(query, 5, feedback=FeedbackParams(form=form))  # type: ignore[arg-type]
+    assert ranking.hits == [] and "expansion" not in ranking.info
+    assert ranking.signature == plain.signature
+    assert scorer.retrieved(ranking, 5, query) == scorer.retrieved(plain, 5, query)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -228,9 +243,15 @@ def test_every_document_method_has_the_feedback_stage(
     n, relation = scorer.retrieved(ranking, 4, query)
     if form == "replace":
         assert (n, relation) == (expanded, "eq")
-    else:  # the union of the two: at least the larger of them
-        own, _ = scorer.retrieved(scorer.rank(query, 1000), 1000, query)
-        assert n == max(expanded, own) and relation == "gte"
+    else:  # the union of the two: counted when both rankings (6 deep) hold all they found
+        everything = scorer.rank(query, 1000)
+        own, _ = scorer.retrieved(everything, 1000, query)
+        found = rank_expanded(toy_index, expansion, 1000).docs.tolist()
+        if len(first.hits) < 6 and len(found) < 6:  # neither ranking was cut at 6
+            union = {h.docno for h in everything.hits} | set(found)
+            assert (n, relation) == (len(union), "eq")
+        else:  # at least the larger of them
+            assert n == max(expanded, own) and relation == "gte"
     own_expl = {h.docno: h.explanation for h in first.hits}
     for hit in ranking.hits:
         expl = hit.explanation
