@@ -134,19 +134,22 @@ def run_search(
             snap = index.snapshot
             searcher = service.collection_searcher(bundle)
             first = depth if feedback is None else feedback.first_depth(depth)
+            # the rerank forms explain their own ranking: the first one's would go unread
+            explain = req.explain and searcher.explains_first(snap, req.method, feedback, params)
             if settings.search_backend == "ray":
                 ranking, (total, relation), failed = service.ray_searcher(index, bundle).rank(
-                    snap, req.method, decoded.query, first, explain=req.explain, params=params
+                    snap, req.method, decoded.query, first, explain=explain, params=params
                 )
             else:
                 ranking, (total, relation) = searcher.rank(
-                    snap, req.method, decoded.query, first, explain=req.explain, params=params
+                    snap, req.method, decoded.query, first, explain=explain, params=params
                 )
             if feedback is not None:  # the expansion and its ranking read the segments here
                 # the rerank forms search again in this process, over the first ranking's
-                # documents only (a few hundred: the segments are open here too)
+                # documents only (a few hundred: the segments are open here too), explaining
+                # the page's hits only
                 rerank = searcher.reranker(snap, req.method, decoded.query, params,
-                                           explain=req.explain)  # fmt: skip
+                                           explain=req.explain, explain_top=depth)  # fmt: skip
                 ranking, (total, relation) = feedback_ranking(
                     snap, decoded.query, ranking, (total, relation), depth, feedback,
                     explain=req.explain, rerank=rerank,

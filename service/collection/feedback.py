@@ -49,10 +49,10 @@ def relevance_model(
         _, ids, tfs = view.index.doc_vectors([docno])
         total = max(int(view.index.doc_lengths[docno]), 1)  # as the single index's model
         share = float(weight) / total
-        for tid, tf in zip(ids.tolist(), tfs.tolist(), strict=True):
+        keep = snapshot.weighted_ids(view, ids)
+        for tid, tf in zip(ids[keep].tolist(), tfs[keep].tolist(), strict=True):
             term = view.index.term(tid)
-            if snapshot.weighted(term):
-                model[term] = model.get(term, 0.0) + share * tf
+            model[term] = model.get(term, 0.0) + share * tf
     return model
 
 

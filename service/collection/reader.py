@@ -86,6 +86,11 @@ class Snapshot:
         df = self.collection_df(token)
         return df > 0 and float(rsj_raw(df, self.n_docs)) > 0
 
+    def weighted_ids(self, view: SegmentView, term_ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """:meth:`weighted` of the terms ``term_ids`` of the segment ``view``, at once."""
+        df = self.global_df[view.segment.gid[np.asarray(term_ids, dtype=np.int64)]]
+        return (df > 0) & (rsj_raw(df, self.n_docs) > 0)
+
     def views(self) -> list[SegmentView]:
         return [v for shard in self.shards for v in shard]
 

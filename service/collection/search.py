@@ -646,10 +646,14 @@ class SnapshotSearcher:
         params: Mapping[str, Any] | None = None,
         count: bool = True,
         restrict: Int64Array | None = None,
+        explain_top: int | None = None,
     ) -> tuple[Ranking, tuple[int, Relation]]:
         """The top ``k`` of the collection, and how many documents the method retrieved
         (``count``: beyond ``k`` too; else a lower bound); ``restrict``: only these documents
-        (sequence numbers, ascending; BOW-FD, as a cascade's first stage restricts it)."""
+        (sequence numbers, ascending; BOW-FD, as a cascade's first stage restricts it).
+        ``explain``: each hit's explanation — only the first ``explain_top`` hits' when given
+        (a feedback stage ranks 100 deep for a page of 10; BOW-FD's explanations cost ~2 ms
+        a hit)."""
         params = dict(params or {})
         m = get_method(method)
         kept: dict[str, Any] = {}
@@ -689,7 +693,7 @@ class SnapshotSearcher:
             return Ranking(query.qid, [], f"method:{method}", {}), (0, "eq")
         final = m.finish(m.merge(parts), k)
         explained: dict[int, Explanation | None] = {}
-        for seq in final.seqs.tolist() if explain else ():
+        for seq in final.seqs[:explain_top].tolist() if explain else ():
             view, docno = snapshot.locate_seq(seq)
             scorer = self.scorer(method, view, params)
             explained[seq] = m.explain(scorer, kept[view.segment.name], docno, final, view)
@@ -707,11 +711,13 @@ class SnapshotSearcher:
         params: Mapping[str, Any] | None = None,
         *,
         explain: bool = False,
+        explain_top: int | None = None,
     ) -> Rerank | None:
         """How the rerank feedback forms rank the collection again (None for a method that
         cannot, :attr:`Scorer.reranks`): the method over the given documents only, the query's
         weights carrying the relevance model's (:func:`~service.retrieval.feedback
-        .rerank_weights`) — as :meth:`BowFdScorer._rerank` ranks one index."""
+        .rerank_weights`) — as :meth:`BowFdScorer._rerank` ranks one index. ``explain_top``:
+        how many of its hits are explained (:meth:`rank`; the page's)."""
         lead = self.any_scorer(snapshot, method, params or {})
         if not isinstance(lead, BowFdScorer) or not lead.reranks:
             return None
@@ -721,12 +727,28 @@ class SnapshotSearcher:
             expansion: Expansion, fb: FeedbackParams, seqs: Int64Array, depth: int
         ) -> Ranking:
             weighted = replace(query, weights=rerank_weights(expansion, fb, v, query.weights))
+            top = None if fb.mixes else explain_top  # a mix may show any of its hits
             return self.rank(
                 snapshot, method, weighted, max(depth, 1), explain=explain, params=params,
-                count=False, restrict=seqs,
+                count=False, restrict=seqs, explain_top=top,
             )[0]  # fmt: skip
 
         return rerank
+
+    def explains_first(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        feedback: FeedbackParams | None,
+        params: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Whether a search's first ranking needs its explanations: not when the feedback
+        stage ranks the documents again (the rerank forms), whose explanations replace them."""
+        if feedback is None:
+            return True
+        lead = self.any_scorer(snapshot, method, params or {})
+        can = isinstance(lead, BowFdScorer) and lead.reranks
+        return not feedback.for_method(can).reranks
 
 
 def _id_of(snapshot: Snapshot, seq: int) -> str:
@@ -768,12 +790,14 @@ class CollectionScorer(Scorer):
         self.collection.refresh()
         snapshot = self.collection.snapshot
         depth = k if feedback is None else feedback.first_depth(k)
+        first_explained = self.searcher.explains_first(snapshot, self.method, feedback, self.params)
         ranking, retrieved = self.searcher.rank(
-            snapshot, self.method, query, depth, explain=explain, params=self.params,
+            snapshot, self.method, query, depth, explain=explain and first_explained,
+            params=self.params,
         )  # fmt: skip
         if feedback is not None:  # the feedback stage, as over one index
             rerank = self.searcher.reranker(snapshot, self.method, query, self.params,
-                                            explain=explain)  # fmt: skip
+                                            explain=explain, explain_top=k)  # fmt: skip
             ranking, retrieved = feedback_ranking(
                 snapshot, query, ranking, retrieved, k, feedback, explain=explain, rerank=rerank
             )

@@ -183,3 +183,33 @@ def test_feedback_over_a_collection_ranks_like_one_index(
             assert [h.score for h in b.hits] == [h.score for h in a.hits], (method, q.qid)
             assert many.retrieved(b, 20, q) == one.retrieved(a, 20, q), (method, q.qid)
             assert b.signature == a.signature
+
+
+@pytest.mark.parametrize("form", ["rerank", "rerank+interpolate", "interpolate"])
+def test_feedback_explanations_are_the_single_index_ones(
+    demo: tuple[InvertedIndex, ModelBundle],
+    dev_queries: list[DecodedQuery],
+    tmp_path: Path,
+    form: str,
+) -> None:
+    """A page with feedback, explained: each hit's explanation (the expansion words it holds
+    and the method's own, from the ranking the stage read) equals one index's — the rerank
+    forms explain only the page's hits of their own ranking, not the first ranking's."""
+    from service.collection.search import CollectionScorer
+    from service.retrieval.feedback import FeedbackParams
+
+    index, bundle = demo
+    coll = collection_of(index, tmp_path / "c", 2, merge=False)
+    feedback = FeedbackParams(form=form, pool=30)  # type: ignore[arg-type]
+    for method in ("dt", "bowfd"):
+        one = get_scorer(method, index, bundle=bundle, **PARAMS[method])
+        many = CollectionScorer(coll, method, bundle=bundle, **PARAMS[method])
+        for q in dev_queries[:12]:
+            a = one.rank(q, 5, explain=True, feedback=feedback)
+            b = many.rank(q, 5, explain=True, feedback=feedback)
+            want = [h.explanation.to_json() for h in a.hits if h.explanation is not None]
+            got = [h.explanation.to_json() for h in b.hits if h.explanation is not None]
+            assert got == want and len(got) == len(a.hits), (method, form, q.qid)
+            firsts = [e["first"] for e in got]
+            if method == "bowfd" or form == "interpolate":  # the method's own rides along
+                assert any(f is not None for f in firsts), (method, form, q.qid)
