@@ -45,7 +45,6 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.collection import Collection
-from service.collection.feedback import feedback_ranking
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.index.analysis import LONG_STOPWORDS, is_word
@@ -146,13 +145,10 @@ def run_search(
                 )
             if feedback is not None:  # the expansion and its ranking read the segments here
                 # the rerank forms search again in this process, over the first ranking's
-                # documents only (a few hundred: the segments are open here too), explaining
-                # the page's hits only
-                rerank = searcher.reranker(snap, req.method, decoded.query, params,
-                                           explain=req.explain, explain_top=depth)  # fmt: skip
-                ranking, (total, relation) = feedback_ranking(
-                    snap, decoded.query, ranking, (total, relation), depth, feedback,
-                    explain=req.explain, rerank=rerank,
+                # documents only (a few hundred: the segments are open here too)
+                ranking, (total, relation) = searcher.feedback(
+                    snap, req.method, decoded.query, ranking, (total, relation), depth,
+                    feedback, explain=req.explain, params=params,
                 )  # fmt: skip
             scorer = searcher.any_scorer(snap, req.method, params)
             service.metrics.observe_shards(ranking.info.get("shard_seconds", {}))

@@ -735,6 +735,27 @@ class SnapshotSearcher:
 
         return rerank
 
+    def feedback(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        query: DecodedQuery,
+        first: Ranking,
+        retrieved: tuple[int, Relation],
+        k: int,
+        feedback: FeedbackParams,
+        *,
+        explain: bool = False,
+        params: Mapping[str, Any] | None = None,
+    ) -> tuple[Ranking, tuple[int, Relation]]:
+        """The feedback stage after the collection's ``first`` ranking of ``query`` (from this
+        searcher or from shard workers; :func:`~service.collection.feedback.feedback_ranking`),
+        the rerank forms ranking this process's segments again and explaining the top ``k``."""
+        rerank = self.reranker(snapshot, method, query, params, explain=explain, explain_top=k)
+        return feedback_ranking(
+            snapshot, query, first, retrieved, k, feedback, explain=explain, rerank=rerank
+        )
+
     def explains_first(
         self,
         snapshot: Snapshot,
@@ -796,11 +817,10 @@ class CollectionScorer(Scorer):
             params=self.params,
         )  # fmt: skip
         if feedback is not None:  # the feedback stage, as over one index
-            rerank = self.searcher.reranker(snapshot, self.method, query, self.params,
-                                            explain=explain, explain_top=k)  # fmt: skip
-            ranking, retrieved = feedback_ranking(
-                snapshot, query, ranking, retrieved, k, feedback, explain=explain, rerank=rerank
-            )
+            ranking, retrieved = self.searcher.feedback(
+                snapshot, self.method, query, ranking, retrieved, k, feedback,
+                explain=explain, params=self.params,
+            )  # fmt: skip
         ranking.info["retrieved"] = list(retrieved)  # what retrieved() answers
         return ranking
 
