@@ -17,7 +17,6 @@ writes ``bench/results/collection_feedback.json``.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from bench.bench_querysets import load_set
-from bench.common import RESULTS_DIR, ROOT, write_result
+from bench.common import RESULTS_DIR, ROOT, percentile, write_result
 from service.api.app import create_app
 from service.settings import Settings
 
@@ -56,8 +55,7 @@ def search(c: TestClient, query: str, feedback: bool) -> dict[str, Any]:
 
 
 def quantiles(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
-    return {"p50": statistics.median(xs), "p90": xs[int(0.9 * (len(xs) - 1))]}
+    return {"p50": percentile(xs, 50), "p90": percentile(xs, 90)}
 
 
 def main(collection: Path, n: int) -> None:

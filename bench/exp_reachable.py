@@ -26,12 +26,12 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from bench.bench_feedback import english_queries, hits_of
+from bench.bench_feedback import Runs, english_queries, hits_of
 from bench.bench_querysets import english_pages, load_set
 from bench.common import RESULTS_DIR, ROOT, write_result
 from service.data.querysets import mate
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import Hits, InvertedIndex
+from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import DecodedQuery
@@ -46,21 +46,13 @@ WIDE_POP = 1000
 
 
 def forest_terms(index: InvertedIndex, query: DecodedQuery) -> set[str]:
-    """The index terms of every target word any hyperedge of the query's forests yields."""
-    words: set[str] = set()
-    for forest in query.forests:
-        for edge in forest.hypergraph.edges:
-            words.update(edge.target_terminals)
-    return {t for t in (index.analyzer.term(w) for w in words) if t is not None}
+    """The index terms of every English word the query's forests can produce."""
+    return {t for t in map(index.analyzer.term, query.target_words()) if t is not None}
 
 
 def share(terms: Iterable[str | None], reachable: set[str]) -> float:
     distinct = {t for t in terms if t is not None}
     return len(distinct & reachable) / len(distinct) if distinct else 1.0
-
-
-def run_of(index: InvertedIndex, hits: Hits) -> dict[str, float]:
-    return dict(zip(map(index.doc_id, hits.docs.tolist()), hits.scores.tolist(), strict=True))
 
 
 def measure(lang: str) -> dict[str, Any]:
@@ -80,9 +72,7 @@ def measure(lang: str) -> dict[str, Any]:
         queries, qrels = load_set(set_name, lang)
         queries = {q: t for q, t in queries.items() if q in qrels}
         english = english_queries(set_name, lang, queries, qrels)
-        runs: dict[str, dict[str, dict[str, float]]] = {
-            k: {} for k in ("ceiling", "reachable ceiling", "bowfd", "bowfd+rerank")
-        }
+        runs = Runs(index)
         reach: dict[str, list[float]] = {"terms": [], "title terms": []}
         if set_name != "paragraph":
             reach.update({f"terms, pop {WIDE_POP}": [], f"title terms, pop {WIDE_POP}": []})
@@ -92,13 +82,10 @@ def measure(lang: str) -> dict[str, Any]:
             tokens = index.tokenize(english[qid])
             terms = [index.analyzer.term(t) for t in tokens]
             kept = [t for t, term in zip(tokens, terms, strict=True) if term in yields]
-            runs["ceiling"][qid] = run_of(index, index.bm25_topk(tokens, DEPTH))
-            runs["reachable ceiling"][qid] = (
-                run_of(index, index.bm25_topk(kept, DEPTH)) if kept else {}
-            )
-            runs["bowfd"][qid] = run_of(index, hits_of(bowfd.rank(q, DEPTH)))
-            again = bowfd.rank(q, DEPTH, feedback=feedback)
-            runs["bowfd+rerank"][qid] = run_of(index, hits_of(again))
+            runs.record("ceiling", qid, index.bm25_topk(tokens, DEPTH), 0.0)
+            runs.record("reachable ceiling", qid, index.bm25_topk(kept, DEPTH), 0.0)
+            runs.record("bowfd", qid, hits_of(bowfd.rank(q, DEPTH)), 0.0)
+            runs.record("bowfd+rerank", qid, hits_of(bowfd.rank(q, DEPTH, feedback=feedback)), 0.0)
             title = [index.analyzer.term(t) for t in index.tokenize(pages[mate(qrels[qid])][0])]
             reach["terms"].append(share(terms, yields))
             reach["title terms"].append(share(title, yields))
@@ -110,7 +97,7 @@ def measure(lang: str) -> dict[str, Any]:
                 print(f"{lang} {set_name}: query {i}/{len(queries)}", file=sys.stderr)
         if set_name == "question":  # the questions are not the pages' titles
             del reach["title terms"], reach[f"title terms, pop {WIDE_POP}"]
-        ev = {k: evaluate(v, qrels, METRICS) for k, v in runs.items()}
+        ev = {k: evaluate(v, qrels, METRICS) for k, v in runs.runs.items()}
         ap = {k: e.per_query["map"] for k, e in ev.items()}
         ceiling, reachable = ev["ceiling"].means["map"], ev["reachable ceiling"].means["map"]
         entry: dict[str, Any] = {

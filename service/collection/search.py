@@ -718,8 +718,8 @@ class SnapshotSearcher:
         weights carrying the relevance model's (:func:`~service.retrieval.feedback
         .rerank_weights`) — as :meth:`BowFdScorer._rerank` ranks one index. ``explain_top``:
         how many of its hits are explained (:meth:`rank`; the page's)."""
-        lead = self.any_scorer(snapshot, method, params or {})
-        if not isinstance(lead, BowFdScorer) or not lead.reranks:
+        lead = self._rerank_lead(snapshot, method, params)
+        if lead is None:
             return None
         v = lead.v_for(query.weights)
 
@@ -767,9 +767,16 @@ class SnapshotSearcher:
         stage ranks the documents again (the rerank forms), whose explanations replace them."""
         if feedback is None:
             return True
-        lead = self.any_scorer(snapshot, method, params or {})
-        can = isinstance(lead, BowFdScorer) and lead.reranks
+        can = self._rerank_lead(snapshot, method, params) is not None
         return not feedback.for_method(can).reranks
+
+    def _rerank_lead(
+        self, snapshot: Snapshot, method: str, params: Mapping[str, Any] | None
+    ) -> BowFdScorer | None:
+        """A scorer of ``method`` that can rank again with a relevance model (BOW-FD), or None
+        (a method that cannot: DT, PSQ; an empty collection)."""
+        lead = self.any_scorer(snapshot, method, params or {})
+        return lead if isinstance(lead, BowFdScorer) and lead.reranks else None
 
 
 def _id_of(snapshot: Snapshot, seq: int) -> str:

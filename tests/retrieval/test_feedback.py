@@ -27,6 +27,7 @@ from service.retrieval.feedback import (
     interpolate_reference,
     query_model,
     rank_expanded,
+    rank_expanded_counted,
     relevance_model,
     relevance_model_reference,
     rerank_weights,
@@ -136,6 +137,28 @@ def test_nothing_to_feed_back_leaves_the_query_alone(demo_index: InvertedIndex) 
     assert empty.terms == (("table", 1.0),) and empty.added == ()
 
 
+@pytest.mark.parametrize("method", ["dt", "psq"])
+def test_a_mix_of_cut_rankings_bounds_its_count(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, method: str
+) -> None:
+    """Both rankings read 1 deep and each found more: the union's size is unknown, so the
+    count is the larger of the two, a lower bound of the union."""
+    scorer = get_scorer(method, toy_index, bundle=toy_bundle)
+    query = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    params = FeedbackParams(docs=1, terms=5, form="interpolate", pool=1)
+    ranking = scorer.rank(query, 1, feedback=params)
+    everything = scorer.rank(query, 1000)
+    own, _ = scorer.retrieved(everything, 1000, query)
+    translation = [t for s in one_best(query) for t in s]
+    top = scorer.rank(query, 1).hits
+    expansion = expand(toy_index, translation, [(h.docno, h.score) for h in top], params)
+    found, expanded = rank_expanded_counted(toy_index, expansion, 1000)
+    assert own > 1 and len(found.docs) > 1  # both were cut at 1
+    union = {h.docno for h in everything.hits} | set(found.docs.tolist())
+    n, relation = scorer.retrieved(ranking, 1, query)
+    assert (n, relation) == (max(expanded, own), "gte") and n <= len(union)
+
+
 @pytest.mark.parametrize("form", ["rerank", "interpolate", "replace"])
 @pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
 def test_a_method_that_finds_nothing_is_not_expanded(
@@ -243,15 +266,11 @@ def test_every_document_method_has_the_feedback_stage(
     n, relation = scorer.retrieved(ranking, 4, query)
     if form == "replace":
         assert (n, relation) == (expanded, "eq")
-    else:  # the union of the two: counted when both rankings (6 deep) hold all they found
-        everything = scorer.rank(query, 1000)
-        own, _ = scorer.retrieved(everything, 1000, query)
+    else:  # neither ranking is cut at 6 on the toy index: the union of the two, counted
         found = rank_expanded(toy_index, expansion, 1000).docs.tolist()
-        if len(first.hits) < 6 and len(found) < 6:  # neither ranking was cut at 6
-            union = {h.docno for h in everything.hits} | set(found)
-            assert (n, relation) == (len(union), "eq")
-        else:  # at least the larger of them
-            assert n == max(expanded, own) and relation == "gte"
+        assert len(first.hits) < 6 and len(found) < 6
+        union = {h.docno for h in scorer.rank(query, 1000).hits} | set(found)
+        assert (n, relation) == (len(union), "eq")
     own_expl = {h.docno: h.explanation for h in first.hits}
     for hit in ranking.hits:
         expl = hit.explanation
