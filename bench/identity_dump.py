@@ -47,7 +47,7 @@ def dump_retrieval(out: TextIO, index: Any, lang: str, bundle: Any, limit: int |
     dec = decoder_for(bundle)
     for method in ("bowfd", "dt", "psq"):
         scorer = make_scorer(method, index, bundle)
-        run = run_queries(scorer, dec, queries, lang, progress=False)
+        run = run_queries(scorer.rank, dec, queries, lang, progress=False)
         for qid in sorted(run.rankings):
             hits = run.rankings[qid].hits
             docs = [h.doc_id for h in hits]

@@ -16,27 +16,32 @@ n-best time budget — is a :class:`RunSetup`, which the command line builds fro
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from service.collection import Collection
-from service.collection.search import CollectionScorer, open_store, store_scorer
+from service.collection.search import open_store, store_scorer
 from service.data import load_qrels, load_queries, rank_entries, write_run
 from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, TR_METRICS, evaluate
 from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S
-from service.index.inverted import InvertedIndex
 from service.jit import Engine
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.weights import DEFAULT_STATE_DIR
 from service.records import QrelsDict
-from service.retrieval.base import Ranking, Scorer
+from service.retrieval.base import DecodedQuery, Ranking, Scorer
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
 from service.retrieval.runner import DEPTH, QueryRun, decoder_for, run_queries
+from service.search.pipeline import (
+    DenseParams,
+    SearchOptions,
+    SearchOutcome,
+    SearchPipeline,
+    store_pipeline,
+)
 
 
 @dataclass(frozen=True)
@@ -98,27 +103,42 @@ def _rank_all(
     desc: str,
     setup: RunSetup | None,
     feedback: FeedbackParams | None = None,
-) -> tuple[QueryRun, Scorer]:
-    """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``)."""
+    dense: DenseParams | None = None,
+) -> tuple[QueryRun, str]:
+    """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``):
+    documents through the search pipeline (feedback, the dense reader), the sentence pool
+    with translation retrieval's scorer. Also the method's signature (for a run of none)."""
     setup = setup or RunSetup()
     bundle = load_bundle(model, state_root=setup.state_root)
-    scorer = scorer_for(index_path, method, bundle, params)
+    decoder = decoder_for(bundle, use_lm, setup.engine)
+    rank: Callable[[DecodedQuery, int], Ranking]
+    if method == "tr":
+        scorer = scorer_for(index_path, method, bundle, params)
+        rank, signature = scorer.rank, scorer.signature()
+    else:
+        pipe = store_pipeline(open_store(index_path), bundle)
+        opts = SearchOptions(method, feedback=feedback, dense=dense, params=dict(params or {}))
+
+        def rank(query: DecodedQuery, depth: int) -> Ranking:
+            return pipe.search(query, replace(opts, k=depth)).ranking
+
+        signature = f"method:{method}"
     qrun = run_queries(
-        scorer,
-        decoder_for(bundle, use_lm, setup.engine),
+        rank,
+        decoder,
         queries,
         bundle.src,
         k=k,
         weights_version=bundle.active_weights().version,
         progress=progress,
         desc=desc,
-        feedback=feedback,
+        search=method != "tr",
     )
-    return qrun, scorer
+    return qrun, signature
 
 
 def _payload(
-    result_json: dict[str, float | int], qrun: QueryRun, scorer: Scorer, start: float
+    result_json: dict[str, float | int], qrun: QueryRun, signature: str, start: float
 ) -> dict[str, Any]:
     payload: dict[str, Any] = dict(result_json)
     payload["seconds"] = round(time.perf_counter() - start, 3)
@@ -126,7 +146,7 @@ def _payload(
     payload["rank_seconds_per_query"] = round(_mean(qrun.rank_seconds.values()), 4)
     payload["failed_queries"] = len(qrun.failed)
     first = next(iter(qrun.rankings.values()), None)
-    payload["signature"] = first.signature if first is not None else scorer.signature()
+    payload["signature"] = first.signature if first is not None else signature
     return payload
 
 
@@ -144,12 +164,13 @@ def evaluate_method(
     progress: bool = True,
     params: Mapping[str, Any] | None = None,
     feedback: FeedbackParams | None = None,
+    dense: DenseParams | None = None,
     setup: RunSetup | None = None,
 ) -> dict[str, Any]:
     """``clir eval``: the CLIR metrics of ``method`` on a query set (one JSON object)."""
     start = time.perf_counter()
     queries, qrels = _select(queries_path, qrels_path, limit)
-    qrun, scorer = _rank_all(
+    qrun, signature = _rank_all(
         model,
         index_path,
         method,
@@ -161,12 +182,13 @@ def evaluate_method(
         desc=f"{method} queries",
         setup=setup,
         feedback=feedback,
+        dense=dense,
     )
     if run_out is not None:
         tag = method if use_lm else f"{method}-nolm"
         write_run(run_out, rank_entries(qrun.scored_docs(), tag, depth))
     result = evaluate(qrun.run(), qrels, CLIR_METRICS, depth=depth)
-    return _payload(result.as_json(), qrun, scorer, start)
+    return _payload(result.as_json(), qrun, signature, start)
 
 
 def check_run_tag(tag: str) -> str:
@@ -190,6 +212,7 @@ def run_topics(
     progress: bool = True,
     params: Mapping[str, Any] | None = None,
     feedback: FeedbackParams | None = None,
+    dense: DenseParams | None = None,
     setup: RunSetup | None = None,
 ) -> dict[str, Any]:
     """``clir run``: rank every topic of a query file with ``method`` and write the top
@@ -201,7 +224,7 @@ def run_topics(
         raise InvalidInputError(f"--hits must be at least 1, got {hits}")
     tag = check_run_tag(tag if tag is not None else (method if use_lm else f"{method}-nolm"))
     topics = _load_first(topics_path, limit, "topics")
-    qrun, scorer = _rank_all(
+    qrun, signature = _rank_all(
         model,
         index_path,
         method,
@@ -213,6 +236,7 @@ def run_topics(
         desc=f"{method} topics",
         setup=setup,
         feedback=feedback,
+        dense=dense,
     )
     lines = write_run(output, rank_entries(qrun.scored_docs(), tag, hits))
     payload: dict[str, Any] = {
@@ -222,7 +246,7 @@ def run_topics(
         "queries": len(topics),
         "lines": lines,
     }
-    payload.update(_payload({}, qrun, scorer, start))
+    payload.update(_payload({}, qrun, signature, start))
     payload["failed"] = dict(qrun.failed)
     return payload
 
@@ -248,7 +272,7 @@ def evaluate_tr(
     setup = setup or RunSetup()
     params = {"nbest": nbest, "levenshtein": levenshtein, "max_candidates": max_candidates,
               "time_budget": setup.time_budget}  # fmt: skip
-    qrun, scorer = _rank_all(
+    qrun, signature = _rank_all(
         model,
         pool_path,
         "tr",
@@ -263,7 +287,7 @@ def evaluate_tr(
     if run_out is not None:
         write_run(run_out, rank_entries(qrun.scored_docs(), f"tr-n{nbest}", 10))
     result = evaluate(qrun.run(), qrels, TR_METRICS, depth=None)
-    return _payload(result.as_json(), qrun, scorer, start)
+    return _payload(result.as_json(), qrun, signature, start)
 
 
 def search(
@@ -277,18 +301,21 @@ def search(
     explain: bool = False,
     params: Mapping[str, Any] | None = None,
     feedback: FeedbackParams | None = None,
+    dense: DenseParams | None = None,
     setup: RunSetup | None = None,
-) -> tuple[Ranking, InvertedIndex | Collection]:
-    """``clir search``: one query, ranked by ``method`` over an index or a collection
-    (a hit's ``docno`` is what the returned store's ``doc`` resolves)."""
+) -> tuple[SearchOutcome, SearchPipeline]:
+    """``clir search``: one query, ranked by ``method`` over an index or a collection through
+    the search pipeline (the API's answer: hits, count, translation, why nothing was found);
+    the pipeline's stage resolves a hit's ``docno`` to its document."""
     setup = setup or RunSetup()
     bundle = load_bundle(model, state_root=setup.state_root)
-    scorer = scorer_for(index_path, method, bundle, params)
+    pipe = store_pipeline(open_store(index_path), bundle)
     decoded = decode_query(
         decoder_for(bundle, use_lm, setup.engine),
         text,
         bundle.src,
         weights_version=bundle.active_weights().version,
     )
-    store = scorer.collection if isinstance(scorer, CollectionScorer) else scorer.index
-    return scorer.rank(decoded, k, explain=explain, feedback=feedback), store
+    opts = SearchOptions(method, k=k, explain=explain, feedback=feedback, dense=dense,
+                         params=dict(params or {}))  # fmt: skip
+    return pipe.search(decoded, opts), pipe

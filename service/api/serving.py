@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -51,6 +51,7 @@ from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer, configured_params
 from service.retrieval.query import decoder_sentences
+from service.search.pipeline import CollectionStage, FirstStage, IndexStage, SearchPipeline
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
@@ -291,6 +292,7 @@ class QueryService:
         self._scorers: dict[Hashable, Scorer] = {}
         self._searchers: dict[int, SnapshotSearcher] = {}
         self._ray: dict[tuple[str, int], RaySearcher] = {}
+        self._pipelines: dict[tuple[int, int], SearchPipeline] = {}
         self._scorers_lock = threading.Lock()
         threads = settings.decode_threads or os.cpu_count() or 1
         self.pool: Executor | None = (
@@ -415,6 +417,30 @@ class QueryService:
                     bundle, threads=self.settings.search_threads
                 )
             return searcher
+
+    def pipeline(self, index: InvertedIndex | Collection, bundle: ModelBundle) -> SearchPipeline:
+        """The search pipeline over ``index`` for ``bundle``, built once: its first stage is
+        the index's scorers, or the collection searched here or by Ray shard workers (the
+        ``search_backend`` setting), chosen here and nowhere else."""
+        key = (id(index), id(bundle))
+        with self._scorers_lock:
+            found = self._pipelines.get(key)
+        if found is not None:
+            return found
+        stage: FirstStage
+        if isinstance(index, Collection):
+            ray = (
+                self.ray_searcher(index, bundle) if self.settings.search_backend == "ray" else None
+            )
+            stage = CollectionStage(index, self.collection_searcher(bundle), ray)
+        else:
+
+            def scorers(method: str, params: Mapping[str, Any]) -> Scorer:
+                return self.scorer(method, index, bundle, **params)
+
+            stage = IndexStage(index, scorers)
+        with self._scorers_lock:
+            return self._pipelines.setdefault(key, SearchPipeline(stage))
 
     def method_params(self, method: str) -> dict[str, Any]:
         """The parameters of ``method`` that the settings set (its scorer names them,

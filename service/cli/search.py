@@ -106,24 +106,40 @@ def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
 def _feedback(args: argparse.Namespace) -> Any:
     """RM3's parameters from the flags and, where a flag is not given, the settings; None when
     feedback is off (``--no-feedback``, or CLIR_FEEDBACK=false without ``--feedback``)."""
-    from service.retrieval.feedback import FeedbackParams
+    from service.search.pipeline import feedback_from_settings
     from service.settings import get_settings
 
-    s = get_settings()
-    if not (s.feedback if args.feedback is None else args.feedback):
-        return None
+    return feedback_from_settings(
+        get_settings(), args.feedback, docs=args.feedback_docs, terms=args.feedback_terms,
+        weight=args.feedback_weight, form=args.feedback_form, mix=args.feedback_mix,
+        pool=args.feedback_pool,
+    )  # fmt: skip
 
-    def pick(flag: Any, setting: Any) -> Any:
-        return setting if flag is None else flag
 
-    return FeedbackParams(
-        pick(args.feedback_docs, s.feedback_docs),
-        pick(args.feedback_terms, s.feedback_terms),
-        pick(args.feedback_weight, s.feedback_weight),
-        form=pick(args.feedback_form, s.feedback_form),
-        mix=pick(args.feedback_mix, s.feedback_mix),
-        pool=pick(args.feedback_pool, s.feedback_pool),
+def _add_dense_flags(p: argparse.ArgumentParser) -> None:
+    """The dense reader as the service runs it: on by CLIR_DENSE (where the index has
+    vectors), each parameter from its setting unless a flag gives it."""
+    p.add_argument(
+        "--dense",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read the 1-best translation with the dense encoder too and fuse the rankings "
+        "(where the index has vectors); default: the setting CLIR_DENSE (on)",
     )
+    p.add_argument("--dense-depth", type=int, help="how deep both rankings are fused")
+    p.add_argument("--dense-fusion", choices=["rrf", "mix"], help="CLIR_DENSE_FUSION")
+    p.add_argument("--dense-rrf-k", type=float, help="RRF's k (CLIR_DENSE_RRF_K)")
+    p.add_argument("--dense-weight", type=float, help="the dense ranking's weight")
+
+
+def _dense(args: argparse.Namespace) -> Any:
+    from service.search.pipeline import dense_from_settings
+    from service.settings import get_settings
+
+    return dense_from_settings(
+        get_settings(), args.dense, depth=args.dense_depth, fusion=args.dense_fusion,
+        k=args.dense_rrf_k, weight=args.dense_weight,
+    )  # fmt: skip
 
 
 def _print_metrics(payload: dict[str, Any], as_json: bool) -> None:
@@ -197,13 +213,14 @@ def _add_search(verb: VerbAdder) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_param_flag(p)
     _add_feedback_flags(p)
+    _add_dense_flags(p)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
     from service.retrieval.explain import explanation_json
     from service.runs import search
 
-    ranking, index = search(
+    out, pipe = search(
         args.model,
         args.index,
         args.method,
@@ -213,8 +230,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
         explain=args.explain,
         params=_params(args.param),
         feedback=_feedback(args),
+        dense=_dense(args),
         setup=_run_setup(),
     )
+    translation = " ".join(" ".join(s) for s in out.translation)
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
         # written against 0.1 and go in 0.2
@@ -223,24 +242,35 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 "rank": r,
                 "id": h.doc_id,
                 "doc_id": h.doc_id,
-                "title": index.doc(h.docno).title,
+                "title": pipe.stage.doc(h.docno).title,
                 "score": h.score,
+                "readers": out.readers.get(h.docno, {}),
                 **({"explanation": explanation_json(h.explanation)} if args.explain else {}),
             }
-            for r, h in enumerate(ranking.hits, 1)
+            for r, h in enumerate(out.hits, 1)
         ]
         payload = {
-            "signature": ranking.signature,
-            "info": ranking.info,
+            "signature": out.ranking.signature,
+            "translation": translation,
+            "total": out.total,
+            "total_relation": out.relation,
+            "dense": out.dense,
+            "empty_reason": out.empty_reason,
+            "info": out.ranking.info,
             "results": results,
             "hits": results,
             "deprecated": {"hits": "results", "doc_id": "id"},
         }
         print(json.dumps(payload))
         return 0
-    print(f"# {ranking.signature}", file=sys.stderr)
-    for r, h in enumerate(ranking.hits, 1):
-        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{index.doc(h.docno).title}")
+    print(f"# {out.ranking.signature}", file=sys.stderr)
+    print(f"# translation: {translation}; dense: {out.dense}", file=sys.stderr)
+    if out.empty_reason:
+        print(f"# {out.empty_reason}", file=sys.stderr)
+    for r, h in enumerate(out.hits, 1):
+        readers = " ".join(f"{k}:{v}" for k, v in out.readers.get(h.docno, {}).items())
+        shown = f"\t[{readers}]" if readers else ""
+        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{pipe.stage.doc(h.docno).title}{shown}")
         if args.explain and h.explanation is not None:
             print(f"\t{json.dumps(h.explanation.to_json(), ensure_ascii=False)}")
     return 0
@@ -260,6 +290,7 @@ def _add_eval(verb: VerbAdder) -> None:
     p.add_argument("--json", action="store_true")
     _add_param_flag(p)
     _add_feedback_flags(p)
+    _add_dense_flags(p)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -277,6 +308,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         params=_params(args.param),
         feedback=_feedback(args),
+        dense=_dense(args),
         setup=_run_setup(),
     )
     _print_metrics(payload, args.json)
@@ -347,6 +379,7 @@ def _add_run(verb: VerbAdder) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_param_flag(p)
     _add_feedback_flags(p)
+    _add_dense_flags(p)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -365,6 +398,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         params=_params(args.param),
         feedback=_feedback(args),
+        dense=_dense(args),
         setup=_run_setup(),
     )
     for qid, reason in payload["failed"].items():

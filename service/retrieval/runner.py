@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,7 @@ from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import RunDict, ScoredDoc
-from service.retrieval.base import Ranking, Scorer, get_scorer
-from service.retrieval.feedback import FeedbackParams
+from service.retrieval.base import DecodedQuery, Ranking, Scorer, get_scorer
 from service.retrieval.query import decode_query
 
 DEPTH = 1000
@@ -85,7 +84,7 @@ class QueryRun:
 
 
 def run_queries(
-    scorer: Scorer,
+    rank: Callable[[DecodedQuery, int], Ranking],
     decoder: Decoder,
     queries: Mapping[str, str],
     lang: str,
@@ -94,12 +93,12 @@ def run_queries(
     weights_version: str = "default",
     progress: bool = True,
     desc: str = "queries",
-    feedback: FeedbackParams | None = None,
+    search: bool = True,
 ) -> QueryRun:
-    """Decode each query and rank it with ``scorer`` (top ``k``); translation retrieval
-    decodes a question as asked, document search as the instruction that answers it."""
+    """Decode each query and rank it with ``rank(query, k)`` (a scorer's ``rank``, or the
+    search pipeline's); ``search``: decode a how-to question as the instruction that answers
+    it (document search), else as asked (translation retrieval)."""
     out = QueryRun()
-    search = scorer.name != "tr"
     for qid, text in _progress(queries.items(), len(queries), desc, progress):
         t0 = time.perf_counter()
         try:
@@ -110,7 +109,7 @@ def run_queries(
             out.failed[qid] = str(exc)
             continue
         t1 = time.perf_counter()
-        out.rankings[qid] = scorer.rank(decoded, k, feedback=feedback)
+        out.rankings[qid] = rank(decoded, k)
         out.decode_seconds[qid] = t1 - t0
         out.rank_seconds[qid] = time.perf_counter() - t1
     return out

@@ -1,0 +1,146 @@
+"""The dense reader over a collection: each segment's passage vectors, merged exactly.
+
+A segment is an index directory, so its vectors are ``dense/`` inside it
+(:mod:`service.dense.vectors`), written after the segment by a background step (``clir docs
+embed``) or by ``clir build-index``. A dense score depends on the query and the document only
+(no collection statistics), so each segment's top list, by sequence number, merges into the
+collection's exactly as one index over the same documents ranks them: score descending, then
+sequence number ascending. Deleted documents are left out; a segment whose vectors are not
+written yet is read lexically only, and :meth:`CollectionDense.status` counts its documents
+as pending.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.collection.reader import Collection, SegmentView
+from service.dense.encoders import Encoder
+from service.dense.passages import PassageParams
+from service.dense.source import NO_VECTORS, DenseSource
+from service.dense.vectors import DenseVectors, Progress, open_vectors
+from service.errors import ClirError
+
+_CACHE: dict[Path, DenseVectors] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def segment_vectors(view: SegmentView) -> DenseVectors | None:
+    """The vectors of a segment, or None while they are not written (or unusable)."""
+    path = Path(view.index.path)
+    with _CACHE_LOCK:
+        found = _CACHE.get(path)
+    if found is not None:
+        return found
+    try:
+        vectors = open_vectors(path)
+    except ClirError:
+        return None
+    if vectors is None or vectors.n_docs != view.segment.n_docs:
+        return None
+    with _CACHE_LOCK:
+        _CACHE[path] = vectors
+    return vectors
+
+
+class CollectionDense(DenseSource):
+    """The collection's current snapshot read densely (documents numbered by sequence)."""
+
+    def __init__(self, collection: Collection) -> None:
+        self.collection = collection
+        snap = collection.snapshot
+        signatures = {v.encoder for v in (segment_vectors(s) for s in snap.views()) if v}
+        self.encoder_signature = sorted(signatures)[0] if signatures else ""
+
+    def _parts(self) -> tuple[list[tuple[SegmentView, DenseVectors]], int]:
+        parts, pending = [], 0
+        for view in self.collection.snapshot.views():
+            vectors = segment_vectors(view)
+            if vectors is None or vectors.encoder != self.encoder_signature:
+                pending += view.n_live
+            else:
+                parts.append((view, vectors))
+        return parts, pending
+
+    def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
+        seqs, scores, owners = [], [], []
+        parts, _ = self._parts()
+        for i, (view, vectors) in enumerate(parts):
+            live = view.index.live
+            docs, s = vectors.top(query, depth, live)
+            seqs.append(view.seq[docs].astype(np.int64))
+            scores.append(s.astype(np.float32))
+            owners.append(np.column_stack([np.full(len(docs), i), docs]))
+        if not seqs:
+            return []
+        all_seqs = np.concatenate(seqs)
+        all_scores = np.concatenate(scores)
+        owner = np.concatenate(owners)
+        order = np.lexsort((all_seqs, -all_scores))[:depth]
+        out = []
+        for j in order.tolist():
+            view = parts[int(owner[j, 0])][0]
+            out.append(
+                (int(all_seqs[j]), view.index.doc_id(int(owner[j, 1])), float(all_scores[j]))
+            )
+        return out
+
+    def status(self) -> dict[str, Any]:
+        parts, pending = self._parts()
+        return {
+            "encoder": self.encoder_signature,
+            "documents": sum(view.n_live for view, _ in parts),
+            "pending": pending,
+        }
+
+
+def collection_dense(collection: Collection) -> tuple[DenseSource | None, str]:
+    """The collection's dense reader, or None and why (no segment has vectors yet)."""
+    collection.refresh()
+    source = CollectionDense(collection)
+    if not source.encoder_signature:
+        return None, NO_VECTORS
+    return source, "on"
+
+
+def embed_collection(
+    collection: Collection,
+    encoder: Encoder,
+    params: PassageParams,
+    *,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> dict[str, int]:
+    """Write the vectors of every segment of the collection's current commit that has none
+    (``force``: every segment), largest first; a segment merged away meanwhile is skipped
+    (its documents are in the merged one, embedded by the next run). Counts of segments
+    embedded, skipped and already done."""
+    from service.dense.vectors import build_vectors
+
+    counts = {"embedded": 0, "vanished": 0, "had_vectors": 0}
+    views = sorted(collection.snapshot.views(), key=lambda v: -v.segment.n_docs)
+    todo = [v for v in views if force or segment_vectors(v) is None]
+    counts["had_vectors"] = len(views) - len(todo)
+    total = sum(v.segment.n_docs for v in todo)
+    done = 0
+    for view in todo:
+        offset = done
+
+        def report(n: int, _total: int, seconds: float, offset: int = offset) -> None:
+            if progress is not None:
+                progress(offset + n, total, seconds)
+
+        try:
+            build_vectors(view.index, encoder, params, progress=report, force=force)
+        except (ClirError, FileNotFoundError):
+            if Path(view.index.path).is_dir():
+                raise
+            counts["vanished"] += 1  # merged away while it was embedded
+        else:
+            counts["embedded"] += 1
+        done += view.segment.n_docs
+    return counts

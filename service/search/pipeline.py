@@ -1,0 +1,469 @@
+"""One search path under every caller: decode → first ranking → feedback → dense reading and
+fusion → page.
+
+The API's ``POST /v1/search``, ``clir search``, ``clir run`` and ``clir eval``, the service's
+warm-up and the benchmarks all rank through :meth:`SearchPipeline.search`, so a rule (what an
+empty result says, how the total is counted, when the dense reader joins) exists once.
+
+* **First ranking and feedback** run where the store is searched — a :class:`FirstStage`,
+  chosen once when the pipeline is built: one index (its scorer, feedback inside it), or a
+  collection in this process or on Ray shard workers (the collection's feedback stage after
+  the merged first ranking). A method's ranking is Hieber & Riezler 2015, §3 (BOW-FD), §5
+  (DT, PSQ); feedback is RM3 (Lavrenko & Croft 2001).
+* **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
+  the one the page shows — as an E5 query and takes the exact top documents by their best
+  passage (MaxP, Dai & Callan 2019, §3.2); the two rankings are fused
+  (:mod:`service.retrieval.fusion`; reciprocal rank fusion, Cormack et al. 2009, by default).
+  Both lists are read to ``max(offset + k, dense.depth)``, so a page's results do not depend
+  on how many results it asks for. A store without vectors, or a request that says
+  ``dense: false``, is ranked lexically alone, and the outcome says why.
+* **The page**: the hits ``[offset, offset + k)``, the count of documents retrieved, the
+  English terms to mark in snippets, and — when there is nothing to show — why (a query
+  that translates to common words only has nothing to search for).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from service.dense.encoders import Encoder, encoder_for
+from service.dense.source import NO_VECTORS, DenseSource, IndexDense
+from service.errors import ClirError, InvalidInputError
+from service.index.analysis import LONG_STOPWORDS, is_word
+from service.index.inverted import InvertedIndex
+from service.records import Doc
+from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, one_best
+from service.retrieval.feedback import FeedbackParams
+from service.retrieval.fusion import Fusion, RankedList, get_fusion
+
+if TYPE_CHECKING:
+    from service.collection import Collection
+    from service.collection.distributed import RaySearcher
+    from service.collection.search import SnapshotSearcher
+
+READERS = ("lexical", "dense")
+RECHECK_S = 5.0  # how often a store without vectors is looked at again
+
+
+@dataclass(frozen=True)
+class DenseParams:
+    """How the dense reader joins a search: both lists read ``depth`` deep (at least the
+    page's depth) and fused by ``fusion`` (``rrf`` with constant ``k``, or ``mix``), the dense
+    list weighing ``weight`` against the lexical list's 1."""
+
+    depth: int = 100
+    fusion: str = "rrf"
+    k: float = 60.0
+    weight: float = 1.0
+
+    def fuser(self) -> Fusion:
+        if self.fusion == "rrf":
+            return get_fusion("rrf", weights=(1.0, self.weight), k=self.k)
+        return get_fusion(self.fusion, weights=(1.0, self.weight))
+
+    def signature(self) -> str:
+        return f"dense:{self.fuser().signature()}@{self.depth}"
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What one search asks for (the request, in library terms)."""
+
+    method: str
+    k: int = 10
+    offset: int = 0
+    explain: bool = False
+    feedback: FeedbackParams | None = None
+    dense: DenseParams | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def depth(self) -> int:
+        return self.offset + self.k
+
+
+@dataclass(frozen=True)
+class FirstRanking:
+    """A store's ranking of a query by a method (feedback applied when asked)."""
+
+    ranking: Ranking
+    total: int
+    relation: Relation
+    scorer: Scorer | None  # says which English terms the method searched with
+    failed: tuple[str, ...] = ()  # shards that did not answer
+
+
+@dataclass
+class SearchOutcome:
+    """A search's answer: the page's hits (explanations included when asked), the ranking to
+    the page's depth (what runs and evaluation read), the count, the terms to mark and why
+    nothing was found."""
+
+    ranking: Ranking
+    hits: list[Hit]
+    total: int
+    relation: Relation
+    total_max: int | None
+    translation: list[tuple[str, ...]]
+    terms: set[str]
+    empty_reason: str | None
+    failed: tuple[str, ...]
+    readers: dict[int, dict[str, int]]  # per docno: its rank (from 1) in each reader's list
+    dense: str  # "on", or why the dense reader did not read ("off", "no vectors", ...)
+    weighted: Callable[[Iterable[str]], set[str]]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class FirstStage(ABC):
+    """Where a store is ranked lexically (one per pipeline, chosen at construction)."""
+
+    @abstractmethod
+    def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
+        """The method's ranking to ``depth``, with feedback when ``opts.feedback``."""
+
+    @abstractmethod
+    def weighted(self, terms: Iterable[str]) -> set[str]:
+        """The ``terms`` that are index terms with a positive weight."""
+
+    @abstractmethod
+    def doc(self, docno: int) -> Doc:
+        """The document a hit's ``docno`` names."""
+
+    @property
+    @abstractmethod
+    def n_docs(self) -> int: ...
+
+    @abstractmethod
+    def dense(self) -> tuple[DenseSource | None, str]:
+        """The store's dense vectors, or None and why there are none."""
+
+
+ScorerFactory = Callable[[str, Mapping[str, Any]], Scorer]
+
+
+class IndexStage(FirstStage):
+    """One index: the method's scorer ranks it, feedback included (``scorers``: where the
+    scorers come from, so a service keeps one per method and parameters)."""
+
+    def __init__(self, index: InvertedIndex, scorers: ScorerFactory) -> None:
+        self.index = index
+        self.scorers = scorers
+        self._dense: tuple[DenseSource | None, str] | None = None
+        self._checked = 0.0
+
+    def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
+        scorer = self.scorers(opts.method, opts.params)
+        ranking = scorer.rank(query, depth, explain=opts.explain, feedback=opts.feedback)
+        total, relation = scorer.retrieved(ranking, depth, query)
+        return FirstRanking(ranking, total, relation, scorer)
+
+    def weighted(self, terms: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for t in terms:
+            tid = self.index.term_id(t)
+            if tid is not None and float(self.index.rsj[tid]) > 0:
+                out.add(t)
+        return out
+
+    def doc(self, docno: int) -> Doc:
+        return self.index.doc(docno)
+
+    @property
+    def n_docs(self) -> int:
+        return self.index.n_docs
+
+    def dense(self) -> tuple[DenseSource | None, str]:
+        """The index's vectors once they exist; while they do not, looked for again at most
+        every :data:`RECHECK_S` seconds (a build may finish while the service runs)."""
+        now = time.monotonic()
+        if self._dense is not None and (self._dense[0] is not None or now < self._checked):
+            return self._dense
+        from service.dense.vectors import open_vectors, vectors_status
+
+        self._checked = now + RECHECK_S
+        try:
+            vectors = open_vectors(self.index.path)
+        except ClirError as exc:
+            self._dense = (None, f"unusable vectors: {exc}")
+            return self._dense
+        if vectors is not None:
+            self._dense = (IndexDense(self.index, vectors), "on")
+            return self._dense
+        done = vectors_status(self.index.path).get("embedded")
+        why = NO_VECTORS
+        if done:
+            why = f"vectors being written ({done} of {self.index.n_docs} documents embedded)"
+        self._dense = (None, why)
+        return self._dense
+
+
+class CollectionStage(FirstStage):
+    """A collection: ranked by its segments in this process, or by Ray shard workers
+    (``ray``), then the collection's feedback stage in this process."""
+
+    def __init__(
+        self, collection: Collection, searcher: SnapshotSearcher, ray: RaySearcher | None = None
+    ) -> None:
+        self.collection = collection
+        self.searcher = searcher
+        self.ray = ray
+
+    def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
+        self.collection.refresh()  # a commit is visible to the next search
+        snap = self.collection.snapshot
+        searcher, method, params, feedback = self.searcher, opts.method, opts.params, opts.feedback
+        first = depth if feedback is None else feedback.first_depth(depth)
+        # the rerank forms explain their own ranking: the first one's would go unread
+        explain = opts.explain and searcher.explains_first(snap, method, feedback, params)
+        failed: list[str] = []
+        if self.ray is not None:
+            ranking, (total, relation), failed = self.ray.rank(
+                snap, method, query, first, explain=explain, params=params
+            )
+        else:
+            ranking, (total, relation) = searcher.rank(
+                snap, method, query, first, explain=explain, params=params
+            )
+        if feedback is not None:  # the expansion and its ranking read the segments here
+            ranking, (total, relation) = searcher.feedback(
+                snap, method, query, ranking, (total, relation), depth, feedback,
+                explain=opts.explain, params=params,
+            )  # fmt: skip
+        scorer = searcher.any_scorer(snap, method, params)
+        return FirstRanking(ranking, total, relation, scorer, tuple(failed))
+
+    def weighted(self, terms: Iterable[str]) -> set[str]:
+        snap = self.collection.snapshot
+        return {t for t in terms if snap.weighted(t)}
+
+    def doc(self, docno: int) -> Doc:
+        return self.collection.doc(docno)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.collection.snapshot.n_docs)
+
+    def dense(self) -> tuple[DenseSource | None, str]:
+        from service.collection.dense import collection_dense
+
+        return collection_dense(self.collection)
+
+
+def _says_something(token: str) -> bool:
+    """A translated word that can say what a searcher looks for: not punctuation and not a
+    common English word (:data:`~service.index.analysis.LONG_STOPWORDS`)."""
+    return is_word(token) and token.lower() not in LONG_STOPWORDS
+
+
+def dense_query_text(translation: list[tuple[str, ...]]) -> str:
+    """The text the dense reader embeds: the 1-best English translation, its sentences
+    joined."""
+    return " ".join(" ".join(s) for s in translation)
+
+
+class SearchPipeline:
+    """Ranks decoded queries over one store (see the module docstring)."""
+
+    def __init__(self, stage: FirstStage, *, encoder: Encoder | None = None) -> None:
+        """``encoder``: the dense reader's (default: the one that made the store's vectors,
+        loaded on first use)."""
+        self.stage = stage
+        self._encoder = encoder
+
+    def encoder(self, source: DenseSource) -> Encoder:
+        if self._encoder is None or self._encoder.signature() != source.encoder_signature:
+            self._encoder = encoder_for(source.encoder_signature)
+        return self._encoder
+
+    def dense_status(self) -> dict[str, Any]:
+        source, why = self.stage.dense()
+        if source is None:
+            return {"available": False, "reason": why}
+        return {"available": True, **source.status()}
+
+    def search(self, query: DecodedQuery, opts: SearchOptions) -> SearchOutcome:
+        """Rank ``query`` (see the module docstring)."""
+        if opts.k < 1 or opts.offset < 0:
+            raise InvalidInputError(
+                f"k must be at least 1 and offset at least 0: {opts.k}, {opts.offset}"
+            )
+        t0 = time.perf_counter()
+        translation = one_best(query)
+        dense_source, dense_state = (None, "off") if opts.dense is None else self.stage.dense()
+        depth = (
+            opts.depth
+            if dense_source is None or opts.dense is None
+            else max(opts.depth, opts.dense.depth)
+        )
+        first = self.stage.rank(query, opts, depth)
+        t1 = time.perf_counter()
+        ranking, total, relation = first.ranking, first.total, first.relation
+        readers: dict[int, dict[str, int]] = {}
+        seconds = {"first": t1 - t0}
+        if dense_source is not None and opts.dense is not None:
+            text = dense_query_text(translation)
+            vector = self.encoder(dense_source).encode_queries([text])[0]
+            t2 = time.perf_counter()
+            dense_hits = dense_source.top(vector, depth)
+            t3 = time.perf_counter()
+            ranking, total, relation, readers = fuse_rankings(
+                ranking, dense_hits, opts.dense, depth, total, relation
+            )
+            seconds.update(embed=t2 - t1, dense=t3 - t2, fuse=time.perf_counter() - t3)
+        words = [w for sentence in translation for w in sentence]
+        content = [w for w in words if _says_something(w)]
+        scorer = first.scorer
+        terms = self.stage.weighted(scorer.query_terms(query, first.ranking)) if scorer else set()
+        hits = ranking.hits[: opts.depth]
+        reason = None
+        if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
+            hits, total, relation = [], 0, "eq"
+            ranking = replace(ranking, hits=[])
+            what = "common words" if any(is_word(w) for w in words) else "punctuation"
+            reason = (
+                f"nothing to search for: the query translates to {what} only "
+                f"({' '.join(words)!r}); add a word that says what you are looking for"
+            )
+        elif not hits:
+            found = self.stage.weighted(content)
+            missing = [w for w in dict.fromkeys(content) if w not in found]
+            reason = "no document matched the query"
+            if missing:
+                reason += f": no document holds {', '.join(missing)} (the query's translation: "
+                reason += f"{' '.join(words)!r})"
+        ranking = replace(ranking, hits=ranking.hits[: opts.depth])
+        return SearchOutcome(
+            ranking=ranking,
+            hits=hits[opts.offset : opts.depth],
+            total=total,
+            relation=relation,
+            total_max=_total_max(
+                first.ranking.info, total, relation, self.stage.n_docs, len(readers)
+            ),
+            translation=translation,
+            terms=terms,
+            empty_reason=reason if not hits[opts.offset : opts.depth] else None,
+            failed=first.failed,
+            readers=readers,
+            dense="on" if dense_source is not None and opts.dense is not None else dense_state,
+            weighted=self.stage.weighted,
+            seconds=seconds,
+        )
+
+
+def fuse_rankings(
+    lexical: Ranking,
+    dense: list[tuple[int, str, float]],
+    params: DenseParams,
+    depth: int,
+    total: int,
+    relation: Relation,
+) -> tuple[Ranking, int, Relation, dict[int, dict[str, int]]]:
+    """The lexical ranking and the dense reader's hits fused to ``depth``; the count of the
+    union (exact when the lexical list held every document it retrieved, else a lower bound);
+    each fused document's rank in each list."""
+    lex = RankedList(
+        np.asarray([h.docno for h in lexical.hits], dtype=np.int64),
+        np.asarray([h.score for h in lexical.hits], dtype=np.float64),
+    )
+    den = RankedList(
+        np.asarray([d for d, _, _ in dense], dtype=np.int64),
+        np.asarray([s for _, _, s in dense], dtype=np.float64),
+    )
+    fused = params.fuser().fuse([lex, den], depth)
+    by_doc = {h.docno: h for h in lexical.hits}
+    ids = {d: i for d, i, _ in dense}
+    hits: list[Hit] = []
+    readers: dict[int, dict[str, int]] = {}
+    for doc, score, ranks in zip(
+        fused.docs.tolist(), fused.scores.tolist(), fused.ranks.tolist(), strict=True
+    ):
+        own = by_doc.get(doc)
+        doc_id = own.doc_id if own is not None else ids[doc]
+        hits.append(Hit(doc, doc_id, float(score), own.explanation if own is not None else None))
+        readers[doc] = {name: r for name, r in zip(READERS, ranks, strict=True) if r}
+    lexical_ids = set(by_doc)
+    union = len(lexical_ids | set(ids))
+    complete = relation == "eq" and len(lexical.hits) >= total
+    new_total = union if complete else max(total, union)
+    new_relation: Relation = "eq" if complete else "gte"
+    signature = f"{lexical.signature}|{params.signature()}"
+    info = {**lexical.info, "dense_hits": len(dense)}
+    return Ranking(lexical.qid, hits, signature, info), new_total, new_relation, readers
+
+
+def _total_max(
+    info: dict[str, Any], total: int, relation: str, n_docs: int, fused: int = 0
+) -> int | None:
+    """An upper bound of a lower-bound total: the candidates every sentence had (documents
+    sharing a weighted word with its forest; their union is no larger than their sum), plus
+    the ``fused`` documents of the dense reader's list, at most the collection."""
+    candidates = info.get("candidates")
+    if relation != "gte" or not isinstance(candidates, list) or not candidates:
+        return None
+    return max(total, min(sum(int(c) for c in candidates) + fused, n_docs))
+
+
+def feedback_from_settings(
+    settings: Any, on: bool | None = None, **overrides: Any
+) -> FeedbackParams | None:
+    """RM3's parameters from the settings (each overridden by a non-None ``overrides`` value),
+    or None when feedback is off (``on``, or the setting when ``on`` is None). The one builder
+    of the API's and the command line's feedback."""
+    if not (settings.feedback if on is None else on):
+        return None
+    s = {
+        k: getattr(settings, f"feedback_{k}")
+        for k in ("docs", "terms", "weight", "form", "mix", "pool")
+    }
+    s.update({k: v for k, v in overrides.items() if v is not None})
+    return FeedbackParams(
+        s["docs"], s["terms"], s["weight"], form=s["form"], mix=s["mix"], pool=s["pool"]
+    )
+
+
+def dense_from_settings(
+    settings: Any, on: bool | None = None, **overrides: Any
+) -> DenseParams | None:
+    """The dense reader's parameters from the settings, or None when it is off."""
+    if not (settings.dense if on is None else on):
+        return None
+    s = {
+        "depth": settings.dense_depth,
+        "fusion": settings.dense_fusion,
+        "k": settings.dense_rrf_k,
+        "weight": settings.dense_weight,
+    }
+    s.update({k: v for k, v in overrides.items() if v is not None})
+    return DenseParams(int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]))
+
+
+def store_pipeline(
+    store: InvertedIndex | Collection, bundle: Any, *, threads: int = 0
+) -> SearchPipeline:
+    """The pipeline over an index or a collection searched in this process (``threads``:
+    its shards searched at once), its scorers kept per method and parameters: what the
+    command line's searches, runs and evaluations rank with."""
+    from service.collection import Collection
+    from service.collection.search import SnapshotSearcher
+
+    if isinstance(store, Collection):
+        return SearchPipeline(CollectionStage(store, SnapshotSearcher(bundle, threads)))
+    index = store
+    scorers: dict[tuple[str, tuple[tuple[str, Any], ...]], Scorer] = {}
+
+    def scorer(method: str, params: Mapping[str, Any]) -> Scorer:
+        key = (method, tuple(sorted(params.items())))
+        if key not in scorers:
+            from service.retrieval.base import get_scorer
+
+            scorers[key] = get_scorer(method, index, bundle=bundle, **params)
+        return scorers[key]
+
+    return SearchPipeline(IndexStage(index, scorer))

@@ -1,0 +1,87 @@
+"""The search pipeline's dense stage: the fused ranking is RRF of the lexical ranking and the
+dense reader's exact top list (computed here by the references), over the API as over the
+library; off by request or without vectors, the ranking is the method's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.dense.kernels import doc_scores_reference
+from service.dense.vectors import open_vectors
+from service.index.inverted import InvertedIndex
+from service.mt.bundle import ModelBundle
+from service.retrieval.base import get_scorer
+from service.retrieval.fusion import RankedList, get_fusion
+from service.retrieval.query import decode_query
+from service.retrieval.runner import decoder_for
+from service.search.pipeline import (
+    DenseParams,
+    IndexStage,
+    SearchOptions,
+    SearchPipeline,
+    dense_query_text,
+)
+from tests.dense.conftest import HashEncoder
+
+QUERY = "das haus ist groß"
+
+
+def _pipeline(index: InvertedIndex, bundle: ModelBundle) -> SearchPipeline:
+    def scorers(method, params):
+        return get_scorer(method, index, bundle=bundle, **params)
+
+    return SearchPipeline(IndexStage(index, scorers))
+
+
+@pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])
+@pytest.mark.parametrize("fusion", ["rrf", "mix"])
+def test_fused_ranking_is_the_reference_fusion(
+    dense_index: InvertedIndex, toy_bundle: ModelBundle, method: str, fusion: str
+) -> None:
+    query = decode_query(decoder_for(toy_bundle), QUERY, "de")
+    pipe = _pipeline(dense_index, toy_bundle)
+    params = DenseParams(depth=6, fusion=fusion, weight=0.5)
+    out = pipe.search(query, SearchOptions(method, k=4, dense=params))
+    assert out.dense == "on"
+    # the references: the method's own ranking, and every document's best passage by hand
+    lexical = get_scorer(method, dense_index, bundle=toy_bundle).rank(query, 6)
+    vectors = open_vectors(dense_index.path)
+    assert vectors is not None
+    qvec = HashEncoder().encode_queries([dense_query_text(out.translation)])[0]
+    scores = doc_scores_reference(vectors.codes, vectors.scales, vectors.doc_ptr, qvec)
+    dense = sorted(range(len(scores)), key=lambda d: (-scores[d], d))[:6]
+    want = get_fusion(fusion, weights=(1.0, 0.5)).fuse_reference(
+        [
+            RankedList.of([(h.docno, h.score) for h in lexical.hits]),
+            RankedList.of([(d, float(scores[d])) for d in dense]),
+        ],
+        4,
+    )
+    assert [h.docno for h in out.hits] == want.docs.tolist()
+    assert [h.score for h in out.hits] == pytest.approx(want.scores.tolist(), abs=1e-12)
+    for h, ranks in zip(out.hits, want.ranks.tolist(), strict=True):
+        assert out.readers[h.docno] == {
+            name: r for name, r in zip(("lexical", "dense"), ranks, strict=True) if r
+        }
+    assert out.ranking.signature.endswith(params.signature())
+
+
+def test_dense_off_is_the_methods_own_ranking(
+    dense_index: InvertedIndex, toy_bundle: ModelBundle
+) -> None:
+    query = decode_query(decoder_for(toy_bundle), QUERY, "de")
+    out = _pipeline(dense_index, toy_bundle).search(query, SearchOptions("bowfd", k=5))
+    own = get_scorer("bowfd", dense_index, bundle=toy_bundle).rank(query, 5)
+    assert out.dense == "off" and not out.readers
+    assert [(h.docno, h.score) for h in out.hits] == [(h.docno, h.score) for h in own.hits]
+
+
+def test_a_page_does_not_depend_on_its_size(
+    dense_index: InvertedIndex, toy_bundle: ModelBundle
+) -> None:
+    query = decode_query(decoder_for(toy_bundle), QUERY, "de")
+    pipe = _pipeline(dense_index, toy_bundle)
+    dense = DenseParams(depth=8)
+    whole = pipe.search(query, SearchOptions("dt", k=6, dense=dense)).hits
+    page = pipe.search(query, SearchOptions("dt", k=3, offset=3, dense=dense)).hits
+    assert [h.docno for h in page] == [h.docno for h in whole[3:6]]
