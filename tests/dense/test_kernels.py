@@ -40,7 +40,7 @@ def test_two_threads_equal_one(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_maxp_is_the_best_passage_cosine() -> None:
-    rows, codes, scales, doc_ptr, q = _random(7, 30, 64)
+    rows, _, _, doc_ptr, q = _random(7, 30, 64)
     exact = rows @ q / np.linalg.norm(rows, axis=1)
     unit_codes, unit_scales = quantize(rows / np.linalg.norm(rows, axis=1, keepdims=True))
     got = doc_scores(unit_codes, unit_scales, doc_ptr, q)

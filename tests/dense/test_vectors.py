@@ -112,7 +112,7 @@ def test_vectors_of_other_documents_are_refused(dense_index: InvertedIndex, tmp_
 def test_damaged_vectors_name_the_file(dense_index: InvertedIndex) -> None:
     codes = Path(dense_index.path) / DENSE_DIR / "codes.npy"
     codes.write_bytes(codes.read_bytes()[:-5])
-    with pytest.raises(DataFormatError, match="codes.npy"):
+    with pytest.raises(DataFormatError, match=r"codes\.npy"):
         open_vectors(dense_index.path)
 
 

@@ -53,7 +53,11 @@ function errorMessage(response, data) {
 }
 
 // The server's limits that error messages quote (languages.js sets them from /readyz).
-export const pageLimits = { maxQueryChars: null, feedback: { offered: true, default: false } };
+export const pageLimits = {
+  maxQueryChars: null,
+  feedback: { offered: true, default: false },
+  dense: { offered: false, default: false }, // the dense reader: where the index has vectors
+};
 
 export async function callApi(method, path, body) {
   const init = { method: method, headers: { Accept: "application/json" } };

@@ -24,6 +24,14 @@ function setFeedback(feedback) {
   byId("search-feedback").checked = pageLimits.feedback.default;
 }
 
+/** The dense reader's switch: shown where the index has vectors, else hidden and off. */
+function setDense(dense) {
+  const offered = !!dense && typeof dense === "object" && dense.available === true;
+  pageLimits.dense = { offered: offered, default: offered && dense.default === true };
+  byId("search-dense").closest(".field").hidden = !offered;
+  byId("search-dense").checked = pageLimits.dense.default;
+}
+
 export async function loadLanguages(attempt) {
   const status = byId("service-status");
   let body = null;
@@ -40,6 +48,7 @@ export async function loadLanguages(attempt) {
   }
   setMaxQueryChars(body.max_query_chars);
   setFeedback(body.feedback);
+  setDense(body.dense);
   if (body.detail === "still loading" && attempt < 30) {
     status.textContent = "The service is still loading its models…";
     window.setTimeout(function () { loadLanguages(attempt + 1); }, 1000);

@@ -36,6 +36,8 @@ function searchAddress(request, offset) {
   if (request.k !== 10) params.set("k", String(request.k));
   // fb=1 / fb=0: the switch, when it differs from the service's default
   if (request.feedback !== pageLimits.feedback.default) params.set("fb", request.feedback ? "1" : "0");
+  // dn=1 / dn=0: the dense reader's switch, when it differs from the service's default
+  if (request.dense !== pageLimits.dense.default) params.set("dn", request.dense ? "1" : "0");
   const page = Math.floor(offset / request.k) + 1;
   if (page > 1) params.set("page", String(page));
   return "?" + params.toString();
@@ -70,6 +72,9 @@ export function restoreSearch() {
   const fb = params.get("fb");
   byId("search-feedback").checked = pageLimits.feedback.offered &&
     (fb === "1" || (fb !== "0" && pageLimits.feedback.default));
+  const dn = params.get("dn");
+  byId("search-dense").checked = pageLimits.dense.offered &&
+    (dn === "1" || (dn !== "0" && pageLimits.dense.default));
   const request = readSearchForm();
   const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
   const offset = (page - 1) * request.k;
@@ -86,7 +91,18 @@ function readSearchForm() {
     method: byId("search-method").value,
     k: Number.isFinite(k) ? k : 10,
     feedback: pageLimits.feedback.offered && byId("search-feedback").checked,
+    dense: pageLimits.dense.offered && byId("search-dense").checked,
   };
+}
+
+/** Which reader found a result, and at which rank: "words #2 · meaning #1". */
+function readersText(readers) {
+  if (!readers || typeof readers !== "object") return "";
+  const names = { lexical: "words", dense: "meaning" };
+  return Object.keys(names)
+    .filter(function (k) { return Number.isFinite(readers[k]); })
+    .map(function (k) { return names[k] + " #" + readers[k]; })
+    .join(" · ");
 }
 
 function renderHit(hit, position, uid) {
@@ -127,6 +143,10 @@ function renderHit(hit, position, uid) {
       hit.origin ? el("span", { className: "doc-origin", text: String(hit.origin) }) : null,
       hit.origin ? " · " : null,
       el("span", { className: "doc-id", text: id }),
+      readersText(hit.readers) ? " · " : null,
+      readersText(hit.readers)
+        ? el("span", { className: "found-by", title: "Found by reading the query's words (forced decoding) and its meaning (the dense reader), with the rank in each", text: "found by " + readersText(hit.readers) })
+        : null,
     ]),
     snippet,
     toggle,
@@ -215,6 +235,7 @@ async function runSearch(offset, focusResults, record) {
     renderMeta(byId("search-meta"), [
       ["Scorer", String(response.signature || "")],
       ["Weights version", String(response.weights_version || "")],
+      ["Dense reader", String(response.dense || "off")],
       ["Timings", timingText(response)],
     ]);
     byId("search-details").hidden = false;

