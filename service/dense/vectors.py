@@ -13,6 +13,11 @@ Embedding is the slow part (a few documents a second on two cores), so the build
 chunk of documents at a time under ``dense.partial/`` (each chunk renamed into place when
 complete) and a build that stops — killed, interrupted, out of power — starts again where the
 last complete chunk ends; only when every chunk is there are they assembled into ``dense/``.
+
+Vectors are never made twice for one document: an index built from others' documents — a
+collection's merged segment — takes their rows as they are (:func:`gather_vectors`, the int8
+codes and scales copied, the passage table rebuilt) and writes them with
+:func:`write_vectors`, the one writer of the format.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service import arraydir
+from service.csr import gather_rows
 from service.dense.encoders import Encoder
 from service.dense.kernels import doc_scores, quantize, top_docs
 from service.dense.passages import PassageParams, passages
@@ -242,26 +248,85 @@ def _assemble(
     doc_ptr = np.zeros(len(all_counts) + 1, dtype=np.int64)
     np.cumsum(all_counts, out=doc_ptr[1:])
     dim = codes[0].shape[1] if codes else 0
+    out = write_vectors(
+        index_dir,
+        encoder=wanted["encoder"],
+        params=PassageParams(**wanted["passages"]),
+        index=wanted["index"],
+        codes=np.concatenate(codes) if codes else np.zeros((0, dim), np.int8),
+        scales=np.concatenate(scales) if scales else np.zeros(0, np.float32),
+        doc_ptr=doc_ptr,
+    )
+    shutil.rmtree(partial)
+    return out
+
+
+def write_vectors(
+    index_dir: str | Path,
+    *,
+    encoder: str,
+    params: PassageParams,
+    index: str,
+    codes: npt.NDArray[np.int8],
+    scales: npt.NDArray[np.float32],
+    doc_ptr: npt.NDArray[np.int64],
+) -> DenseVectors:
+    """Write ``dense/`` in the index at ``index_dir`` (atomically): int8 ``codes`` with their
+    ``scales``, the passages of document ``i`` rows ``doc_ptr[i]:doc_ptr[i+1]``, made by
+    ``encoder`` (its signature) with ``params``, for the documents whose fingerprint
+    (:func:`index_fingerprint`) is ``index``; the vectors, opened."""
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "encoder": wanted["encoder"],
-        "passages": wanted["passages"],
-        "index": wanted["index"],
+        "encoder": encoder,
+        "passages": params.to_json(),
+        "index": index,
         "quantization": "int8 per row, symmetric",
     }
     arraydir.write_array_dir(
-        index_dir / DENSE_DIR,
-        {
-            "codes": np.concatenate(codes) if codes else np.zeros((0, dim), np.int8),
-            "scales": np.concatenate(scales) if scales else np.zeros(0, np.float32),
-            "doc_ptr": doc_ptr,
-        },
+        Path(index_dir) / DENSE_DIR,
+        {"codes": codes, "scales": scales, "doc_ptr": doc_ptr},
         manifest,
         indent=2,
         sort_keys=True,
     )
-    shutil.rmtree(partial)
     out = open_vectors(index_dir)
     assert out is not None
     return out
+
+
+def gather_vectors(
+    parts: Sequence[tuple[DenseVectors, npt.NDArray[np.int64]]],
+    order: npt.NDArray[np.int64] | None = None,
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """The passage rows of the documents ``rows`` of each part's ``vectors`` — the parts'
+    documents one after another, then taken in ``order`` (positions in that sequence) when
+    given — as ``(codes, scales, doc_ptr)``: codes and scales copied as they are, the passage
+    table rebuilt. The parts' vectors must have one dimension."""
+    dims = {v.codes.shape[1] for v, _ in parts}
+    if len(dims) > 1:
+        raise ValueError(f"vectors of different dimensions: {sorted(dims)}")
+    # the parts' passage tables as one over their rows laid end to end
+    ptrs: list[npt.NDArray[np.int64]] = []
+    picked: list[npt.NDArray[np.int64]] = []
+    row_base = doc_base = 0
+    for vectors, rows in parts:
+        ptrs.append(np.asarray(vectors.doc_ptr[:-1], dtype=np.int64) + row_base)
+        picked.append(np.asarray(rows, dtype=np.int64) + doc_base)
+        row_base += vectors.n_passages
+        doc_base += vectors.n_docs
+    ptr = np.concatenate([*ptrs, np.asarray([row_base], dtype=np.int64)])
+    docs = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+    if order is not None:
+        docs = docs[order]
+    doc_ptr, positions = gather_rows(ptr, docs)
+    codes = np.empty((len(positions), dims.pop() if dims else 0), dtype=np.int8)
+    scales = np.empty(len(positions), dtype=np.float32)
+    start = 0
+    for vectors, _ in parts:  # each part's rows copied from its (memory-mapped) arrays
+        end = start + vectors.n_passages
+        mine = np.flatnonzero((positions >= start) & (positions < end))
+        codes[mine] = vectors.codes[positions[mine] - start]
+        scales[mine] = vectors.scales[positions[mine] - start]
+        start = end
+    return codes, scales, doc_ptr
