@@ -1,5 +1,6 @@
-"""``clir build-index`` and ``clir docs``: build a BM25 index or a collection, and add, delete
-or merge a collection's documents (:mod:`service.index`, :mod:`service.collection`).
+"""``clir build-index``, ``clir embed`` and ``clir docs``: build a BM25 index or a collection,
+write their dense vectors, and add, delete or merge a collection's documents or show its status
+(:mod:`service.index`, :mod:`service.dense`, :mod:`service.collection`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.cli.common import Registry, VerbAdder
 from service.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from service.collection import CollectionWriter
 
 
 def register(verb: VerbAdder) -> None:
@@ -292,7 +296,8 @@ def _docs_progress(docs: Iterable[Any], enabled: bool) -> Iterator[Any]:
 def _add_docs(verb: VerbAdder) -> None:
     p = verb(
         "docs",
-        "Add (or replace), delete or merge documents of a collection; each commits at once.",
+        "Add (or replace), delete or merge documents of a collection (each commits at once), "
+        "or show its status.",
         _cmd_docs,
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -300,6 +305,15 @@ def _add_docs(verb: VerbAdder) -> None:
     source = add.add_mutually_exclusive_group(required=True)
     source.add_argument("--docs", type=Path, help="documents, JSONL(.gz)")
     source.add_argument("--pool", type=Path, help="pool sentences, id<TAB>english")
+    add.add_argument(
+        "--embed",
+        action="store_true",
+        help="--docs: after the commit, write the dense vectors of the segments that have none "
+        "(else they are pending until clir embed --index writes them; searched lexically "
+        "meanwhile)",
+    )
+    _add_dense_build_flags(add)
+    add.set_defaults(force=False)  # what clir embed's --force says: existing vectors are kept
     delete = actions.add_parser("delete", help="delete documents by id")
     delete.add_argument("ids", nargs="*", help="document ids")
     delete.add_argument("--ids-file", type=Path, help="ids to delete, one per line")
@@ -315,18 +329,36 @@ def _add_docs(verb: VerbAdder) -> None:
         q.add_argument("--no-merge", action="store_true", help="do not merge afterwards")
         q.add_argument("--quiet", action="store_true", help="no progress bar")
         _add_buffer_flag(q)
+    status = actions.add_parser(
+        "status", help="the commit, its documents and how many are pending dense vectors"
+    )
+    status.add_argument("--index", type=Path, required=True, help="the collection directory")
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:
-    from service.collection import CollectionWriter, is_collection
+    from service.collection import Collection, is_collection
+    from service.collection.dense import dense_status
 
     if not is_collection(args.index):
         raise InvalidInputError(
             f"{args.index} is not a collection (no collection.json); build one with "
             "clir build-index --docs F --out DIR --shards S"
         )
-    with CollectionWriter(args.index, buffer_mb=_buffer_mb(args), workers=args.workers) as writer:
-        payload: dict[str, Any] = {"action": args.action}
+    if args.action == "status":
+        coll = Collection(args.index)
+        snap = coll.snapshot
+        dense = dense_status(coll)
+        payload: dict[str, Any] = {
+            "generation": snap.generation, "n_docs": snap.n_docs,
+            "segments": len(snap.views()), "dense": dense,
+        }  # fmt: skip
+        print(json.dumps(payload, sort_keys=True))
+        return 0
+    embed = args.action == "add" and args.embed
+    if embed and args.docs is None:
+        raise InvalidInputError("--embed applies to --docs: pool sentences have no vectors")
+    with _writer(args) as writer:
+        payload = {"action": args.action}
         if args.action == "add":
             pool = args.docs is None
             records = _read_records(args.docs if not pool else args.pool, pool)
@@ -342,11 +374,41 @@ def _cmd_docs(args: argparse.Namespace) -> int:
         if args.action in ("add", "delete"):
             summary = writer.commit()
             payload.update(summary.__dict__)
-        if not args.no_merge:
-            payload["merged_into"] = writer.merge(max_segments=args.max_segments)
-        commit = writer.commit_manifest
-        payload.update(
-            generation=commit.generation, n_docs=commit.n_docs, segments=len(commit.segments)
-        )
+        if not embed:
+            _merge_and_report(args, writer, payload)
+    if embed:
+        # embedded without the writer's lock (it takes a while; adds go on meanwhile), and
+        # before the merge, which then copies the new segments' vectors instead of leaving a
+        # merged segment to embed (its other documents a second time)
+        payload["dense"] = _embed(args.index, args)
+        with _writer(args) as writer:
+            _merge_and_report(args, writer, payload)
+    if args.action == "add" and args.docs is not None:
+        pending = int(dense_status(Collection(args.index))["pending"])
+        payload["dense_pending"] = pending
+        if pending:
+            print(
+                f"dense vectors: {pending} documents pending, searched lexically only until "
+                f"clir embed --index {args.index} writes them",
+                file=sys.stderr,
+            )
     print(json.dumps(payload, sort_keys=True, default=str))
     return 0
+
+
+def _writer(args: argparse.Namespace) -> CollectionWriter:
+    from service.collection import CollectionWriter
+
+    return CollectionWriter(args.index, buffer_mb=_buffer_mb(args), workers=args.workers)
+
+
+def _merge_and_report(
+    args: argparse.Namespace, writer: CollectionWriter, payload: dict[str, Any]
+) -> None:
+    """Merge unless ``--no-merge``; the commit's generation, documents and segments."""
+    if not args.no_merge:
+        payload["merged_into"] = writer.merge(max_segments=args.max_segments)
+    commit = writer.commit_manifest
+    payload.update(
+        generation=commit.generation, n_docs=commit.n_docs, segments=len(commit.segments)
+    )

@@ -1,13 +1,16 @@
 """The dense reader over a collection: each segment's passage vectors, merged exactly.
 
 A segment is an index directory, so its vectors are ``dense/`` inside it
-(:mod:`service.dense.vectors`), written after the segment by a background step (``clir docs
-embed``) or by ``clir build-index``. A dense score depends on the query and the document only
-(no collection statistics), so each segment's top list, by sequence number, merges into the
-collection's exactly as one index over the same documents ranks them: score descending, then
-sequence number ascending. Deleted documents are left out; a segment whose vectors are not
-written yet is read lexically only, and :meth:`CollectionDense.status` counts its documents
-as pending.
+(:mod:`service.dense.vectors`), written after the segment by ``clir embed``
+(:func:`embed_collection`; ``clir docs add --embed`` runs it after its commit) or by ``clir
+build-index``, and kept by a merge whose segments all have them
+(:func:`service.collection.segment.merge_vectors`: copied, not embedded again). A dense score —
+a document's best passage, MaxP (Dai & Callan 2019, §3.2) — depends on the query and the
+document only (no collection statistics), so each segment's top list, by sequence number,
+merges into the collection's exactly as one index over the same documents ranks them: score
+descending, then sequence number ascending. Deleted documents are left out; a segment whose
+vectors are not written yet is read lexically only, and :meth:`CollectionDense.status` (and
+:func:`dense_status`, what ``clir docs status`` prints) counts its documents as pending.
 """
 
 from __future__ import annotations
@@ -105,6 +108,14 @@ def collection_dense(collection: Collection) -> tuple[DenseSource | None, str]:
     if not source.encoder_signature:
         return None, NO_VECTORS
     return source, "on"
+
+
+def dense_status(collection: Collection) -> dict[str, Any]:
+    """The dense counts of the collection's current commit: the encoder of its vectors (""
+    before any segment has some), the live documents with vectors, and those ``pending``
+    (in segments not embedded yet: searched lexically only until ``clir embed`` writes them)."""
+    collection.refresh()
+    return CollectionDense(collection).status()
 
 
 def embed_collection(

@@ -20,7 +20,10 @@ weight already on disk. Beside the index arrays a segment stores
 Deleted documents are not removed from a segment; the commit lists them (tombstones) and
 :meth:`Segment.view` leaves them out of every posting. :func:`merge_segments` writes one
 segment from several without their deleted documents, from the arrays (nothing is
-tokenised again).
+tokenised again), and their dense vectors (``dense/``, :mod:`service.dense.vectors`) when
+every one has them from one encoder with one passage cutting: the live documents' rows
+copied in the merged order (nothing is embedded again; the documents of a merge in which a
+segment had none yet are embedded by the next ``clir embed``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import numpy.typing as npt
 
 from service.collection.terms import TermDictionary
 from service.csr import ptr_from_counts
-from service.errors import DataFormatError
+from service.dense.vectors import gather_vectors, index_fingerprint, open_vectors, write_vectors
+from service.errors import ClirError, DataFormatError
 from service.index.build import BuildParams, build_arrays
 from service.index.inverted import InvertedIndex, ScoringStats
 from service.index.storage import load_arrays, read_manifest, write_index_dir
@@ -399,4 +403,37 @@ def merge_segments(
         "sources": sources,
     }
     _write(target, arrays, params, counts, name, shard)
+    merge_vectors(target, segments, keep_rows, order)
     return n
+
+
+def merge_vectors(
+    target: Path,
+    segments: Sequence[Segment],
+    keep_rows: Sequence[Int64Array],
+    order: Int64Array,
+) -> bool:
+    """Write the dense vectors of the merged segment at ``target`` from its sources' —
+    the rows of the documents ``keep_rows`` of each, taken in ``order`` (as the merge took
+    the documents) — when every source has vectors from one encoder with one passage
+    cutting; whether it did (else the merged segment has none: it is embedded later)."""
+    found = []
+    for seg in segments:
+        try:
+            vectors = open_vectors(seg.path)
+        except ClirError:
+            return False  # made for other documents or damaged: embedded again, later
+        if vectors is None:
+            return False
+        found.append(vectors)
+    first = found[0]
+    if any((v.encoder, v.params) != (first.encoder, first.params) for v in found):
+        return False
+    if len({v.codes.shape[1] for v in found}) > 1:
+        return False
+    codes, scales, doc_ptr = gather_vectors(list(zip(found, keep_rows, strict=True)), order)
+    write_vectors(
+        target, encoder=first.encoder, params=first.params, index=index_fingerprint(target),
+        codes=codes, scales=scales, doc_ptr=doc_ptr,
+    )  # fmt: skip
+    return True

@@ -17,7 +17,10 @@ over the segments' live documents, N and total length) and then the manifest
 :meth:`CollectionWriter.rollback` (and an exception inside ``with``) removes what an
 uncommitted add wrote, so a failed add changes nothing; a writer killed mid-add leaves files
 that the next writer removes. :meth:`CollectionWriter.merge` replaces the smallest segments of
-a shard by one without their deleted documents (Lucene's tiered merging, simplified).
+a shard by one without their deleted documents (Lucene's tiered merging, simplified), with
+their dense vectors when every one has them
+(:func:`~service.collection.segment.merge_vectors`; else the merged segment's documents are
+pending vectors until ``clir embed`` writes them).
 """
 
 from __future__ import annotations
