@@ -20,6 +20,11 @@ class DenseSource(ABC):
     """The dense vectors over a store's documents, in the store's document numbering."""
 
     encoder_signature: str
+    passages_signature: str = ""  # how documents were cut into passages (PassageParams)
+
+    def signature(self) -> str:
+        """What of the vectors changes the dense reader's numbers: encoder and passages."""
+        return f"enc:{self.encoder_signature}|passages:{self.passages_signature}"
 
     @abstractmethod
     def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
@@ -37,6 +42,7 @@ class IndexDense(DenseSource):
         self.index = index
         self.vectors = vectors
         self.encoder_signature = vectors.encoder
+        self.passages_signature = vectors.params.signature()
 
     def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
         docs, scores = self.vectors.top(query, depth)

@@ -313,7 +313,7 @@ class SearchPipeline:
             dense_hits = dense_source.top(vector, depth)
             t3 = time.perf_counter()
             ranking, total, relation, readers = fuse_rankings(
-                ranking, dense_hits, opts.dense, depth, total, relation
+                ranking, dense_hits, opts.dense, depth, total, relation, dense_source.signature()
             )
             seconds.update(embed=t2 - t1, dense=t3 - t2, fuse=time.perf_counter() - t3)
         words = [w for sentence in translation for w in sentence]
@@ -364,6 +364,7 @@ def fuse_rankings(
     depth: int,
     total: int,
     relation: Relation,
+    vectors: str = "",
 ) -> tuple[Ranking, int, Relation, dict[int, dict[str, int]]]:
     """The lexical ranking and the dense reader's hits fused to ``depth``; the count of the
     union (exact when the lexical list held every document it retrieved, else a lower bound);
@@ -393,7 +394,7 @@ def fuse_rankings(
     complete = relation == "eq" and len(lexical.hits) >= total
     new_total = union if complete else max(total, union)
     new_relation: Relation = "eq" if complete else "gte"
-    signature = f"{lexical.signature}|{params.signature()}"
+    signature = f"{lexical.signature}|{params.signature()}" + (f"|{vectors}" if vectors else "")
     info = {**lexical.info, "dense_hits": len(dense)}
     return Ranking(lexical.qid, hits, signature, info), new_total, new_relation, readers
 

@@ -63,7 +63,9 @@ def test_fused_ranking_is_the_reference_fusion(
         assert out.readers[h.docno] == {
             name: r for name, r in zip(("lexical", "dense"), ranks, strict=True) if r
         }
-    assert out.ranking.signature.endswith(params.signature())
+    assert out.ranking.signature.endswith(
+        f"|{params.signature()}|enc:test-hash:hash32:32|passages:60x2"
+    )
 
 
 def test_dense_off_is_the_methods_own_ranking(
