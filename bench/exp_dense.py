@@ -14,7 +14,8 @@ than 5,000 characters; and the dense stage's cost per query (embedding the trans
 exact top-k over the vectors), p50/p90.
 
 Also the text the dense reader embeds: the 1-best translation (the default) against the 1-best
-plus the words feedback added (``expanded``).
+plus the words feedback added (``expanded``) and the mean vector of the 5 best distinct
+translations (``kbest5``).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/exp_dense.py --lang de [--model M] [--index I]
 [--sets paragraph,short,question] [--limit N]``; writes ``bench/results/dense_<lang>.json``.
@@ -33,6 +34,7 @@ from bench.bench_querysets import load_set
 from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, percentile, write_result
 from service.data import read_docs
 from service.evaluation import evaluate, randomization_test
+from service.forest.kbest import unique_kbest
 from service.mt.bundle import load_bundle
 from service.retrieval.base import Ranking
 from service.retrieval.query import decode_query
@@ -117,6 +119,8 @@ def main() -> None:
         expanded_alone: dict[str, list[tuple[str, float]]] = {}
         fused: dict[str, dict[str, list[tuple[str, float]]]] = {n: {} for n in FUSIONS}
         fused_expanded: dict[str, list[tuple[str, float]]] = {}
+        kbest_alone: dict[str, list[tuple[str, float]]] = {}
+        fused_kbest: dict[str, list[tuple[str, float]]] = {}
         embed_ms: list[float] = []
         top_ms: list[float] = []
         for i, qid in enumerate(qids):
@@ -137,6 +141,18 @@ def main() -> None:
             for name, params in FUSIONS.items():
                 ranking, *_ = fuse_rankings(first, top, params, DEPTH, out.total, out.relation)
                 fused[name][qid] = [(h.doc_id, h.score) for h in ranking.hits]
+            # the 5 best distinct translations, each sentence's i-th joined, vectors averaged
+            lists = [
+                [d.tokens for d in unique_kbest(f.hypergraph, decoded.weights, 5, time_budget=0.5)]
+                for f in decoded.forests
+            ]
+            texts = [" ".join(" ".join(ls[min(i, len(ls) - 1)]) for ls in lists if ls)
+                     for i in range(5)]  # fmt: skip
+            kvec = encoder.encode_queries(texts).mean(axis=0)
+            ktop = source.top((kvec / np.linalg.norm(kvec)).astype(np.float32), DEPTH)
+            kbest_alone[qid] = [(d, s) for _, d, s in ktop]
+            ranking, *_ = fuse_rankings(first, ktop, FUSIONS["rrf"], DEPTH, out.total, out.relation)
+            fused_kbest[qid] = [(h.doc_id, h.score) for h in ranking.hits]
             added = (first.info.get("expansion") or {}).get("added", [])
             etop = source.top(encoder.encode_queries([text + " " + " ".join(added)])[0], DEPTH)
             expanded_alone[qid] = [(d, s) for _, d, s in etop]
@@ -150,7 +166,8 @@ def main() -> None:
         entry: dict[str, Any] = {"queries": len(qids), "long_queries": len(long_q)}
         runs = {"lexical": lexical, "dense": dense_alone, "dense-expanded": expanded_alone,
                 **{f"fused-{n}": r for n, r in fused.items()},
-                "fused-rrf-expanded": fused_expanded}  # fmt: skip
+                "fused-rrf-expanded": fused_expanded, "dense-kbest5": kbest_alone,
+                "fused-rrf-kbest5": fused_kbest}  # fmt: skip
         for subset, ids in (("all", qids), ("long", long_q)):
             if not ids:
                 continue

@@ -9,44 +9,49 @@ a document's best passage, MaxP (Dai & Callan 2019, §3.2) — depends on the qu
 document only (no collection statistics), so each segment's top list, by sequence number,
 merges into the collection's exactly as one index over the same documents ranks them: score
 descending, then sequence number ascending. Deleted documents are left out; a segment whose
-vectors are not written yet is read lexically only, and :meth:`CollectionDense.status` (and
-:func:`dense_status`, what ``clir docs status`` prints) counts its documents as pending.
+vectors are not written yet (or were made by another encoder or with other passages than
+most documents': their scores do not compare) is read lexically only, and
+:meth:`CollectionDense.status` (and :func:`dense_status`, what ``clir docs status`` prints)
+counts its documents as pending.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from service.collection.reader import Collection, SegmentView
+from service.collection.segment import Segment
 from service.dense.encoders import Encoder
 from service.dense.passages import PassageParams
 from service.dense.source import NO_VECTORS, DenseSource
 from service.dense.vectors import DenseVectors, Progress, open_vectors
 from service.errors import ClirError
 
-_CACHE: dict[Path, DenseVectors] = {}
+# kept as long as the segment is open: a segment merged away and let go by every snapshot
+# takes its vectors' memory maps with it (the files' space is freed)
+_CACHE: weakref.WeakKeyDictionary[Segment, DenseVectors] = weakref.WeakKeyDictionary()
 _CACHE_LOCK = threading.Lock()
 
 
 def segment_vectors(view: SegmentView) -> DenseVectors | None:
     """The vectors of a segment, or None while they are not written (or unusable)."""
-    path = Path(view.index.path)
     with _CACHE_LOCK:
-        found = _CACHE.get(path)
+        found = _CACHE.get(view.segment)
     if found is not None:
         return found
     try:
-        vectors = open_vectors(path)
+        vectors = open_vectors(view.index.path)
     except ClirError:
         return None
     if vectors is None or vectors.n_docs != view.segment.n_docs:
         return None
     with _CACHE_LOCK:
-        _CACHE[path] = vectors
+        _CACHE[view.segment] = vectors
     return vectors
 
 
@@ -54,16 +59,25 @@ class CollectionDense(DenseSource):
     """The collection's current snapshot read densely (documents numbered by sequence)."""
 
     def __init__(self, collection: Collection) -> None:
+        """Read the vectors made as most of the live documents' were (one encoder, one
+        passage cutting: scores of others do not compare); a segment embedded otherwise is
+        pending, as one not embedded yet."""
         self.collection = collection
-        snap = collection.snapshot
-        signatures = {v.encoder for v in (segment_vectors(s) for s in snap.views()) if v}
-        self.encoder_signature = sorted(signatures)[0] if signatures else ""
+        live: dict[tuple[str, PassageParams], int] = {}
+        for view in collection.snapshot.views():
+            vectors = segment_vectors(view)
+            if vectors is not None:
+                key = (vectors.encoder, vectors.params)
+                live[key] = live.get(key, 0) + view.n_live
+        self.made = min(live, key=lambda k: (-live[k], k[0], k[1].signature())) if live else None
+        self.encoder_signature = self.made[0] if self.made else ""
+        self.passages_signature = self.made[1].signature() if self.made else ""
 
     def _parts(self) -> tuple[list[tuple[SegmentView, DenseVectors]], int]:
         parts, pending = [], 0
         for view in self.collection.snapshot.views():
             vectors = segment_vectors(view)
-            if vectors is None or vectors.encoder != self.encoder_signature:
+            if vectors is None or (vectors.encoder, vectors.params) != self.made:
                 pending += view.n_live
             else:
                 parts.append((view, vectors))
@@ -96,6 +110,7 @@ class CollectionDense(DenseSource):
         parts, pending = self._parts()
         return {
             "encoder": self.encoder_signature,
+            "passages": self.passages_signature,
             "documents": sum(view.n_live for view, _ in parts),
             "pending": pending,
         }
@@ -133,6 +148,7 @@ def embed_collection(
     from service.dense.vectors import build_vectors
 
     counts = {"embedded": 0, "vanished": 0, "had_vectors": 0}
+    collection.refresh()  # the segments committed since it was opened too
     views = sorted(collection.snapshot.views(), key=lambda v: -v.segment.n_docs)
     todo = [v for v in views if force or segment_vectors(v) is None]
     counts["had_vectors"] = len(views) - len(todo)

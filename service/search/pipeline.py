@@ -24,8 +24,10 @@ empty result says, how the total is counted, when the dense reader joins) exists
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 READERS = ("lexical", "dense")
 RECHECK_S = 5.0  # how often a store without vectors is looked at again
+VECTOR_CACHE = 256  # query vectors kept per pipeline
 
 
 @dataclass(frozen=True)
@@ -275,11 +278,29 @@ class SearchPipeline:
         loaded on first use)."""
         self.stage = stage
         self._encoder = encoder
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def encoder(self, source: DenseSource) -> Encoder:
         if self._encoder is None or self._encoder.signature() != source.encoder_signature:
             self._encoder = encoder_for(source.encoder_signature)
         return self._encoder
+
+    def query_vector(self, source: DenseSource, text: str) -> np.ndarray:
+        """The E5 query vector of ``text`` by ``source``'s encoder; the last
+        :data:`VECTOR_CACHE` are kept (a page turned, a method switched: the same translation)."""
+        key = (source.encoder_signature, text)
+        with self._lock:
+            found: np.ndarray | None = self._vectors.get(key)
+            if found is not None:
+                self._vectors.move_to_end(key)
+                return found
+        vector: np.ndarray = self.encoder(source).encode_queries([text])[0]
+        with self._lock:
+            self._vectors[key] = vector
+            while len(self._vectors) > VECTOR_CACHE:
+                self._vectors.popitem(last=False)
+        return vector
 
     def dense_status(self) -> dict[str, Any]:
         source, why = self.stage.dense()
@@ -307,8 +328,7 @@ class SearchPipeline:
         readers: dict[int, dict[str, int]] = {}
         seconds = {"first": t1 - t0}
         if dense_source is not None and opts.dense is not None:
-            text = dense_query_text(translation)
-            vector = self.encoder(dense_source).encode_queries([text])[0]
+            vector = self.query_vector(dense_source, dense_query_text(translation))
             t2 = time.perf_counter()
             dense_hits = dense_source.top(vector, depth)
             t3 = time.perf_counter()

@@ -247,11 +247,13 @@ def test_script_never_parses_text_as_html(name: str) -> None:
 
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The demo service with feedback off by default: the page's tests read each method's own
-    results, and the switch turns feedback on (the shipped default, on, has its own test)."""
+    """The demo service with feedback and the dense reader off by default: the page's tests
+    read each method's own results, and the switches turn them on (the shipped defaults, on,
+    have their own tests)."""
     settings = demo_settings(
-        tmp_path_factory.mktemp("jobs"), max_query_chars=MAX_QUERY_CHARS, feedback=False
-    )
+        tmp_path_factory.mktemp("jobs"), max_query_chars=MAX_QUERY_CHARS, feedback=False,
+        dense=False,
+    )  # fmt: skip
     with LiveServer(settings) as server:
         yield server
 
@@ -1167,3 +1169,47 @@ def test_the_feedback_switch_follows_the_service_default(
         wait(chrome).until(lambda d: result_titles(d))
         assert not chrome.find_element(By.ID, "search-feedback").is_selected()
         assert chrome.find_element(By.ID, "search-expansion").get_attribute("hidden")
+
+
+def readers_label(readers: dict[str, int]) -> str:
+    """How the page labels a result's readers: "found by words #2 · meaning #1"."""
+    names = {"lexical": "words", "dense": "meaning"}
+    return "found by " + " · ".join(f"{names[k]} #{readers[k]}" for k in names if k in readers)
+
+
+@pytest.mark.browser
+def test_the_dense_switch_shows_which_reader_found_each_result(
+    chrome: WebDriver, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    settings = demo_settings(tmp_path_factory.mktemp("jobs-dense"), feedback=False)
+    query = "Wie füge ich eine Tabelle ein?"
+    with LiveServer(settings) as server:
+        chrome.get(server.url + "/")
+        wait(chrome).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-lang option"))
+        box = chrome.find_element(By.ID, "search-dense")
+        assert box.is_displayed() and box.is_selected()  # the demo index has vectors: on
+        search(chrome, query)
+        assert "dn=" not in chrome.current_url  # the default needs no mark in the address
+        body = {"query": query, "lang": "de", "method": "bowfd", "k": 10, "explain": True,
+                "feedback": False}  # fmt: skip
+        api = server.post("/v1/search", body)
+        assert api["dense"] == "on"
+        assert result_titles(chrome) == [r["title"] for r in api["results"]]
+        labels = [
+            e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#search-results .found-by")
+        ]
+        assert labels == [readers_label(r["readers"]) for r in api["results"]]
+        assert any("meaning" in label for label in labels)
+        fused = result_titles(chrome)
+        box.click()  # off: the forest alone, the address says so, a reload keeps it
+        search(chrome, query)
+        wait(chrome).until(lambda d: "dn=0" in d.current_url)
+        alone = server.post("/v1/search", body | {"dense": False})
+        assert result_titles(chrome) == [r["title"] for r in alone["results"]]
+        assert not chrome.find_elements(By.CSS_SELECTOR, "#search-results .found-by")
+        chrome.refresh()
+        wait(chrome).until(lambda d: result_titles(d))
+        assert not chrome.find_element(By.ID, "search-dense").is_selected()
+        chrome.back()  # the fused search again
+        wait(chrome).until(lambda d: "dn=0" not in d.current_url and result_titles(d) == fused)
+        assert chrome.find_element(By.ID, "search-dense").is_selected()

@@ -27,8 +27,9 @@ def test_build_add_delete_merge_and_search(
 ) -> None:
     write_docs(tmp_path / "docs.jsonl", TOY_DOCS)
     coll = tmp_path / "coll"
+    # the lexical reader alone: the dense reader's collection tests are tests/collection/test_dense
     code, out, _ = run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
-                       str(coll), "--shards", "2", "--quiet")  # fmt: skip
+                       str(coll), "--shards", "2", "--quiet", "--no-dense")  # fmt: skip
     assert code == 0 and json.loads(out)["n_docs"] == len(TOY_DOCS)
     write_docs(tmp_path / "new.jsonl", [Doc("fresh", "Red Car", "a red car , a red red car", "x")])
     code, out, _ = run(capsys, "docs", "add", "--index", str(coll), "--docs",

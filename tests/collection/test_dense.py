@@ -8,7 +8,9 @@ merge with a segment not yet embedded leaves the merged one to embed."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,12 @@ import pytest
 
 from service.cli import main
 from service.collection import Collection, CollectionWriter, build_collection
-from service.collection.dense import CollectionDense, dense_status, embed_collection
+from service.collection.dense import (
+    CollectionDense,
+    dense_status,
+    embed_collection,
+    segment_vectors,
+)
 from service.data import write_docs
 from service.dense.encoders import get_encoder
 from service.dense.passages import PassageParams
@@ -44,30 +51,51 @@ PARAMS = PassageParams(60, 2)
 NEW = Doc("d9", "Big House", "a big house , a big big house and an old house", "x")
 
 # (shards, how the segments are laid out): one a shard; one a document (a tiny buffer, not
-# merged); one a document, embedded, then each shard merged into one (the vectors copied)
-LAYOUTS = [(1, "whole"), (2, "whole"), (4, "whole"), (2, "per-doc"), (4, "merged")]
+# merged); the first documents in one segment a shard and the last ones added in another,
+# both embedded, then merged into one (the vectors copied; the smaller segment first, so the
+# merge reorders the documents)
+LAYOUTS = [(1, "whole"), (2, "whole"), (4, "whole"), (2, "per-doc"), (2, "merged")]
 
 
 def make_collection(out: Path, shards: int, layout: str = "whole") -> Collection:
-    if layout == "whole":
-        build_collection(TOY_DOCS, out, build_params("docs"), shards=shards)
-    else:
+    if layout == "per-doc":
         build_collection(
             TOY_DOCS, out, build_params("docs"), shards=shards, buffer_mb=1e-6, merge=False
         )
+    else:
+        build_collection(TOY_DOCS, out, build_params("docs"), shards=shards)
     return Collection(out)
 
 
 def embedded_collection(
     out: Path, shards: int, layout: str = "whole", encoder: HashEncoder | None = None
 ) -> Collection:
-    coll = make_collection(out, shards, layout)
-    embed_collection(coll, encoder or HashEncoder(), PARAMS)
-    if layout == "merged":
-        with CollectionWriter(out) as writer:
-            writer.merge_all()
-        coll.refresh()
+    encoder = encoder or HashEncoder()
+    if layout != "merged":
+        coll = make_collection(out, shards, layout)
+        embed_collection(coll, encoder, PARAMS)
+        return coll
+    build_collection(TOY_DOCS[:5], out, build_params("docs"), shards=shards)
+    coll = Collection(out)
+    embed_collection(coll, encoder, PARAMS)
+    with CollectionWriter(out) as writer:
+        writer.add(TOY_DOCS[5:])
+        writer.commit()
+    embed_collection(coll, encoder, PARAMS)
+    calls = encoder.calls
+    with CollectionWriter(out) as writer:
+        writer.merge_all()
+    assert encoder.calls == calls
+    coll.refresh()
     return coll
+
+
+def dense_counts(documents: int, pending: int) -> dict[str, object]:
+    """What the dense status says of the collection embedded by the hash encoder."""
+    return {
+        "encoder": HashEncoder().signature(), "passages": PARAMS.signature(),
+        "documents": documents, "pending": pending,
+    }  # fmt: skip
 
 
 def segment_vectors_of(coll: Collection) -> list[DenseVectors]:
@@ -98,7 +126,7 @@ def query_vector(
 
 def fused(
     store: InvertedIndex | Collection, bundle: ModelBundle, query: DecodedQuery, method: str
-) -> tuple[list[str], list[float], list[dict[str, int]], str]:
+) -> tuple[list[str], list[float], list[dict[str, int]], str, str]:
     out = store_pipeline(store, bundle).search(
         query, SearchOptions(method, k=8, dense=DenseParams(depth=8))
     )
@@ -107,6 +135,7 @@ def fused(
         [h.score for h in out.hits],
         [out.readers[h.docno] for h in out.hits],
         out.dense,
+        out.ranking.signature,
     )
 
 
@@ -151,6 +180,7 @@ def test_fused_search_of_a_collection_is_the_index_one(
         want = fused(dense_index, toy_bundle, query, method)
         got = fused(coll, toy_bundle, query, method)
         assert want[3] == "on" and any("dense" in r for r in want[2]), method
+        assert want[4].endswith("|enc:test-hash:hash32:32|passages:60x2"), method
         assert got == want, method
 
 
@@ -158,7 +188,13 @@ def test_a_merge_copies_the_vectors_of_its_segments(tmp_path: Path) -> None:
     """The merged segment's rows are its sources' rows of its live documents, in its order,
     in the format a build writes; nothing is embedded again."""
     encoder = HashEncoder()
-    coll = embedded_collection(tmp_path / "c", 2, "per-doc", encoder)
+    coll = embedded_collection(tmp_path / "c", 2, "whole", encoder)
+    with CollectionWriter(tmp_path / "c") as writer:  # a smaller, later segment a shard
+        writer.add([NEW, Doc("d10", "Red Car", "a red car , a red red car", "x")])
+        writer.commit()
+    embed_collection(coll, encoder, PARAMS)
+    coll.refresh()
+    assert len(coll.snapshot.views()) == 4
     before: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for view, vectors in zip(coll.snapshot.views(), segment_vectors_of(coll), strict=True):
         for docno in range(view.segment.n_docs):
@@ -193,12 +229,27 @@ def test_a_merge_copies_the_vectors_of_its_segments(tmp_path: Path) -> None:
             np.testing.assert_array_equal(vectors.codes[a:b], before[doc_id][0])
             np.testing.assert_array_equal(vectors.scales[a:b], before[doc_id][1])
             seen.append(doc_id)
-    assert sorted(seen) == sorted(d.id for d in TOY_DOCS if d.id != "d3")
+    assert sorted(seen) == sorted([*(d.id for d in TOY_DOCS if d.id != "d3"), "d9", "d10"])
     # and the next embedding run finds nothing to do
     counts = embed_collection(coll, encoder, PARAMS)
     assert counts == {"embedded": 0, "vanished": 0, "had_vectors": 2}
     assert encoder.calls == calls
     assert dense_status(coll)["pending"] == 0
+
+
+def test_vectors_of_segments_merged_away_are_let_go(tmp_path: Path) -> None:
+    """The reader keeps a segment's vectors open while a snapshot holds the segment only (a
+    server would otherwise keep the memory maps, and the disk space, of every segment ever
+    merged away)."""
+    coll = embedded_collection(tmp_path / "c", 1, "per-doc")
+    refs = [weakref.ref(v) for v in (segment_vectors(x) for x in coll.snapshot.views()) if v]
+    assert len(refs) == len(TOY_DOCS) and all(r() is not None for r in refs)
+    with CollectionWriter(tmp_path / "c") as writer:
+        writer.merge_all()
+    coll.refresh()
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert segment_vectors(coll.snapshot.views()[0]) is not None
 
 
 def test_a_merge_with_a_segment_not_embedded_leaves_it_to_embed(tmp_path: Path) -> None:
@@ -219,12 +270,18 @@ def test_a_merge_with_a_segment_not_embedded_leaves_it_to_embed(tmp_path: Path) 
     assert dense_status(coll)["pending"] == 0
 
 
-def test_a_merge_of_vectors_made_otherwise_keeps_none(tmp_path: Path) -> None:
-    """Segments embedded with other passages are not merged into one table."""
+def test_vectors_made_otherwise_are_pending_and_not_merged(tmp_path: Path) -> None:
+    """A segment embedded with other passages than the others is not read with them, nor
+    merged into one table with them."""
     coll = make_collection(tmp_path / "c", 1, "per-doc")
     views = coll.snapshot.views()
     for i, view in enumerate(views):
         build_vectors(view.index, HashEncoder(), PARAMS if i else PassageParams(50, 1))
+    # read as most documents were embedded; the one cut otherwise is pending, not mixed in
+    assert dense_status(coll) == dense_counts(len(TOY_DOCS) - 1, 1)
+    first = views[0].segment.doc_id(0)
+    qvec = HashEncoder().encode_queries([TOY_DOCS[0].text])[0]
+    assert first not in [i for _, i, _ in CollectionDense(coll).top(qvec, 20)]
     with CollectionWriter(tmp_path / "c") as writer:
         writer.merge_all()
     coll.refresh()
@@ -245,11 +302,9 @@ def test_a_deleted_document_is_never_read_densely(
     top = CollectionDense(coll).top(qvec, 8)
     assert "d1" not in [i for _, i, _ in top] and len(top) == len(TOY_DOCS) - 1
     for method in ("dt", "bowfd"):
-        ids, _, readers, state = fused(coll, toy_bundle, query, method)
+        ids, _, readers, state, _ = fused(coll, toy_bundle, query, method)
         assert state == "on" and "d1" not in ids and any("dense" in r for r in readers)
-    assert dense_status(coll) == {
-        "encoder": HashEncoder().signature(), "documents": len(TOY_DOCS) - 1, "pending": 0,
-    }  # fmt: skip
+    assert dense_status(coll) == dense_counts(len(TOY_DOCS) - 1, 0)
 
 
 def test_documents_added_without_vectors_are_pending_and_searched_lexically(
@@ -260,9 +315,7 @@ def test_documents_added_without_vectors_are_pending_and_searched_lexically(
         writer.add([NEW])
         writer.commit()
     coll.refresh()
-    assert dense_status(coll) == {
-        "encoder": HashEncoder().signature(), "documents": len(TOY_DOCS), "pending": 1,
-    }  # fmt: skip
+    assert dense_status(coll) == dense_counts(len(TOY_DOCS), 1)
     qvec = query_vector(query, toy_bundle, coll)
     assert "d9" not in [i for _, i, _ in CollectionDense(coll).top(qvec, 20)]
     out = store_pipeline(coll, toy_bundle).search(
@@ -298,9 +351,7 @@ def test_docs_add_status_and_embed_on_the_command_line(
     code, status, _ = run(capsys, "docs", "status", "--index", str(coll))
     assert code == 0
     assert status["n_docs"] == len(TOY_DOCS) + 1 and status["generation"] == out["generation"]
-    assert status["dense"] == {
-        "encoder": HashEncoder().signature(), "documents": len(TOY_DOCS), "pending": 1,
-    }  # fmt: skip
+    assert status["dense"] == dense_counts(len(TOY_DOCS), 1)
     # --embed: the pending segments embedded (only they: the encoder reads their passages
     # alone), then merged into one segment a shard with their vectors copied
     encoder = get_encoder("test-hash", None)  # the command's (one per process)
@@ -316,9 +367,7 @@ def test_docs_add_status_and_embed_on_the_command_line(
     assert out["dense_pending"] == 0 and out["merged_into"] and out["segments"] == 2
     assert encoder.calls == calls + 2  # one batch of passages per new segment
     code, status, _ = run(capsys, "docs", "status", "--index", str(coll))
-    assert status["dense"] == {
-        "encoder": HashEncoder().signature(), "documents": len(TOY_DOCS) + 2, "pending": 0,
-    }  # fmt: skip
+    assert status["dense"] == dense_counts(len(TOY_DOCS) + 2, 0)
     code, _, err = run(capsys, "docs", "add", "--index", str(coll), "--pool",
                        str(tmp_path / "new.jsonl"), "--embed")  # fmt: skip
     assert code != 0 and "--embed applies to --docs" in err
