@@ -52,15 +52,17 @@ from service.settings import Settings
 DEPTH = 1000
 PERMUTATIONS = 10_000
 LONG_CHARS = 5000
+HEAD = 100  # the product's default: each reader's top 100 fused, the lexical ranking below
 FUSIONS: dict[str, DenseParams] = {
-    "rrf": DenseParams(depth=DEPTH),  # k = 60, equal weights: the reference
-    "rrf-w0.5": DenseParams(depth=DEPTH, weight=0.5),
-    "rrf-w0.75": DenseParams(depth=DEPTH, weight=0.75),
-    "rrf-w1.5": DenseParams(depth=DEPTH, weight=1.5),
-    "rrf-k20": DenseParams(depth=DEPTH, k=20.0),
-    "mix": DenseParams(depth=DEPTH, fusion="mix"),
-    "mix-w0.5": DenseParams(depth=DEPTH, fusion="mix", weight=0.5),
-    "mix-w2": DenseParams(depth=DEPTH, fusion="mix", weight=2.0),
+    "rrf": DenseParams(depth=HEAD),  # k = 60, equal weights: the reference
+    "rrf-w0.5": DenseParams(depth=HEAD, weight=0.5),
+    "rrf-k20": DenseParams(depth=HEAD, k=20.0),
+    "mix": DenseParams(depth=HEAD, fusion="mix"),
+    "mix-w0.5": DenseParams(depth=HEAD, fusion="mix", weight=0.5),
+    "mix-w0.75": DenseParams(depth=HEAD, fusion="mix", weight=0.75),
+    "mix-w1.5": DenseParams(depth=HEAD, fusion="mix", weight=1.5),
+    "rrf@1000": DenseParams(depth=DEPTH),
+    "mix@1000": DenseParams(depth=DEPTH, fusion="mix"),
 }
 METRICS = ("map", "ndcg@10", "mrr")
 
@@ -95,6 +97,11 @@ def main() -> None:
     ap.add_argument("--method", default="bowfd")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--no-variants",
+        action="store_true",
+        help="only the 1-best translation (no k-best or expanded query texts)",
+    )
     args = ap.parse_args()
     model = args.model or ROOT / "models" / f"{args.lang}-en"
     bundle = load_bundle(model)
@@ -141,6 +148,12 @@ def main() -> None:
             for name, params in FUSIONS.items():
                 ranking, *_ = fuse_rankings(first, top, params, DEPTH, out.total, out.relation)
                 fused[name][qid] = [(h.doc_id, h.score) for h in ranking.hits]
+            if i == 0:  # the pipeline answers what is computed here
+                check = pipe.search(decoded, SearchOptions(args.method, k=DEPTH, feedback=feedback,
+                                                           dense=FUSIONS["rrf"]))  # fmt: skip
+                assert [(h.doc_id, h.score) for h in check.ranking.hits] == fused["rrf"][qid]
+            if args.no_variants:
+                continue
             # the 5 best distinct translations, each sentence's i-th joined, vectors averaged
             lists = [
                 [d.tokens for d in unique_kbest(f.hypergraph, decoded.weights, 5, time_budget=0.5)]
@@ -158,16 +171,14 @@ def main() -> None:
             expanded_alone[qid] = [(d, s) for _, d, s in etop]
             ranking, *_ = fuse_rankings(first, etop, FUSIONS["rrf"], DEPTH, out.total, out.relation)
             fused_expanded[qid] = [(h.doc_id, h.score) for h in ranking.hits]
-            if i == 0:  # the pipeline answers what is computed here
-                check = pipe.search(decoded, SearchOptions(args.method, k=DEPTH, feedback=feedback,
-                                                           dense=FUSIONS["rrf"]))  # fmt: skip
-                assert [(h.doc_id, h.score) for h in check.ranking.hits] == fused["rrf"][qid]
         long_q = [q for q in qids if any(lengths.get(d, 0) > LONG_CHARS for d in qrels[q])]
         entry: dict[str, Any] = {"queries": len(qids), "long_queries": len(long_q)}
-        runs = {"lexical": lexical, "dense": dense_alone, "dense-expanded": expanded_alone,
+        variants = not args.no_variants
+        runs = {"lexical": lexical, "dense": dense_alone,
+                **({"dense-expanded": expanded_alone} if variants else {}),
                 **{f"fused-{n}": r for n, r in fused.items()},
-                "fused-rrf-expanded": fused_expanded, "dense-kbest5": kbest_alone,
-                "fused-rrf-kbest5": fused_kbest}  # fmt: skip
+                **({"fused-rrf-expanded": fused_expanded, "dense-kbest5": kbest_alone,
+                    "fused-rrf-kbest5": fused_kbest} if variants else {})}  # fmt: skip
         for subset, ids in (("all", qids), ("long", long_q)):
             if not ids:
                 continue

@@ -14,9 +14,11 @@ empty result says, how the total is counted, when the dense reader joins) exists
   the one the page shows — as an E5 query and takes the exact top documents by their best
   passage (MaxP, Dai & Callan 2019, §3.2); the two rankings are fused
   (:mod:`service.retrieval.fusion`; reciprocal rank fusion, Cormack et al. 2009, by default).
-  Both lists are read to ``max(offset + k, dense.depth)``, so a page's results do not depend
-  on how many results it asks for. A store without vectors, or a request that says
-  ``dense: false``, is ranked lexically alone, and the outcome says why.
+  The head of both rankings (each reader's top ``dense.depth``) is fused and the lexical
+  ranking goes on below it, so a page's results do not depend on how many results it asks
+  for, and an evaluation at depth 1000 ranks the first page as the API does. A store without
+  vectors, or a request that says ``dense: false``, is ranked lexically alone, and the
+  outcome says why.
 * **The page**: the hits ``[offset, offset + k)``, the count of documents retrieved, the
   English terms to mark in snippets, and — when there is nothing to show — why (a query
   that translates to common words only has nothing to search for).
@@ -330,7 +332,7 @@ class SearchPipeline:
         if dense_source is not None and opts.dense is not None:
             vector = self.query_vector(dense_source, dense_query_text(translation))
             t2 = time.perf_counter()
-            dense_hits = dense_source.top(vector, depth)
+            dense_hits = dense_source.top(vector, opts.dense.depth)
             t3 = time.perf_counter()
             ranking, total, relation, readers = fuse_rankings(
                 ranking, dense_hits, opts.dense, depth, total, relation, dense_source.signature()
@@ -386,16 +388,23 @@ def fuse_rankings(
     relation: Relation,
     vectors: str = "",
 ) -> tuple[Ranking, int, Relation, dict[int, dict[str, int]]]:
-    """The lexical ranking and the dense reader's hits fused to ``depth``; the count of the
-    union (exact when the lexical list held every document it retrieved, else a lower bound);
-    each fused document's rank in each list."""
+    """The head of both rankings fused, then the rest of the lexical ranking, to ``depth``.
+
+    The head is each reader's top ``params.depth`` documents, fused: what a page shows does
+    not depend on how deep the caller asked (the API's page of 10 and an evaluation at depth
+    1000 rank the head alike; the normalisation of ``mix`` reads the head only). Below it the
+    lexical ranking goes on, its documents not in the head in their order, each scored below
+    the head's last by its rank (``head_min − rank_in_tail``). Also: the count of the union
+    (exact when the lexical list held every document it retrieved, else a lower bound) and
+    each head document's rank in each list."""
+    head = params.depth
     lex = RankedList(
-        np.asarray([h.docno for h in lexical.hits], dtype=np.int64),
-        np.asarray([h.score for h in lexical.hits], dtype=np.float64),
+        np.asarray([h.docno for h in lexical.hits[:head]], dtype=np.int64),
+        np.asarray([h.score for h in lexical.hits[:head]], dtype=np.float64),
     )
     den = RankedList(
-        np.asarray([d for d, _, _ in dense], dtype=np.int64),
-        np.asarray([s for _, _, s in dense], dtype=np.float64),
+        np.asarray([d for d, _, _ in dense[:head]], dtype=np.int64),
+        np.asarray([s for _, _, s in dense[:head]], dtype=np.float64),
     )
     fused = params.fuser().fuse([lex, den], depth)
     by_doc = {h.docno: h for h in lexical.hits}
@@ -409,6 +418,13 @@ def fuse_rankings(
         doc_id = own.doc_id if own is not None else ids[doc]
         hits.append(Hit(doc, doc_id, float(score), own.explanation if own is not None else None))
         readers[doc] = {name: r for name, r in zip(READERS, ranks, strict=True) if r}
+    floor = min((h.score for h in hits), default=0.0)
+    tail = ((r, h) for r, h in enumerate(lexical.hits, 1) if h.docno not in readers)
+    for rank, (own_rank, h) in enumerate(tail, 1):
+        if len(hits) >= depth:
+            break
+        hits.append(Hit(h.docno, h.doc_id, floor - rank, h.explanation))
+        readers[h.docno] = {"lexical": own_rank}
     lexical_ids = set(by_doc)
     union = len(lexical_ids | set(ids))
     complete = relation == "eq" and len(lexical.hits) >= total

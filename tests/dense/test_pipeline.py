@@ -87,3 +87,39 @@ def test_a_page_does_not_depend_on_its_size(
     whole = pipe.search(query, SearchOptions("dt", k=6, dense=dense)).hits
     page = pipe.search(query, SearchOptions("dt", k=3, offset=3, dense=dense)).hits
     assert [h.docno for h in page] == [h.docno for h in whole[3:6]]
+
+
+def test_the_head_is_fused_and_the_lexical_ranking_goes_on_below(
+    dense_index: InvertedIndex, toy_bundle: ModelBundle
+) -> None:
+    query = decode_query(decoder_for(toy_bundle), "das haus ist groß . ein auto", "de")
+    pipe = _pipeline(dense_index, toy_bundle)
+    params = DenseParams(depth=2, fusion="mix")
+    out = pipe.search(query, SearchOptions("bowfd", k=8, dense=params))
+    lexical = get_scorer("bowfd", dense_index, bundle=toy_bundle).rank(query, 8)
+    vectors = open_vectors(dense_index.path)
+    assert vectors is not None
+    qvec = HashEncoder().encode_queries([dense_query_text(out.translation)])[0]
+    scores = doc_scores_reference(vectors.codes, vectors.scales, vectors.doc_ptr, qvec)
+    dense = sorted(range(len(scores)), key=lambda d: (-scores[d], d))[:2]
+    head = get_fusion("mix").fuse_reference(
+        [
+            RankedList.of([(h.docno, h.score) for h in lexical.hits[:2]]),
+            RankedList.of([(d, float(scores[d])) for d in dense]),
+        ],
+        8,
+    )
+    rest = [h.docno for h in lexical.hits if h.docno not in set(head.docs.tolist())]
+    want = (head.docs.tolist() + rest)[:8]
+    assert [h.docno for h in out.hits] == want
+    got = [h.score for h in out.hits]
+    tail = got[len(head.docs) :]
+    assert got == sorted(got, reverse=True)  # the scores say the order
+    assert tail and max(tail) < min(got[: len(head.docs)]) and len(set(tail)) == len(tail)
+    for h in out.hits[len(head.docs) :]:  # below the head: the lexical reader's rank only
+        assert out.readers[h.docno] == {
+            "lexical": 1 + [x.docno for x in lexical.hits].index(h.docno)
+        }
+    # a page of the ranking is the same page whatever depth was asked
+    page = pipe.search(query, SearchOptions("bowfd", k=2, offset=2, dense=params)).hits
+    assert [h.docno for h in page] == want[2:4]
