@@ -92,9 +92,10 @@ class Settings(BaseSettings):
         100, ge=1, le=10_000, description="How deep both readers' rankings are fused."
     )
     dense_fusion: Literal["rrf", "mix"] = Field(
-        "rrf",
-        description="How the rankings are fused: reciprocal rank fusion (Cormack et al. 2009) "
-        "or CombSUM of min-max normalised scores.",
+        "mix",
+        description="How the rankings are fused: CombSUM of min-max normalised scores (mix; "
+        "chosen on the dev sets, bench/README.md \"Two readers\") or reciprocal rank fusion "
+        "(rrf, Cormack et al. 2009).",
     )
     dense_rrf_k: float = Field(60.0, ge=0, description="RRF's constant k.")
     dense_weight: float = Field(

@@ -156,8 +156,8 @@ class SearchRequest(RequestBody):
     dense: bool | None = Field(
         None,
         description="Read the translation with the dense encoder too and fuse the two "
-        "rankings (reciprocal rank fusion). Unset: the service's default (CLIR_DENSE), when "
-        "the index has vectors.",
+        "rankings (CLIR_DENSE_FUSION: normalised scores added, or reciprocal rank fusion). "
+        "Unset: the service's default (CLIR_DENSE), when the index has vectors.",
     )
 
     _query_not_blank = field_validator("query")(_not_blank)

@@ -13,7 +13,8 @@ empty result says, how the total is counted, when the dense reader joins) exists
 * **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
   the one the page shows — as an E5 query and takes the exact top documents by their best
   passage (MaxP, Dai & Callan 2019, §3.2); the two rankings are fused
-  (:mod:`service.retrieval.fusion`; reciprocal rank fusion, Cormack et al. 2009, by default).
+  (:mod:`service.retrieval.fusion`; by default CombSUM of min-max normalised scores, Fox &
+  Shaw 1994, chosen on the dev sets over reciprocal rank fusion, Cormack et al. 2009).
   The head of both rankings (each reader's top ``dense.depth``) is fused and the lexical
   ranking goes on below it, so a page's results do not depend on how many results it asks
   for, and an evaluation at depth 1000 ranks the first page as the API does. A store without
@@ -63,7 +64,7 @@ class DenseParams:
     list weighing ``weight`` against the lexical list's 1."""
 
     depth: int = 100
-    fusion: str = "rrf"
+    fusion: str = "mix"
     k: float = 60.0
     weight: float = 1.0
 
