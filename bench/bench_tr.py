@@ -2,7 +2,8 @@
 
 The first ``--queries`` dev sentences of ``tr/<src>-en`` are decoded once (the bundle's active
 weights, +LM forests); the TR scorer then ranks the sentence pool ``indexes/pool`` for every
-N ∈ {1, 5, 10} with and without the word-level Levenshtein factor, from the same forests.
+N ∈ {1, 5, 10} with and without the Levenshtein factor (the scorer's: over characters since
+issue 40, over words before), from the same forests.
 λ2 (the weight of the Levenshtein similarity, λ1 = 1) is chosen on the first half of the
 queries at N = 5 from a small grid and every configuration is reported on the second half
 (and on all queries), so the tuned setting is not scored on the sentences it was picked on.

@@ -261,6 +261,7 @@ def evaluate_tr(
     levenshtein: bool = True,
     limit: int | None = None,
     max_candidates: int = 1000,
+    levenshtein_unit: str = "char",
     progress: bool = True,
     use_lm: bool = True,
     run_out: str | Path | None = None,
@@ -271,7 +272,7 @@ def evaluate_tr(
     queries, qrels = _select(queries_path, qrels_path, limit)
     setup = setup or RunSetup()
     params = {"nbest": nbest, "levenshtein": levenshtein, "max_candidates": max_candidates,
-              "time_budget": setup.time_budget}  # fmt: skip
+              "levenshtein_unit": levenshtein_unit, "time_budget": setup.time_budget}  # fmt: skip
     qrun, signature = _rank_all(
         model,
         pool_path,

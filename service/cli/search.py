@@ -329,6 +329,12 @@ def _add_eval_tr(verb: VerbAdder) -> None:
         default=1000,
         help="per translation, re-score only the M best pool sentences by cosine (default 1000)",
     )
+    p.add_argument(
+        "--levenshtein-unit",
+        choices=["char", "word"],
+        default="char",
+        help="edit similarity over characters (default) or words (the TR paper's)",
+    )
     p.add_argument("--no-lm", action="store_true", help="decode without the language model")
     p.add_argument("--run-out", type=Path, help="write the top 10 per query as a TREC run")
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
@@ -348,6 +354,7 @@ def _cmd_eval_tr(args: argparse.Namespace) -> int:
         levenshtein=not args.no_levenshtein,
         limit=args.limit,
         max_candidates=args.max_candidates,
+        levenshtein_unit=args.levenshtein_unit,
         use_lm=not args.no_lm,
         run_out=args.run_out,
         progress=not args.quiet,

@@ -87,9 +87,11 @@ def test_eval_tr(toy_bundle_path: Path, tmp_path: Path, capsys: pytest.CaptureFi
     qrels.write_text("t1 0 p1 1\nt2 0 p3 1\n")
     args = ["eval-tr", "--model", str(toy_bundle_path), "--pool", str(tmp_path / "pool"),
             "--queries", str(queries), "--qrels", str(qrels), "--json", "--quiet"]  # fmt: skip
-    for extra in ([], ["--nbest", "1"], ["--nbest", "10", "--no-levenshtein"]):
+    for extra in ([], ["--nbest", "1"], ["--nbest", "10", "--no-levenshtein"],
+                  ["--levenshtein-unit", "word"]):  # fmt: skip
         assert main([*args, *extra]) == 0
         out = json.loads(capsys.readouterr().out)
+        assert ("|E:word|" if "word" in extra else "|E:char|") in out["signature"]
         assert out["queries"] == 2
         assert out["f@1"] == pytest.approx(1.0)  # both references ranked first
         assert out["p@1"] == pytest.approx(1.0) and out["r@1"] == pytest.approx(1.0)
