@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     dense_fusion: Literal["rrf", "mix"] = Field(
         "mix",
         description="How the rankings are fused: CombSUM of min-max normalised scores (mix; "
-        "chosen on the dev sets, bench/README.md \"Two readers\") or reciprocal rank fusion "
+        'chosen on the dev sets, bench/README.md "Two readers") or reciprocal rank fusion '
         "(rrf, Cormack et al. 2009).",
     )
     dense_rrf_k: float = Field(60.0, ge=0, description="RRF's constant k.")
