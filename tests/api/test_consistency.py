@@ -230,6 +230,7 @@ def test_demo_search_result_ids_resolve(demo_client: TestClient) -> None:
             "method": "dt",
             "k": 5,
             "feedback": False,  # DT's own count
+            "dense": False,  # (fused, the count is the union's: a lower bound)
         },
     )
     assert body["total_relation"] == "eq" and body["total"] >= len(body["results"]) == 5
