@@ -123,13 +123,35 @@ def _replace_dir(new: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _writer_gone(name: str) -> bool:
+    """Whether the process that made the temporary directory ``name`` (its pid is in the
+    name, :func:`_sibling`) is no longer running on this machine."""
+    try:
+        pid = int(name.rsplit("-", 2)[-2])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def remove_leftovers(target: Path, stale_seconds: float) -> None:
     """Remove what interrupted writers left beside ``target``: replaced directories, and
     temporary ones older than ``stale_seconds`` (a younger one may be a writer at work)."""
     now = time.time()
     for path in target.parent.glob(f".{target.name}.*"):
         try:
-            stale = ".old-" in path.name or now - path.stat().st_mtime > stale_seconds
+            stale = (
+                ".old-" in path.name
+                or _writer_gone(path.name)
+                or now - path.stat().st_mtime > stale_seconds
+            )
         except OSError:
             continue
         if stale and path.is_dir():

@@ -151,7 +151,13 @@ def _add_build_index(verb: VerbAdder) -> None:
         help="how many times a document's title counts (--docs only; default: the setting "
         "docs_title_weight)",
     )
-    p.add_argument("--force", action="store_true", help="rebuild even if the index is current")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if the index is current; with --shards over an existing "
+        "collection: replace its documents (those added since included) in a new generation "
+        "that a running service switches to",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--shards",
@@ -169,6 +175,7 @@ def _add_build_index(verb: VerbAdder) -> None:
     )
     _add_dense_build_flags(p)
     _add_buffer_flag(p)
+    _add_max_doc_bytes_flag(p)
 
 
 def _defaults(args: argparse.Namespace) -> dict[str, Any]:
@@ -202,6 +209,7 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         limit=args.limit,
         force=args.force,
         progress=not args.quiet,
+        **({"max_doc_bytes": _max_doc_bytes(args)} if args.docs is not None else {}),
     )
     if result.skipped:
         print(
@@ -238,15 +246,16 @@ def _cmd_build_collection(args: argparse.Namespace) -> int:
         "pool" if pool else "docs", tokenizer=args.tokenizer, rsj_policy=args.rsj,
         limit=args.limit, source_name=source.name, keep_tokens=pool, **_defaults(args),
     )  # fmt: skip
-    docs = _read_records(source, pool)
+    docs = _read_records(source, pool, _max_doc_bytes(args))
     if args.limit is not None:
         docs = islice(docs, args.limit)
     summary = build_collection(
         _docs_progress(docs, not args.quiet), args.out, params, shards=args.shards,
-        buffer_mb=_buffer_mb(args), workers=args.workers,
+        buffer_mb=_buffer_mb(args), workers=args.workers, force=args.force,
     )  # fmt: skip
     payload = {
         "collection": str(args.out), "shards": args.shards, "n_docs": summary.n_docs,
+        "generation": summary.generation,
         "seconds": round(time.perf_counter() - t0, 3), "analysis": params.analysis,
         "rsj": params.rsj,
     }  # fmt: skip
@@ -271,20 +280,37 @@ def _add_buffer_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_max_doc_bytes_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-doc-bytes",
+        type=int,
+        help="refuse a document whose title and text exceed N bytes (UTF-8), naming its line "
+        "and id; nothing is committed (default: the setting max_doc_bytes, 1 MiB)",
+    )
+
+
+def _max_doc_bytes(args: argparse.Namespace) -> int:
+    from service.settings import get_settings
+
+    limit = getattr(args, "max_doc_bytes", None)
+    return int(limit if limit is not None else get_settings().max_doc_bytes)
+
+
 def _buffer_mb(args: argparse.Namespace) -> float:
     from service.settings import get_settings
 
     return float(args.buffer_mb if args.buffer_mb is not None else get_settings().segment_buffer_mb)
 
 
-def _read_records(path: Path, pool: bool) -> Iterator[Any]:
-    """Documents of a JSONL(.gz) file, or the sentences of a pool file (``id<TAB>english``)."""
+def _read_records(path: Path, pool: bool, max_doc_bytes: int | None = None) -> Iterator[Any]:
+    """Documents of a JSONL(.gz) file (none over ``max_doc_bytes``), or the sentences of a
+    pool file (``id<TAB>english``)."""
     from service.data import read_docs, read_pool
     from service.records import Doc
 
     if pool:
         return (Doc(s.id, "", s.text, "") for s in read_pool(path))
-    return iter(read_docs(path))
+    return iter(read_docs(path, max_doc_bytes=max_doc_bytes))
 
 
 def _docs_progress(docs: Iterable[Any], enabled: bool) -> Iterator[Any]:
@@ -313,6 +339,7 @@ def _add_docs(verb: VerbAdder) -> None:
         "meanwhile)",
     )
     _add_dense_build_flags(add)
+    _add_max_doc_bytes_flag(add)
     add.set_defaults(force=False)  # what clir embed's --force says: existing vectors are kept
     delete = actions.add_parser("delete", help="delete documents by id")
     delete.add_argument("ids", nargs="*", help="document ids")
@@ -361,7 +388,9 @@ def _cmd_docs(args: argparse.Namespace) -> int:
         payload = {"action": args.action}
         if args.action == "add":
             pool = args.docs is None
-            records = _read_records(args.docs if not pool else args.pool, pool)
+            records = _read_records(
+                args.docs if not pool else args.pool, pool, _max_doc_bytes(args)
+            )
             payload["read"] = writer.add(_docs_progress(records, not args.quiet))
         elif args.action == "delete":
             ids = list(args.ids)

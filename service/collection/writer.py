@@ -26,8 +26,11 @@ pending vectors until ``clir embed`` writes them).
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
 import os
+import select
 import shutil
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -40,10 +43,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.arraydir import atomic_directory, fsync_dir, save_array
+from service.arraydir import atomic_directory, fsync_dir, remove_leftovers, save_array
 from service.collection.manifest import (
     CommitManifest,
     SegmentEntry,
+    is_collection,
     read_commit,
     shard_of,
     write_commit,
@@ -68,6 +72,7 @@ LOCK_FILE = "LOCK"
 DELETES_DIR = "deletes"
 DEFAULT_BUFFER_MB = 32.0
 DEFAULT_MAX_MERGE_DOCS = 100_000  # a merged segment's size, bounding a merge's memory
+_STALE_BUILD_S = 24 * 3600.0  # a temporary build directory this old, whoever made it, is left over
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,48 @@ class WriteSummary:
 
 def _doc_bytes(doc: Doc) -> int:
     return len(doc.id) + len(doc.title) + len(doc.text) + 64
+
+
+def _die_with_writer(writer_pid: int) -> None:
+    """In a worker process: exit as soon as the writer that started it is gone (killed with
+    SIGKILL, it cannot stop its workers; a worker left behind would keep the fork server, and
+    with it the pool, alive). A daemon thread waits on the writer's pid file descriptor."""
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(writer_pid)
+        except (OSError, AttributeError):  # gone already, or no pidfd: poll
+            while _pid_alive(writer_pid):
+                time.sleep(0.5)
+            os._exit(1)
+        select.select([fd], [], [])  # readable when the process has exited
+        os._exit(1)
+
+    if not _pid_alive(writer_pid):
+        os._exit(1)
+    threading.Thread(target=watch, name="writer-watch", daemon=True).start()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Processes that index documents for a writer. Started by a fork server (a clean process
+    started with ``exec``), not forked from the writer: a forked worker would inherit the
+    writer's open ``LOCK`` and hold the collection locked after the writer died. Each worker
+    exits when the writer does, and the fork server when its last worker has."""
+    ctx = multiprocessing.get_context("forkserver")
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_die_with_writer,
+        initargs=(os.getpid(),),
+    )  # fmt: skip
 
 
 @contextmanager
@@ -108,8 +155,7 @@ def _locked(path: Path, timeout: float) -> Iterator[int]:
         os.close(fd)  # releases the lock
 
 
-def create_collection(path: Path, params: BuildParams, shards: int) -> None:
-    """An empty collection at ``path`` (which must not exist) with ``shards`` shards."""
+def _check_layout(params: BuildParams, shards: int) -> None:
     if shards < 1:
         raise InvalidInputError(f"a collection needs at least one shard, got {shards}")
     if RsjPolicy(params.rsj) is RsjPolicy.DROP:
@@ -117,6 +163,11 @@ def create_collection(path: Path, params: BuildParams, shards: int) -> None:
             "a collection cannot use the rsj policy 'drop' (which postings are dropped "
             "depends on the whole collection); use floor or keep"
         )
+
+
+def create_collection(path: Path, params: BuildParams, shards: int) -> None:
+    """An empty collection at ``path`` (which must not exist) with ``shards`` shards."""
+    _check_layout(params, shards)
     path.mkdir(parents=True, exist_ok=False)
     (path / SEGMENTS_DIR).mkdir()
     (path / DELETES_DIR).mkdir()
@@ -161,7 +212,6 @@ class CollectionWriter:
         self._lock_cm.__enter__()
         try:
             self.commit_manifest = read_commit(self.path)
-            self.params = BuildParams(**self.commit_manifest.build)
             self.terms = TermDictionary(
                 self.path, self.commit_manifest.n_terms, self.commit_manifest.terms_bytes
             )
@@ -171,7 +221,7 @@ class CollectionWriter:
             raise
         self._custom_tokenize = tokenize
         if workers > 1:
-            self._pool = ProcessPoolExecutor(max_workers=workers)
+            self._pool = worker_pool(workers)
         self._closed = False
         self._reset()
 
@@ -179,6 +229,9 @@ class CollectionWriter:
 
     def _reset(self) -> None:
         c = self.commit_manifest
+        self.params = BuildParams(**c.build)
+        self._shards = c.shards
+        self._replacing = False  # replace_all: the commit drops every document before it
         self._entries: dict[str, SegmentEntry] = {e.name: e for e in c.segments}
         self._deleted: dict[str, set[int]] = {}  # new tombstones by segment
         self._new: list[str] = []  # segments written since the commit
@@ -248,7 +301,7 @@ class CollectionWriter:
                         raise InvalidInputError(f"document id {doc.id!r} occurs more than once")
                     self._unbuffer(doc.id)
                     self._replaced += 1
-                shard = shard_of(doc.id, self.commit_manifest.shards)
+                shard = shard_of(doc.id, self._shards)
                 # numbered as they arrive: the order one index built from them would give
                 self._buffers[shard].append((self._next_seq, doc))
                 self._next_seq += 1
@@ -291,7 +344,7 @@ class CollectionWriter:
             if buffered:  # never written; an earlier copy may be (it is replaced at a flush)
                 self._unbuffer(doc_id)
                 self._added -= 1
-            shard = shard_of(doc_id, self.commit_manifest.shards)
+            shard = shard_of(doc_id, self._shards)
             if self._delete_written([doc_id], shard) or buffered:
                 self._deleted_count += 1
             else:
@@ -358,6 +411,12 @@ class CollectionWriter:
         self.flush()
         self._drain()
         old = self.commit_manifest
+        if not (self._new or self._deleted or self._replacing):
+            # nothing changed (an empty file, ids none of which were there): no new commit
+            return WriteSummary(
+                old.generation, self._added, self._replaced, self._deleted_count, old.n_docs,
+                len(old.segments), time.perf_counter() - t0,
+            )  # fmt: skip
         gen = old.generation + 1
         entries: list[SegmentEntry] = []
         deleted_of: dict[str, npt.NDArray[np.int32] | None] = {}
@@ -384,7 +443,7 @@ class CollectionWriter:
         write_stats(self.path / stats_dir, df)
         entries.sort(key=lambda e: e.name)
         commit = CommitManifest(
-            generation=gen, shards=old.shards, build=old.build, next_seq=self._next_seq,
+            generation=gen, shards=self._shards, build=asdict(self.params), next_seq=self._next_seq,
             next_segment=self._next_segment, n_terms=n_terms, terms_bytes=self.terms.n_bytes,
             n_docs=n_docs, total_len=total_len, stats_dir=stats_dir, segments=tuple(entries),
         )  # fmt: skip
@@ -397,6 +456,22 @@ class CollectionWriter:
         self._reset()
         self._remove_unreferenced()
         return summary
+
+    def replace_all(self, params: BuildParams | None = None, shards: int | None = None) -> None:
+        """Drop every committed document (Lucene's ``deleteAll``): the next commit holds only
+        what is added after this call, indexed with ``params`` into ``shards`` shards (default:
+        the collection's). It is one more commit, with segment names and sequence numbers
+        never used before, so a reader searching the previous commit goes on undisturbed and
+        switches at its next refresh; nothing is visible before :meth:`commit`, and
+        :meth:`rollback` (or an exception in ``with``) keeps the collection as it was."""
+        if self._new or self._deleted or any(self._buffers) or self._inflight:
+            raise ConflictError("commit or roll back the pending changes before replacing all")
+        params = self.params if params is None else params
+        shards = self._shards if shards is None else shards
+        _check_layout(params, shards)
+        self.params, self._shards, self._replacing = params, shards, True
+        self._entries = {}
+        self._buffers = [[] for _ in range(shards)]
 
     def rollback(self) -> None:
         """Drop every change since the last commit (and the segments it wrote)."""
@@ -448,7 +523,7 @@ class CollectionWriter:
         if max_segments < 1 or factor < 2:
             raise InvalidInputError("merge needs max_segments >= 1 and factor >= 2")
         written: list[str] = []
-        for shard in range(self.commit_manifest.shards):
+        for shard in range(self._shards):
             while True:
                 entries = [e for e in self._entries.values() if e.shard == shard]
                 if len(entries) <= max_segments:
@@ -522,11 +597,34 @@ def build_collection(
     merge: bool = True,
     workers: int = 1,
     max_segments: int = 8,
+    force: bool = False,
 ) -> WriteSummary:
-    """Build a collection of ``docs`` at ``out`` (replacing it atomically: a failed build
-    leaves ``out`` as it was); with ``merge``, each shard's smallest segments are merged until
-    at most ``max_segments`` are left (1: one segment a shard; a merge holds the segments it
-    merges in memory, so a bound keeps the build's memory bounded too)."""
+    """Build a collection of ``docs`` at ``out``; with ``merge``, each shard's smallest
+    segments are merged until at most ``max_segments`` are left (1: one segment a shard; a
+    merge holds the segments it merges in memory, so a bound keeps the build's memory bounded
+    too).
+
+    A new ``out`` is written beside and renamed into place (a failed build leaves nothing).
+    Over an existing collection the build is refused unless ``force``; with it, the documents
+    replace the collection's in one new commit (:meth:`CollectionWriter.replace_all`): a
+    service searching the collection switches to it at its next refresh and never sees a
+    directory swapped under it (readers keep their open segments; segment names are never
+    reused), and a build that fails, or reads no document, leaves the collection as it was.
+    Any other existing ``out`` (a single index) is replaced only with ``force``."""
+    out = Path(out)
+    if is_collection(out):
+        if not force:
+            commit = read_commit(out)
+            raise ConflictError(
+                f"{out} is a collection ({commit.n_docs} documents, generation "
+                f"{commit.generation}); rebuilding it replaces every document, including "
+                "those added since it was built: --force rebuilds it as a new generation"
+            )
+        return _rebuild(docs, out, params, shards, buffer_mb, tokenize, merge, workers,
+                        max_segments)  # fmt: skip
+    if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
+        raise ConflictError(f"{out} exists and is not a collection; --force replaces it")
+    remove_leftovers(out, stale_seconds=_STALE_BUILD_S)  # what a killed build left
     with atomic_directory(out) as tmp:
         coll = tmp / "c"
         create_collection(coll, params, shards)
@@ -538,4 +636,28 @@ def build_collection(
         for p in coll.iterdir():
             p.rename(tmp / p.name)
         coll.rmdir()
+    return summary
+
+
+def _rebuild(
+    docs: Iterable[Doc],
+    out: Path,
+    params: BuildParams,
+    shards: int,
+    buffer_mb: float,
+    tokenize: TokenizeFn | None,
+    merge: bool,
+    workers: int,
+    max_segments: int,
+) -> WriteSummary:
+    with CollectionWriter(out, buffer_mb=buffer_mb, tokenize=tokenize, workers=workers) as w:
+        w.replace_all(params, shards)
+        if w.add(docs) == 0:
+            raise InvalidInputError(
+                f"no documents read: {out} was left as it was (a rebuild from an empty "
+                "source would delete every document)"
+            )
+        summary = w.commit()
+        if merge:
+            w.merge(max_segments=max_segments, factor=max(2, max_segments))
     return summary

@@ -272,7 +272,7 @@ def test_kill_9_during_add_or_merge_loses_nothing_committed(
     )  # fmt: skip
 
 
-def test_build_collection_replaces_atomically(tmp_path: Path) -> None:
+def test_a_failed_rebuild_leaves_the_collection_as_it_was(tmp_path: Path) -> None:
     docs = corpus(20, 9)
     out = tmp_path / "c"
     build_collection(docs, out, build_params("docs"), shards=2)
@@ -282,7 +282,7 @@ def test_build_collection_replaces_atomically(tmp_path: Path) -> None:
         return [*docs, Doc("d0", "", "again", "")]  # a repeated id
 
     with pytest.raises(InvalidInputError):
-        build_collection(broken(), out, build_params("docs"), shards=2)
+        build_collection(broken(), out, build_params("docs"), shards=2, force=True)
     assert (out / "collection.json").read_bytes() == before
     assert Collection(out).snapshot.n_docs == 20
 

@@ -1,0 +1,168 @@
+"""Writers that cannot destroy or wedge a collection: a rebuild over a live collection, an
+empty source, a writer killed with its worker processes (each case was a defect on main)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from service.collection.manifest import read_commit
+from service.collection.reader import Collection
+from service.collection.search import SnapshotSearcher
+from service.collection.writer import CollectionWriter, build_collection
+from service.errors import ConflictError, InvalidInputError, NotFoundError
+from service.index.build import build_params
+from service.mt.bundle import ModelBundle
+from service.records import Doc
+from service.retrieval.base import DecodedQuery
+from tests.collection.test_live import ROOT, assert_same_rankings, corpus, queries, reference
+
+__all__ = ["queries"]  # the fixture, used here
+
+
+def build(docs: list[Doc], out: Path, shards: int = 2, **kw: object) -> None:
+    build_collection(docs, out, build_params("docs"), shards=shards, buffer_mb=0.002, **kw)
+
+
+def test_a_rebuild_over_a_collection_is_refused_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    build(corpus(30, 1), out)
+    with CollectionWriter(out) as w:
+        w.add(corpus(5, 2, prefix="added"))
+        w.commit()
+    before = (out / "collection.json").read_bytes()
+    with pytest.raises(ConflictError, match=r"35 documents, generation \d+.*--force"):
+        build(corpus(30, 1), out)
+    assert (out / "collection.json").read_bytes() == before
+    # a directory that is not a collection (an index, say) is not replaced silently either
+    other = tmp_path / "index"
+    reference(corpus(3, 3), other)
+    with pytest.raises(ConflictError, match="not a collection; --force"):
+        build(corpus(30, 1), other)
+    build(corpus(30, 1), other, force=True)
+    assert Collection(other).snapshot.n_docs == 30
+
+
+def test_a_forced_rebuild_is_a_new_generation_that_a_reader_switches_to(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """The README's rebuild run again over a live collection: the reader searching it goes on
+    with its commit (no error, its documents still found), then switches to the rebuilt one:
+    a later generation, only the new documents, ranked exactly as one index of them."""
+    out = tmp_path / "c"
+    build(corpus(60, 1), out)
+    with CollectionWriter(out) as w:
+        w.add(corpus(10, 2, prefix="added"))
+        w.commit()
+    reader = Collection(out)
+    old = reader.snapshot
+    assert old.n_docs == 70
+    old_segments = {e.name for e in old.commit.segments}
+
+    docs = corpus(50, 4)  # ids d0..d49: most were in the collection, with other texts
+    build(docs, out, shards=3, force=True)
+    # the reader's snapshot still answers from the files it opened
+    SnapshotSearcher(toy_bundle).rank(old, "bowfd", queries[0], 10)
+    assert reader.doc("added3").id == "added3"
+
+    assert reader.refresh()
+    new = reader.snapshot
+    assert new.generation > old.generation
+    assert new.commit.shards == 3
+    assert not old_segments & {e.name for e in new.commit.segments}  # names never reused
+    with pytest.raises(NotFoundError):
+        reader.doc("added3")  # a document of the old generation is not served
+    assert reader.doc("d7").text == docs[7].text
+    assert_same_rankings(reader, reference(docs, tmp_path / "r"), toy_bundle, queries)
+    # what the old generation held is gone from disk once no reader needs it
+    assert not old_segments & {p.name for p in (out / "segments").iterdir()}
+
+
+def test_an_empty_source_changes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    build(corpus(20, 1), out)
+    before = read_commit(out)
+    with pytest.raises(InvalidInputError, match="no documents read"):
+        build([], out, force=True)
+    assert read_commit(out) == before
+    with CollectionWriter(out) as w:  # an empty file added, a delete of nothing: no commit
+        w.add([])
+        assert w.delete(["nope"]) == ["nope"]
+        summary = w.commit()
+    assert summary.generation == before.generation
+    assert read_commit(out) == before
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+from service.collection.writer import CollectionWriter
+from tests.collection.test_live import corpus
+
+def docs():  # slow enough to be killed while the worker processes are busy
+    for i, d in enumerate(corpus(100_000, 5, prefix="w")):
+        if i == 400:
+            print("ready", flush=True)
+        yield d
+
+w = CollectionWriter(Path(sys.argv[1]), buffer_mb=0.01, workers=2)
+w.add(docs())
+w.commit()
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    tree = [tuple(map(int, line.split())) for line in out.splitlines() if line.strip()]
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for child, ppid in tree:
+            if ppid == parent:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat")
+    return not (state.exists() and state.read_text().split(")")[-1].split()[0] == "Z")
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_parallel_writer_leaves_no_worker_and_no_lock(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    build(corpus(20, 1), out)
+    before = read_commit(out)
+    with subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(CHILD), str(out)],
+        stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        workers = _children(proc.pid)
+        assert workers, "the writer started no worker process"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in workers if _alive(p)], "worker processes outlived the writer"
+    assert read_commit(out) == before  # nothing committed, nothing lost
+    with CollectionWriter(out, lock_timeout=1.0) as w:  # the lock is free at once
+        assert not [p for p in (out / "segments").iterdir() if p.name.startswith(".")]
+        w.add([Doc("z", "", "red car", "a")])
+        w.commit()
+    assert Collection(out).snapshot.n_docs == 21
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".c.")]
