@@ -67,6 +67,21 @@ def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert (coll / "collection.json").read_bytes() == before  # a failed add changes nothing
     code, _, err = run(capsys, "docs", "delete", "--index", str(coll))
     assert code != 0 and "needs ids" in err
+    # the build run again over the collection: refused, the collection kept; --force rebuilds
+    # it as a new generation
+    code, _, err = run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+                       str(coll), "--shards", "2", "--quiet", "--no-dense")  # fmt: skip
+    assert code != 0 and "is a collection (5 documents" in err and "--force" in err
+    assert (coll / "collection.json").read_bytes() == before
+    code, out, _ = run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+                       str(coll), "--shards", "2", "--quiet", "--no-dense", "--force")  # fmt: skip
+    assert code == 0 and json.loads(out)["generation"] > json.loads(before)["generation"]
+    (tmp_path / "empty.jsonl").write_text("")
+    before = (coll / "collection.json").read_bytes()
+    code, out, _ = run(capsys, "docs", "add", "--index", str(coll), "--docs",
+                       str(tmp_path / "empty.jsonl"), "--quiet")  # fmt: skip
+    assert code == 0 and json.loads(out)["added"] == 0
+    assert (coll / "collection.json").read_bytes() == before  # an empty file: no commit
 
 
 def test_eval_and_run_over_a_collection_equal_the_index(
