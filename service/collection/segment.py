@@ -28,6 +28,7 @@ segment had none yet are embedded by the next ``clir embed``).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -40,7 +41,13 @@ import numpy.typing as npt
 
 from service.collection.terms import TermDictionary
 from service.csr import ptr_from_counts
-from service.dense.vectors import gather_vectors, index_fingerprint, open_vectors, write_vectors
+from service.dense.vectors import (
+    DENSE_DIR,
+    gather_vectors,
+    index_fingerprint,
+    open_vectors,
+    write_vectors,
+)
 from service.errors import ClirError, DataFormatError
 from service.index.build import BuildParams, build_arrays
 from service.index.inverted import InvertedIndex, ScoringStats
@@ -155,6 +162,32 @@ def _write(
         "segment": {"name": name, "shard": shard},
     }
     write_index_dir(target, arrays, manifest)
+
+
+def copy_segment(
+    target: Path,
+    source: Segment,
+    params: BuildParams,
+    terms: TermDictionary,
+    seq_offset: int,
+    *,
+    name: str,
+    shard: int,
+) -> int:
+    """Write ``source`` (a segment of another collection, or of an older generation) as the
+    segment ``target``: its terms given this collection's global ids, its sequence numbers
+    shifted by ``seq_offset``, its dense vectors copied (they belong to the same documents);
+    the number of documents. Nothing is tokenised or embedded again."""
+    arrays = {k: np.asarray(v) for k, v in source.arrays.items()}
+    arrays["gid"] = terms.ids(source.terms())
+    arrays["seq"] = source.seq + seq_offset
+    _write(target, arrays, params, dict(source.manifest["counts"]), name, shard)
+    vectors = source.path / DENSE_DIR
+    if vectors.is_dir():
+        tmp = target / f".{DENSE_DIR}.tmp"
+        shutil.copytree(vectors, tmp)
+        tmp.rename(target / DENSE_DIR)
+    return source.n_docs
 
 
 class Segment:

@@ -52,10 +52,11 @@ from service.collection.manifest import (
     shard_of,
     write_commit,
 )
-from service.collection.reader import SEGMENTS_DIR, read_deleted, write_stats
+from service.collection.reader import SEGMENTS_DIR, Snapshot, read_deleted, write_stats
 from service.collection.segment import (
     IdTable,
     Segment,
+    copy_segment,
     id_hashes,
     index_documents,
     merge_segments,
@@ -472,6 +473,29 @@ class CollectionWriter:
         self.params, self._shards, self._replacing = params, shards, True
         self._entries = {}
         self._buffers = [[] for _ in range(shards)]
+
+    def import_segments(self, snapshot: Snapshot) -> int:
+        """Add the segments of ``snapshot`` (another collection's commit, e.g. a backup) as
+        they are, with their tombstones and dense vectors, after :meth:`replace_all` with its
+        build parameters and shards; the live documents imported. Visible at commit."""
+        if not self._replacing or (self.params, self._shards) != (
+            BuildParams(**snapshot.commit.build), snapshot.commit.shards,
+        ):  # fmt: skip
+            raise ConflictError("import_segments follows replace_all with the snapshot's layout")
+        offset = self._next_seq
+        for view in snapshot.views():
+            name = f"s{self._next_segment:07d}"
+            self._next_segment += 1
+            self._new.append(name)
+            seg = view.segment
+            n = copy_segment(self.path / SEGMENTS_DIR / name, seg, self.params, self.terms,
+                             offset, name=name, shard=seg.shard)  # fmt: skip
+            self._entries[name] = SegmentEntry(name, seg.shard, n)
+            if view.deleted is not None and len(view.deleted):
+                self._deleted[name] = set(view.deleted.tolist())
+        self._next_seq = offset + snapshot.commit.next_seq
+        self._added += snapshot.n_docs
+        return snapshot.n_docs
 
     def rollback(self) -> None:
         """Drop every change since the last commit (and the segments it wrote)."""
