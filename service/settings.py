@@ -4,14 +4,35 @@ tests override by clearing the cache or building ``Settings(...)`` directly."""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from service.errors import ConfigurationError
+
+# a list of paths from the environment: a JSON list, paths separated by commas, or one path
+PathList = Annotated[list[Path], NoDecode]
+
+
+def parse_path_list(value: Any) -> Any:
+    """``'["a", "b"]'``, ``"a,b"`` or ``"a"`` as a list of paths; other values unchanged."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"not a JSON list of paths ({exc.msg} at column {exc.colno}); give a path, "
+                'paths separated by commas, or a JSON list such as ["indexes/docs"]'
+            ) from None
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 class Settings(BaseSettings):
@@ -21,16 +42,17 @@ class Settings(BaseSettings):
 
     # --- paths -------------------------------------------------------------------------
     data_dir: Path = Field(Path("../shared/data"), description="The shared corpora.")
-    model_bundles: list[Path] = Field(
+    model_bundles: PathList = Field(
         default=[Path("models/de-en"), Path("models/zh-en"), Path("models/demo-de-en")],
         description="Model bundles to load, in order; the first bundle per source language wins, "
         "missing ones are reported by /readyz.",
     )
-    doc_indexes: list[Path] = Field(
+    doc_indexes: PathList = Field(
         default=[Path("indexes/docs"), Path("indexes/demo")],
-        description="Document index candidates; the first that exists is served.",
+        description="Document index candidates; the first that exists is served. In the "
+        "environment: one path, paths separated by commas, or a JSON list.",
     )
-    pool_indexes: list[Path] = Field(
+    pool_indexes: PathList = Field(
         default=[Path("indexes/pool"), Path("indexes/demo-pool")],
         description="Sentence-pool index candidates for translation retrieval.",
     )
@@ -264,6 +286,11 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Grace period for the embedded worker on shutdown."
     )
 
+    @field_validator("model_bundles", "doc_indexes", "pool_indexes", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        return parse_path_list(value)
+
     @field_validator("admin_token")
     @classmethod
     def _token_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
@@ -303,3 +330,5 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise settings_error(exc) from None
+    except SettingsError as exc:  # a value the environment source cannot decode
+        raise ConfigurationError(f"invalid setting: {exc}") from None

@@ -112,3 +112,37 @@ def test_the_cli_reports_an_invalid_setting_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith("clir: error: invalid setting(s): CLIR_DOCS_TITLE_WEIGHT='0'")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        ("/srv/coll", [Path("/srv/coll")]),  # a plain path, as people write it
+        ("/srv/a, indexes/demo", [Path("/srv/a"), Path("indexes/demo")]),
+        ('["/srv/a", "indexes/demo"]', [Path("/srv/a"), Path("indexes/demo")]),
+        ("", []),
+    ],
+)
+def test_path_lists_take_a_path_a_comma_list_or_json(
+    monkeypatch: pytest.MonkeyPatch, value: str, paths: list[Path]
+) -> None:
+    for env in ("CLIR_DOC_INDEXES", "CLIR_POOL_INDEXES", "CLIR_MODEL_BUNDLES"):
+        monkeypatch.setenv(env, value)
+    get_settings.cache_clear()
+    s = get_settings()
+    assert s.doc_indexes == s.pool_indexes == s.model_bundles == paths
+
+
+def test_a_bad_path_list_is_one_sentence_at_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from service.cli import main
+
+    monkeypatch.setenv("CLIR_DOC_INDEXES", '["indexes/demo"')
+    get_settings.cache_clear()
+    assert main(["serve", "--port", "1"]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error: invalid setting(s): CLIR_DOC_INDEXES='[\"indexes/demo\"'")
+    assert "a JSON list such as" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
