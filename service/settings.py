@@ -216,7 +216,20 @@ class Settings(BaseSettings):
         description="Largest body of POST /v1/admin/documents (documents to add); larger "
         "batches go through clir docs add.",
     )
-    request_time_budget_s: float = Field(5.0, gt=0)
+    max_doc_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest document accepted (title and text, bytes of UTF-8) by the "
+        "document add endpoint, clir docs add and clir build-index; a larger one is refused "
+        "with its id (and its line in a file), and nothing of its request or file is committed.",
+    )
+    request_time_budget_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a query request may take, queueing included: decoding degrades "
+        "past it, and a request waits for a slot only while it can still finish within it "
+        "(service.api.admission).",
+    )
     max_concurrency: int = Field(8, ge=1)
     queue_timeout_s: float = Field(
         0.1,

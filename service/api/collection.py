@@ -6,10 +6,12 @@ Each request is one commit (:class:`service.collection.writer.CollectionWriter`)
 documents are written as new segments and tombstones, the global statistics are updated, and
 the manifest is replaced — visible to the next search, which refreshes its snapshot when the
 manifest changed (one ``stat`` per search). A request that fails (a bad document, a full disk)
-changes nothing. Merging the segments a commit left runs after the response, in the
-background (its own commit). One writer holds the collection at a time, across processes: a
-request that cannot get it within ``CLIR_COLLECTION_LOCK_TIMEOUT_S`` gets 409. The document
-index must be a collection (``clir build-index --shards S``); one index built whole gives 409.
+changes nothing; a document over ``CLIR_MAX_DOC_BYTES`` fails the whole request with 413 before
+anything is written, and the body as a whole is bounded by ``CLIR_MAX_DOCUMENTS_BODY_BYTES``.
+Merging the segments a commit left runs after the response, in the background (its own
+commit). One writer holds the collection at a time, across processes: a request that cannot get
+it within ``CLIR_COLLECTION_LOCK_TIMEOUT_S`` gets 409. The document index must be a collection
+(``clir build-index --shards S``); one index built whole gives 409.
 Every route needs the admin token (see :mod:`service.api.admin`).
 """
 
@@ -25,7 +27,8 @@ from service.api.admin import require_admin
 from service.api.deps import ResourcesDep, SettingsDep, get_doc_index
 from service.api.resources import Resources
 from service.collection import Collection, CollectionWriter
-from service.errors import ClirError, ConflictError
+from service.data import doc_size_problem
+from service.errors import ClirError, ConflictError, InputTooLargeError
 from service.records import Doc
 from service.settings import Settings
 
@@ -41,7 +44,7 @@ class DocumentIn(BaseModel):
 
     id: str = Field(min_length=1, max_length=2048, pattern=r"\S")
     title: str = Field("", max_length=10_000)
-    text: str = Field(max_length=10_000_000)
+    text: str  # its size is bounded by CLIR_MAX_DOC_BYTES (413 naming it), not the schema
     source: str = Field("", max_length=200)
 
 
@@ -103,6 +106,15 @@ def _merge(coll: Collection, settings: Settings) -> None:
         log.warning("merge of %s skipped: %s", coll.path, exc)
 
 
+def check_sizes(documents: list[DocumentIn], max_doc_bytes: int) -> None:
+    """413 before anything is written when a document is over ``max_doc_bytes``: the request
+    is refused whole, naming the first such document (its position and id) and the limit."""
+    for i, d in enumerate(documents):
+        problem = doc_size_problem(d.id, d.title, d.text, max_doc_bytes)
+        if problem is not None:
+            raise InputTooLargeError(f"documents[{i}]: {problem}; nothing was added")
+
+
 def _change(coll: Collection, summary_fields: dict[str, object]) -> CollectionChange:
     coll.refresh()
     return CollectionChange.model_validate(summary_fields)
@@ -117,6 +129,7 @@ def add_documents(
 ) -> CollectionChange:
     """Add or replace documents in one commit (visible to the next search)."""
     coll = _collection(resources)
+    check_sizes(body.documents, settings.max_doc_bytes)
     docs = [Doc(d.id, d.title, d.text, d.source) for d in body.documents]
     with _writer(coll, settings) as writer:
         writer.add(docs)

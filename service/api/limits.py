@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -235,11 +236,30 @@ def field_errors_sentence(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
+ECHO_CHARS = 80  # characters of an invalid input echoed in a validation error
+
+
+def short_echo(error: dict[str, Any]) -> dict[str, Any]:
+    """``error`` with its ``input`` cut to :data:`ECHO_CHARS` characters (a string as its
+    prefix and "…", an array or object as the prefix of its JSON) and ``input_length`` (its
+    characters, or of its JSON) when it was longer."""
+    if "input" not in error:
+        return error
+    given = error["input"]
+    text = given if isinstance(given, str) else None
+    if isinstance(given, list | dict):
+        text = json.dumps(given, ensure_ascii=False)
+    if text is None or len(text) <= ECHO_CHARS:
+        return error
+    return {**error, "input": text[:ECHO_CHARS] + "…", "input_length": len(text)}
+
+
 async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
     """422 ``{"detail": <sentence>, "errors": [<field errors>]}``: one sentence for body-level
-    errors, else the field errors' sentence; the list for programs either way."""
+    errors, else the field errors' sentence; the list for programs either way (each echoed
+    input cut short, :func:`short_echo`)."""
     assert isinstance(exc, RequestValidationError)
-    errors = json_safe(jsonable_encoder(exc.errors()))
+    errors = [short_echo(e) for e in json_safe(jsonable_encoder(exc.errors()))]
     sentence = body_error_detail(exc) or field_errors_sentence(errors)
     return JSONResponse({"detail": _safe_text(sentence), "errors": errors}, status_code=422)
 

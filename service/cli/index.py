@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,7 +200,11 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         return _cmd_build_collection(args)
     if args.docs is None and args.title_weight is not None:
         raise InvalidInputError("--title-weight applies to --docs: pool sentences have no title")
-    build = build_docs_index if args.docs is not None else build_pool_index
+    build = (
+        partial(build_docs_index, max_doc_bytes=_max_doc_bytes(args))
+        if args.docs is not None
+        else build_pool_index
+    )
     result = build(
         args.docs if args.docs is not None else args.pool,
         args.out,
@@ -209,7 +214,6 @@ def _cmd_build_index(args: argparse.Namespace) -> int:
         limit=args.limit,
         force=args.force,
         progress=not args.quiet,
-        **({"max_doc_bytes": _max_doc_bytes(args)} if args.docs is not None else {}),
     )
     if result.skipped:
         print(

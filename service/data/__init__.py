@@ -1,6 +1,7 @@
 """Readers and writers for the data formats of ``../shared/data/README.md``."""
 
 from service.data.formats import (
+    doc_size_problem,
     load_qrels,
     load_queries,
     load_run,
@@ -21,6 +22,7 @@ from service.data.io import ErrorPolicy
 
 __all__ = [
     "ErrorPolicy",
+    "doc_size_problem",
     "load_qrels",
     "load_queries",
     "load_run",

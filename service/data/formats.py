@@ -72,8 +72,31 @@ def write_parallel(path: str | Path, pairs: Iterable[ParallelPair]) -> int:
 # --- documents ---------------------------------------------------------------------------
 
 
-def read_docs(path: str | Path, on_error: Policy = ErrorPolicy.FAIL) -> Iterator[Doc]:
-    """JSON lines ``{"id", "title", "text", "source"}``; ``id`` and ``text`` are required."""
+def doc_bytes(title: str, text: str) -> int:
+    """The size of a document's title and text in bytes of UTF-8."""
+    return len(title.encode("utf-8", "surrogatepass")) + len(text.encode("utf-8", "surrogatepass"))
+
+
+def doc_size_problem(doc_id: str, title: str, text: str, max_bytes: int | None) -> str | None:
+    """Why a document is refused for its size (naming its id and the limit), or None."""
+    if max_bytes is None or (len(title) + len(text)) * 4 <= max_bytes:
+        return None
+    size = doc_bytes(title, text)
+    if size <= max_bytes:
+        return None
+    shown = doc_id if len(doc_id) <= 100 else doc_id[:100] + "…"
+    return (
+        f"document {shown!r} has {size:,} bytes of title and text; at most {max_bytes:,} are "
+        "accepted (the limit CLIR_MAX_DOC_BYTES, or --max-doc-bytes): split the document or "
+        "raise the limit"
+    )
+
+
+def read_docs(
+    path: str | Path, on_error: Policy = ErrorPolicy.FAIL, max_doc_bytes: int | None = None
+) -> Iterator[Doc]:
+    """JSON lines ``{"id", "title", "text", "source"}``; ``id`` and ``text`` are required. A
+    document over ``max_doc_bytes`` (:func:`doc_size_problem`) is a malformed line."""
     bad = MalformedLines(Path(path), ErrorPolicy(on_error))
     for line_no, line in iter_lines(path, bad):
         if not line.strip():
@@ -96,6 +119,10 @@ def read_docs(path: str | Path, on_error: Policy = ErrorPolicy.FAIL) -> Iterator
         title, source = obj.get("title", ""), obj.get("source", "")
         if not isinstance(title, str) or not isinstance(source, str):
             bad.add(line_no, '"title" and "source" must be strings')
+            continue
+        too_large = doc_size_problem(doc_id, title, text, max_doc_bytes)
+        if too_large is not None:
+            bad.add(line_no, too_large)
             continue
         yield Doc(doc_id, title, text, source)
     bad.report()

@@ -501,15 +501,17 @@ def build_docs_index(
     limit: int | None = None,
     force: bool = False,
     progress: bool = False,
+    max_doc_bytes: int | None = None,
 ) -> BuildResult:
-    """Index ``docs.jsonl(.gz)`` (title + text) into ``out``.
+    """Index ``docs.jsonl(.gz)`` (title + text) into ``out``; a document over
+    ``max_doc_bytes`` stops the build with its line and id (nothing is written).
 
     ``tokenizer`` names the tokenizer (recorded in the manifest and used for queries);
     ``tokenize`` overrides the function itself (tests). k1, b, the analysis chain
     (:mod:`service.index.analysis`) and the title weight default as in :func:`build_params`.
     """
     return _build_from_file(
-        "docs", source, out, read_docs(source),
+        "docs", source, out, read_docs(source, max_doc_bytes=max_doc_bytes),
         tokenizer=tokenizer, tokenize=tokenize, k1=k1, b=b, rsj_policy=rsj_policy,
         keep_tokens=keep_tokens, analysis=analysis, title_weight=title_weight, limit=limit,
         force=force,

@@ -135,3 +135,21 @@ def test_reads_the_shared_qrels_and_queries(shared_data: Path) -> None:
     assert len(queries) == 260
     assert sum(len(v) for v in qrels.values()) == 1836
     assert set(qrels) <= set(queries)
+
+
+def test_a_document_over_the_size_limit_is_an_error_naming_its_line_and_id(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "docs.jsonl"
+    big = Doc("lo:big", "Big", "ä" * 1500, "s")  # 3,003 bytes of UTF-8 in 1,503 characters
+    write_docs(path, [Doc("lo:a", "A", "small", "s"), big, Doc("lo:c", "C", "x", "s")])
+    assert len(list(read_docs(path))) == 3  # no limit: as before
+    assert len(list(read_docs(path, max_doc_bytes=3003))) == 3  # at the limit: accepted
+    with pytest.raises(DataFormatError) as info:
+        list(read_docs(path, max_doc_bytes=3002))
+    message = str(info.value)
+    assert "docs.jsonl:2:" in message and "'lo:big'" in message
+    assert "3,003 bytes" in message and "at most 3,002" in message
+    assert "CLIR_MAX_DOC_BYTES" in message
+    skipped = list(read_docs(path, on_error="skip", max_doc_bytes=3002))
+    assert [d.id for d in skipped] == ["lo:a", "lo:c"]
