@@ -5,7 +5,7 @@ one API process per core, on 127.0.0.1 and a free port, with the configured mode
 indexes, or the committed demo bundle with ``--demo``), waits for ``/readyz``, warms up
 (``--warmup`` seconds with the largest client count, so that the memory baseline already holds
 the most requests in flight and a filled query cache), then runs C concurrent clients
-(``--clients``, default 1, 4, 16 and 64) for D seconds each (``--duration``, default 120) or
+(``--clients``, default 4, 32 and 64) for D seconds each (``--duration``, default 120) or
 until ``--max-requests`` requests, whichever comes first; then it stops. The request mix:
 
 * ``POST /v1/search`` method bowfd (35 %) and dt (25 %), ``POST /v1/suggest`` (15 %),
@@ -16,10 +16,15 @@ until ``--max-requests`` requests, whichever comes first; then it stops. The req
 Recorded per phase: throughput, p50/p95/p99 latency per endpoint (and repeated vs fresh), status
 counts (5xx must be 0), the share of answers served from the cache; the server's RSS and the
 number of cached queries after the warm-up and after every phase (growth %); RSS is the sum
-over the server's process tree (supervisor, API processes). The load phases
-run with ``queue_timeout_s`` = ``--queue-timeout`` (default 600 s) so that all clients queue for
-the ``max_concurrency`` slots instead of being refused (the queue is bounded by the number of
-clients): they measure throughput and latency, not the refusal. Then an **overload probe**
+over the server's process tree (supervisor, API processes). Per phase also the share of
+answers 200, 503 (refused: the request could not finish within its time budget) and 429 (the
+admission queue was full), and the latency of each. The load phases run with the service's
+admission rule (:mod:`service.api.admission`: a request queues while it can finish within
+``request_time_budget_s``); ``--queue-timeout S`` sets the deprecated ``CLIR_QUEUE_TIMEOUT_S``
+as well (0.1 gives the refusal of the service before that rule, 600 an unbounded wait).
+A run of the admission levels in a few minutes on the demo: ``python -m bench load --demo
+--workers 1 --clients 4,32,64 --duration 30 --warmup 10 --probe-slots 0 --train-clients 0
+--out bench/results/load_admission_demo.json``. Then an **overload probe**
 against a second server started with ``max_concurrency`` = ``--probe-slots``, the default short
 queue wait (0.1 s) and 4× as many clients: the share of 503 answers, whether each carried
 Retry-After, and their latency next to that of the answered requests.
@@ -310,10 +315,19 @@ def summarise(samples: list[Sample], elapsed: float, clients: int) -> dict[str, 
         "requests": len(samples),
         "throughput_rps": round(len(samples) / elapsed, 2) if elapsed else None,
         "status": dict(sorted(status.items())),
-        "errors_5xx": sum(1 for s in samples if s.status >= 500),
+        # 503 is the admission's refusal (with Retry-After, counted in share), not an error
+        "errors_5xx": sum(1 for s in samples if s.status >= 500 and s.status != 503),
         "transport_errors": sum(1 for s in samples if s.status == 0),
         "degraded": sum(1 for s in samples if s.degraded),
+        "share": {
+            code: round(sum(1 for s in samples if s.status == int(code)) / len(samples), 3)
+            if samples
+            else None
+            for code in ("200", "503", "429")
+        },
         "all_ok": latency_stats([s.seconds for s in samples if s.status == 200]),
+        "refused_503": latency_stats([s.seconds for s in samples if s.status == 503]),
+        "refused_429": latency_stats([s.seconds for s in samples if s.status == 429]),
         "endpoints": by_endpoint,
     }
 
@@ -389,7 +403,7 @@ def training_phase(
     """Idle vs while a training job runs: same server (cache off), same request sequence."""
     env = {
         **base_env,
-        "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout),
+        **queue_env(args),
         "CLIR_FOREST_CACHE_SIZE": "0",
         "CLIR_ADMIN_TOKEN": TOKEN,
         "CLIR_EMBEDDED_WORKER": "true",
@@ -464,12 +478,18 @@ def overload_probe(
 @dataclass(frozen=True)
 class Params:
     demo: Annotated[bool, Help("serve the committed demo bundle")] = False
-    clients: Annotated[tuple[int, ...], Help("concurrent clients per phase")] = (1, 4, 16, 64)
+    clients: Annotated[tuple[int, ...], Help("concurrent clients per phase")] = (4, 32, 64)
     workers: Annotated[int, Help("API processes (one per core)")] = os.cpu_count() or 1
     duration: Annotated[float, Help("seconds per phase")] = 120.0
     max_requests: Annotated[int, Help("requests per phase")] = 200_000
     warmup: Annotated[float, Help("seconds of warm-up load (largest client count)")] = 60.0
-    queue_timeout: Annotated[float, Help("queue_timeout_s of the load phases")] = 600.0
+    queue_timeout: Annotated[
+        float | None,
+        Help(
+            "the deprecated CLIR_QUEUE_TIMEOUT_S of the load phases (unset: admission by the "
+            "time budget alone; 0.1: the refusal before it; 600: queue without bound)"
+        ),
+    ] = None
     probe_slots: Annotated[int, Help("max_concurrency of the probe (0: no probe)")] = 2
     env: Annotated[
         tuple[str, ...],
@@ -484,6 +504,11 @@ class Params:
     out: Annotated[Path, Help("JSON output")] = RESULTS
     cache_mb: Annotated[int | None, Help("forest_cache_mb per process (default: setting)")] = None
     train_clients: Annotated[int, Help("0: no training phase")] = 16
+
+
+def queue_env(args: Params) -> dict[str, str]:
+    """The served queue settings: the deprecated queue timeout only when asked for."""
+    return {} if args.queue_timeout is None else {"CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
 
 
 def run(args: Params) -> None:
@@ -511,7 +536,7 @@ def run(args: Params) -> None:
         }
     }
 
-    env = {**base_env, "CLIR_QUEUE_TIMEOUT_S": str(args.queue_timeout)}
+    env = {**base_env, **queue_env(args)}
     if args.cache_mb is not None:
         env["CLIR_FOREST_CACHE_MB"] = str(args.cache_mb)
     # the server's environment has no CLIR_* variables but these, so the rest are the defaults
@@ -521,6 +546,8 @@ def run(args: Params) -> None:
     )
     result["setup"]["workers"] = args.workers
     result["setup"]["max_concurrency_per_process"] = defaults["max_concurrency"].default
+    for name in ("queue_size", "request_time_budget_s"):
+        result["setup"][name] = defaults[name].default
     server, ready = start_server(env, log_dir / "load_server.log", args.ready_timeout, args.workers)
     try:
         result["server"] = {"ready": ready, "load_seconds": round(server.load_seconds, 1)}
@@ -541,6 +568,7 @@ def run(args: Params) -> None:
             print(
                 f"{clients} clients: {phase['requests']} requests, "
                 f"{phase['throughput_rps']} req/s, status {phase['status']}, "
+                f"p50 {phase['all_ok'].get('p50_ms')} ms, "
                 f"p99 {phase['all_ok'].get('p99_ms')} ms",
                 file=sys.stderr,
             )

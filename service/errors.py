@@ -79,6 +79,10 @@ class OverloadedError(NotReadyError):
         self.retry_after = retry_after
 
 
+class QueueFullError(OverloadedError):
+    """So many requests already wait for a slot that no more may queue (429 + Retry-After)."""
+
+
 class InternalError(ClirError):
     """A broken invariant of the service itself: a bug, not the caller's fault.
 

@@ -231,11 +231,19 @@ class Settings(BaseSettings):
         "(service.api.admission).",
     )
     max_concurrency: int = Field(8, ge=1)
-    queue_timeout_s: float = Field(
-        0.1,
+    queue_size: int = Field(
+        1000,
         ge=0,
-        description="How long a request waits for one of max_concurrency slots "
-        "before it is refused with 503 and Retry-After.",
+        description="Query requests that may wait for one of max_concurrency slots (as "
+        "Elasticsearch's search queue_size); past it 429 with Retry-After. Within it a request "
+        "waits while its expected wait plus its own expected time fits in "
+        "request_time_budget_s, else 503 with Retry-After.",
+    )
+    queue_timeout_s: float | None = Field(
+        None,
+        ge=0,
+        description="Deprecated (the budget rule of queue_size replaces it; removed in 0.2): "
+        "when set, a further cap on the seconds a request waits for a slot before 503.",
     )
     retry_after_s: int = Field(1, ge=1, description="Retry-After (seconds) of a 503 when busy.")
     forest_cache_size: int = Field(256, ge=0, description="Decoded queries kept (LRU).")

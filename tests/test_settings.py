@@ -146,3 +146,8 @@ def test_a_bad_path_list_is_one_sentence_at_start(
     assert "a JSON list such as" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
+
+def test_the_deprecated_queue_timeout_is_unset_by_default() -> None:
+    s = Settings()
+    assert s.queue_timeout_s is None and s.queue_size == 1000
+    assert s.max_doc_bytes == 1024 * 1024

@@ -19,6 +19,7 @@ from fastapi_offline import FastAPIOffline
 from service import __version__
 from service.api import admin, collection, documents, ops, search, suggest, translate
 from service.api import page as web_page
+from service.api.admission import reserve_threads
 from service.api.asgi import route_patterns
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if worker is not None:
             worker.start()
         try:
+            reserve_threads(settings)
             resources = load_resources(settings)
             if settings.warm_up:
                 await asyncio.to_thread(warm_up, app.state.service, resources, settings)

@@ -30,6 +30,7 @@ from service.errors import (
     NotFoundError,
     NotReadyError,
     OverloadedError,
+    QueueFullError,
 )
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ STATUS_BY_ERROR: tuple[tuple[type[ClirError], int], ...] = (
     (NotFoundError, 404),
     (ConflictError, 409),
     (JobCancelled, 409),  # the job was cancelled: the state changed under the request
+    (QueueFullError, 429),  # the admission queue is full, with Retry-After
     (OverloadedError, 503),  # with Retry-After (service.api.limits)
     (NotReadyError, 503),
     (MissingResourceError, 503),

@@ -12,9 +12,11 @@
   safe to encode (a lone surrogate echoed back in ``input`` used to crash the encoder with a
   500), and its ``detail`` names each field and what was wrong; errors about the body as a
   whole (malformed JSON, an empty body, a JSON value that is not an object) say what was
-  expected.
-* :class:`~service.errors.OverloadedError` (no concurrency slot free in time, see
-  :mod:`service.api.serving`) becomes 503 with ``Retry-After``.
+  expected. The ``input`` an error echoes is cut to a short prefix (:data:`ECHO_CHARS`) with
+  its length in ``input_length``: a 10 MB text is never sent back.
+* :class:`~service.errors.OverloadedError` (a request that cannot finish within its time
+  budget, see :mod:`service.api.admission`) becomes 503 with ``Retry-After``,
+  :class:`~service.errors.QueueFullError` (the queue is full) 429 with ``Retry-After``.
 * CORS is off unless ``cors_origins`` is set; then exactly those origins may call the API.
 * The OpenAPI document lists the error answers every operation can give (``{"detail": ...}``),
   so clients and schema-driven tests (schemathesis) see them.
@@ -40,6 +42,7 @@ from service.errors import OverloadedError
 from service.settings import Settings
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+QUEUED_PATHS = frozenset({"/v1/search", "/v1/translate", "/v1/suggest"})  # admission queue
 JSON_EXAMPLE = '{"query": "das haus ist groß", "lang": "de"}'
 
 
@@ -265,7 +268,7 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
 
 
 async def overloaded_handler(_request: Request, exc: Exception) -> JSONResponse:
-    """503 with ``Retry-After`` (whole seconds, at least 1)."""
+    """503 (429 when the queue is full) with ``Retry-After`` (whole seconds, at least 1)."""
     assert isinstance(exc, OverloadedError)
     retry = max(1, math.ceil(exc.retry_after))
     return JSONResponse(
@@ -302,6 +305,7 @@ ERROR_TEXT = {
     409: "Conflicts with the current state.",
     413: "Request body or text over the configured limit.",
     415: "The request body is not declared as JSON.",
+    429: "Too many requests queued (CLIR_QUEUE_SIZE), with Retry-After.",
     503: "Not ready (resource not loaded) or busy (then with Retry-After).",
 }
 
@@ -312,7 +316,7 @@ def _error_response(code: int) -> dict[str, Any]:
         "description": ERROR_TEXT[code],
         "content": {"application/json": {"schema": ref}},
     }
-    if code == 503:
+    if code in (429, 503):
         response["headers"] = {
             "Retry-After": {
                 "description": "Seconds to wait before retrying (when busy).",
@@ -341,6 +345,8 @@ def document_error_responses(schema: dict[str, Any]) -> dict[str, Any]:
                 codes += [400, 413, 415]
             if "{" in path:
                 codes.append(404)
+            if path in QUEUED_PATHS:
+                codes.append(429)
             if path.startswith("/v1/admin/"):
                 codes += [401, 403, 404, 409]
             for code in sorted(set(codes)):

@@ -153,5 +153,7 @@ def search(
             f"k={req.k}, offset={req.offset}: k must be at most {settings.max_k} and "
             f"offset + k at most {settings.ranking_depth}"
         )
-    result: SearchResponse = service.run(lambda: run_search(req, service, bundle, index, settings))
+    result: SearchResponse = service.run(
+        lambda: run_search(req, service, bundle, index, settings), kind=f"search/{req.method}"
+    )
     return result

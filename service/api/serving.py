@@ -7,7 +7,8 @@ time budget, scorer reuse and the concurrency limit.
   repeated or paginated queries decode once. An ``OrderedDict`` behind a lock.
 * **Time budget.** Sentences of a query are decoded in order; the first always with the full
   pop limit. Before each further sentence the time spent so far and the seconds per word
-  measured so far predict its cost: if it fits in ``request_time_budget_s`` it is decoded
+  measured so far predict its cost: if it fits in what is left of ``request_time_budget_s``
+  after the request's wait for a slot it is decoded
   normally; if not but budget is left it is decoded with pop limit :data:`DEGRADED_POP_LIMIT`
   (cube pruning's cost grows with the pop limit, Hieber & Riezler 2015, §5); with no budget left the
   remaining sentences are skipped. The answer then says ``degraded`` and why. Degraded decodes are
@@ -17,12 +18,13 @@ time budget, scorer reuse and the concurrency limit.
   is recomputation. A cached forest does carry caches (edge-weight vectors), so each cache entry has
   a lock held while a request ranks with it: two requests never touch one forest at once, different
   queries run in parallel. At most ``max_concurrency`` requests decode or rank at a time; a request
-  that finds no slot within ``queue_timeout_s`` is refused at once (503 with Retry-After) rather
-  than queueing without bound.
+  that finds no slot free queues while it can still finish within ``request_time_budget_s``
+  and is refused otherwise (:mod:`service.api.admission`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -33,6 +35,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection import Collection
@@ -43,7 +46,6 @@ if TYPE_CHECKING:
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
-    OverloadedError,
 )
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
@@ -54,6 +56,8 @@ from service.retrieval.query import decoder_sentences
 from service.search.pipeline import CollectionStage, FirstStage, IndexStage, SearchPipeline
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
+
+log = logging.getLogger(__name__)
 
 DEGRADED_POP_LIMIT = 20
 
@@ -288,7 +292,18 @@ class QueryService:
         self.settings = settings
         self.metrics = metrics
         self.cache = QueryCache(settings.forest_cache_size, settings.forest_cache_mb * 1024 * 1024)
-        self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+        self.admission = AdmissionQueue(
+            settings.max_concurrency, settings.queue_size, settings.request_time_budget_s,
+            retry_after_s=settings.retry_after_s, max_wait_s=settings.queue_timeout_s,
+        )  # fmt: skip
+        self._budget = threading.local()  # the budget left to the request of this thread
+        if settings.queue_timeout_s is not None:
+            log.warning(
+                "CLIR_QUEUE_TIMEOUT_S is deprecated (removed in 0.2): requests queue while they "
+                "can finish within CLIR_REQUEST_TIME_BUDGET_S, up to CLIR_QUEUE_SIZE; it still "
+                "caps the wait at %g s",
+                settings.queue_timeout_s,
+            )
         self._scorers: dict[Hashable, Scorer] = {}
         self._searchers: dict[int, SnapshotSearcher] = {}
         self._ray: dict[tuple[str, int], RaySearcher] = {}
@@ -318,22 +333,25 @@ class QueryService:
 
     # --- work -------------------------------------------------------------------------------
 
-    def run(self, fn: Callable[[], Any]) -> Any:
+    def run(self, fn: Callable[[], Any], kind: str = "query") -> Any:
         """Run ``fn`` holding one of ``max_concurrency`` slots.
 
-        A request waits at most ``queue_timeout_s`` for a slot, then is refused with
-        :class:`OverloadedError` (503 + Retry-After) instead of queueing without bound."""
-        s = self.settings
-        if not self._slots.acquire(timeout=s.queue_timeout_s):
-            raise OverloadedError(
-                f"the service is busy: {s.max_concurrency} requests are in progress and none "
-                f"finished within {s.queue_timeout_s:g} s; retry after {s.retry_after_s} s",
-                retry_after=s.retry_after_s,
-            )
-        try:
-            return fn()
-        finally:
-            self._slots.release()
+        A request of ``kind`` (its service time is estimated per kind) queues for a slot while
+        it can still finish within ``request_time_budget_s``, else is refused with
+        :class:`~service.errors.OverloadedError` (503 + Retry-After), or with
+        :class:`~service.errors.QueueFullError` (429) past ``queue_size`` waiting."""
+        with self.admission.slot(kind) as waited:
+            self._budget.left = max(0.0, self.settings.request_time_budget_s - waited)
+            try:
+                return fn()
+            finally:
+                del self._budget.left
+
+    def budget_left(self) -> float:
+        """Seconds of this request's time budget not spent waiting for its slot (the whole
+        budget outside :meth:`run`, e.g. in the warm-up)."""
+        left: float = getattr(self._budget, "left", self.settings.request_time_budget_s)
+        return left
 
     def decoder(
         self, bundle: ModelBundle, use_lm: bool = True, weights: WeightsVersion | None = None
@@ -365,9 +383,7 @@ class QueryService:
             return Decoded(replace(hit[0], text=text), True, 0.0, hit[1])
         self.metrics.inc(CACHE_MISSES)
         t0 = time.perf_counter()
-        forests, degraded = decode_sentences(
-            decoder, sentences, self.settings.request_time_budget_s, pool=self.pool
-        )
+        forests, degraded = decode_sentences(decoder, sentences, self.budget_left(), pool=self.pool)
         seconds = time.perf_counter() - t0
         self.metrics.observe_decode(seconds)
         query = DecodedQuery(

@@ -72,5 +72,7 @@ def suggest(
     service.check_text(req.query, "query")
     bundle = service.bundle(resources.models, req.lang)
     docs = resources.doc_index
-    result: SuggestResponse = service.run(lambda: run_suggest(req, service, bundle, pool, docs))
+    result: SuggestResponse = service.run(
+        lambda: run_suggest(req, service, bundle, pool, docs), kind="suggest"
+    )
     return result

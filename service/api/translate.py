@@ -57,5 +57,7 @@ def translate(
     """Translate text sentence by sentence into n-best English translations with scores."""
     service.check_text(req.query, "query")
     bundle = service.bundle(resources.models, req.lang)
-    result: TranslateResponse = service.run(lambda: run_translate(req, service, bundle))
+    result: TranslateResponse = service.run(
+        lambda: run_translate(req, service, bundle), kind="translate"
+    )
     return result

@@ -19,7 +19,7 @@ from service.cli.common import Registry, VerbAdder
 from service.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from service.collection import CollectionWriter
+    from service.collection import Collection, CollectionWriter
 
 
 def register(verb: VerbAdder) -> None:
@@ -364,26 +364,46 @@ def _add_docs(verb: VerbAdder) -> None:
         "status", help="the commit, its documents and how many are pending dense vectors"
     )
     status.add_argument("--index", type=Path, required=True, help="the collection directory")
+    snap = actions.add_parser(
+        "snapshot",
+        help="copy the collection's current commit to a new directory while writers go on "
+        "(hard links on the same file system); the copy is a collection a service can open",
+    )
+    snap.add_argument("--index", type=Path, required=True, help="the collection directory")
+    snap.add_argument("--out", type=Path, required=True, help="the snapshot's directory (new)")
+    restore = actions.add_parser(
+        "restore",
+        help="put a snapshot back: copied to a new --index, or over a collection (--force) "
+        "as a new generation a running service switches to",
+    )
+    restore.add_argument("--from", dest="source", type=Path, required=True, help="the snapshot")
+    restore.add_argument("--index", type=Path, required=True, help="the collection directory")
+    restore.add_argument(
+        "--force", action="store_true", help="replace an existing collection's documents"
+    )
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:
     from service.collection import Collection, is_collection
+    from service.collection.backup import restore_collection, snapshot_collection
     from service.collection.dense import dense_status
 
+    if args.action == "restore":
+        done = restore_collection(args.source, args.index, force=args.force)
+        print(json.dumps({"action": "restore", **done.__dict__}, sort_keys=True, default=str))
+        return 0
     if not is_collection(args.index):
         raise InvalidInputError(
             f"{args.index} is not a collection (no collection.json); build one with "
             "clir build-index --docs F --out DIR --shards S"
         )
+    if args.action == "snapshot":
+        made = snapshot_collection(args.index, args.out)
+        print(json.dumps({"action": "snapshot", **made.__dict__}, sort_keys=True))
+        return 0
     if args.action == "status":
         coll = Collection(args.index)
-        snap = coll.snapshot
-        dense = dense_status(coll)
-        payload: dict[str, Any] = {
-            "generation": snap.generation, "n_docs": snap.n_docs,
-            "segments": len(snap.views()), "dense": dense,
-        }  # fmt: skip
-        print(json.dumps(payload, sort_keys=True))
+        print(json.dumps(_status(coll, dense_status(coll)), sort_keys=True))
         return 0
     embed = args.action == "add" and args.embed
     if embed and args.docs is None:
@@ -427,6 +447,27 @@ def _cmd_docs(args: argparse.Namespace) -> int:
             )
     print(json.dumps(payload, sort_keys=True, default=str))
     return 0
+
+
+def _status(coll: Collection, dense: dict[str, Any]) -> dict[str, Any]:
+    """The commit a collection serves: its generation, documents (live and deleted), and
+    per shard its segments and documents."""
+    snap = coll.snapshot
+    commit = snap.commit
+    shards = [
+        {
+            "shard": i,
+            "segments": len(views),
+            "n_docs": sum(v.n_live for v in views),
+            "deleted": sum(v.segment.n_docs - v.n_live for v in views),
+        }
+        for i, views in enumerate(snap.shards)
+    ]
+    return {
+        "generation": snap.generation, "n_docs": snap.n_docs, "shards": commit.shards,
+        "segments": len(snap.views()), "deleted": sum(s["deleted"] for s in shards),
+        "by_shard": shards, "build": commit.build, "dense": dense,
+    }  # fmt: skip
 
 
 def _writer(args: argparse.Namespace) -> CollectionWriter:

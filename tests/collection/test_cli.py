@@ -47,6 +47,24 @@ def test_build_add_delete_merge_and_search(
     assert "fresh" not in [r["id"] for r in json.loads(out)["results"]]
     code, out, _ = run(capsys, "docs", "merge", "--index", str(coll), "--max-segments", "1")
     assert code == 0 and json.loads(out)["segments"] == 2
+    code, out, _ = run(capsys, "docs", "status", "--index", str(coll))
+    status = json.loads(out)
+    assert code == 0 and status["shards"] == 2 and status["deleted"] == 0
+    assert sum(s["n_docs"] for s in status["by_shard"]) == status["n_docs"] == len(TOY_DOCS)
+    # a snapshot, a change, the snapshot restored over it: the change is undone
+    code, out, _ = run(capsys, "docs", "snapshot", "--index", str(coll), "--out",
+                       str(tmp_path / "snap"))  # fmt: skip
+    assert code == 0 and json.loads(out)["generation"] == status["generation"]
+    code, out, _ = run(capsys, "docs", "delete", "--index", str(coll), TOY_DOCS[0].id)
+    assert json.loads(out)["n_docs"] == len(TOY_DOCS) - 1
+    code, _, err = run(capsys, "docs", "restore", "--from", str(tmp_path / "snap"), "--index",
+                       str(coll))  # fmt: skip
+    assert code != 0 and "--force" in err
+    code, out, _ = run(capsys, "docs", "restore", "--from", str(tmp_path / "snap"), "--index",
+                       str(coll), "--force")  # fmt: skip
+    assert code == 0 and json.loads(out)["n_docs"] == len(TOY_DOCS)
+    code, out, _ = run(capsys, "docs", "status", "--index", str(coll))
+    assert json.loads(out)["generation"] > status["generation"]
 
 
 def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
