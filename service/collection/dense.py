@@ -18,6 +18,7 @@ counts its documents as pending.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,32 @@ class CollectionDense(DenseSource):
         }
 
 
+# the reader of each open collection's snapshot: made again when a commit changes the
+# snapshot, or (while documents are pending) every few seconds, to find vectors written since
+_READERS: weakref.WeakKeyDictionary[Collection, tuple[Any, CollectionDense, bool, float]] = (
+    weakref.WeakKeyDictionary()
+)
+_RECHECK_PENDING_S = 5.0
+
+
 def collection_dense(collection: Collection) -> tuple[DenseSource | None, str]:
-    """The collection's dense reader, or None and why (no segment has vectors yet)."""
+    """The collection's dense reader, or None and why (no segment has vectors yet); made
+    once per snapshot (searches call this), not once per search."""
     collection.refresh()
-    source = CollectionDense(collection)
+    snap, now = collection.snapshot, time.monotonic()
+    with _CACHE_LOCK:
+        cached = _READERS.get(collection)
+    if (
+        cached is not None
+        and cached[0] is snap
+        and (not cached[2] or now - cached[3] < _RECHECK_PENDING_S)
+    ):
+        source = cached[1]
+    else:
+        source = CollectionDense(collection)
+        pending = bool(source._parts()[1])
+        with _CACHE_LOCK:
+            _READERS[collection] = (snap, source, pending, now)
     if not source.encoder_signature:
         return None, NO_VECTORS
     return source, "on"
