@@ -204,15 +204,17 @@ def decode_sentences(
     budget: float,
     clock: Callable[[], float] = time.perf_counter,
     pool: Executor | None = None,
+    waited: float = 0.0,
 ) -> tuple[list[Forest], str | None]:
     """The forests of ``sentences`` within ``budget`` seconds, and why it degraded (if it did).
 
     With ``pool``, the sentences after the first decode in its threads (the compiled kernel
     releases the GIL); each plans its decode when it starts, from the time spent so far and
-    the seconds per word of the first sentence.
+    the seconds per word of the first sentence. ``waited``: seconds of the budget the request
+    already spent waiting for its slot.
     """
     if pool is not None and len(sentences) > 1:
-        return _decode_parallel(decoder, sentences, budget, clock, pool)
+        return _decode_parallel(decoder, sentences, budget, clock, pool, waited)
     start = clock()
     forests: list[Forest] = []
     reduced: list[int] = []
@@ -221,14 +223,15 @@ def decode_sentences(
         plan: Plan = "full"
         if i > 0:
             elapsed = clock() - start
-            plan = plan_sentence(elapsed, budget, elapsed / max(words_done, 1), len(tokens))
+            per_word = elapsed / max(words_done, 1)
+            plan = plan_sentence(waited + elapsed, budget, per_word, len(tokens))
         if plan == "skip":
             break
         if plan == "reduced":
             reduced.append(i + 1)
         forests.append(decoder.forest(tokens, pop_limit=_pop_limit(plan, decoder)))
         words_done += len(tokens)
-    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced)
+    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced, waited)
 
 
 def _pop_limit(plan: Plan, decoder: Decoder) -> int | None:
@@ -244,6 +247,7 @@ def _decode_parallel(
     budget: float,
     clock: Callable[[], float],
     pool: Executor,
+    waited: float,
 ) -> tuple[list[Forest], str | None]:
     start = clock()
     first = decoder.forest(sentences[0])
@@ -252,7 +256,7 @@ def _decode_parallel(
 
     def one(i: int) -> Forest | None:
         tokens = sentences[i]
-        plan = plan_sentence(clock() - start, budget, seconds_per_word, len(tokens))
+        plan = plan_sentence(waited + clock() - start, budget, seconds_per_word, len(tokens))
         plans[i] = plan
         if plan == "skip":
             return None
@@ -265,10 +269,12 @@ def _decode_parallel(
             break
         forests.append(forest)
     reduced = [i + 1 for i in range(len(forests)) if plans[i] == "reduced"]
-    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced)
+    return forests, _degraded_reason(budget, len(sentences), len(forests), reduced, waited)
 
 
-def _degraded_reason(budget: float, n: int, decoded: int, reduced: list[int]) -> str | None:
+def _degraded_reason(
+    budget: float, n: int, decoded: int, reduced: list[int], waited: float = 0.0
+) -> str | None:
     reasons = []
     if reduced:
         reasons.append(
@@ -278,7 +284,8 @@ def _degraded_reason(budget: float, n: int, decoded: int, reduced: list[int]) ->
         reasons.append(f"sentences {_ranges(list(range(decoded + 1, n + 1)))} of {n} skipped")
     if not reasons:
         return None
-    return f"time budget of {budget:g} s exceeded: " + "; ".join(reasons)
+    queued = f" ({waited:.2f} s of it waiting for a slot)" if waited >= 0.005 else ""
+    return f"time budget of {budget:g} s exceeded{queued}: " + "; ".join(reasons)
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -296,7 +303,7 @@ class QueryService:
             settings.max_concurrency, settings.queue_size, settings.request_time_budget_s,
             retry_after_s=settings.retry_after_s, max_wait_s=settings.queue_timeout_s,
         )  # fmt: skip
-        self._budget = threading.local()  # the budget left to the request of this thread
+        self._request = threading.local()  # the wait of the request this thread serves
         if settings.queue_timeout_s is not None:
             log.warning(
                 "CLIR_QUEUE_TIMEOUT_S is deprecated (removed in 0.2): requests queue while they "
@@ -341,17 +348,17 @@ class QueryService:
         :class:`~service.errors.OverloadedError` (503 + Retry-After), or with
         :class:`~service.errors.QueueFullError` (429) past ``queue_size`` waiting."""
         with self.admission.slot(kind) as waited:
-            self._budget.left = max(0.0, self.settings.request_time_budget_s - waited)
+            self._request.waited = waited
             try:
                 return fn()
             finally:
-                del self._budget.left
+                del self._request.waited
 
-    def budget_left(self) -> float:
-        """Seconds of this request's time budget not spent waiting for its slot (the whole
-        budget outside :meth:`run`, e.g. in the warm-up)."""
-        left: float = getattr(self._budget, "left", self.settings.request_time_budget_s)
-        return left
+    def queue_wait(self) -> float:
+        """Seconds this thread's request waited for its slot, spent of its time budget (0
+        outside :meth:`run`, e.g. in the warm-up)."""
+        waited: float = getattr(self._request, "waited", 0.0)
+        return waited
 
     def decoder(
         self, bundle: ModelBundle, use_lm: bool = True, weights: WeightsVersion | None = None
@@ -383,7 +390,10 @@ class QueryService:
             return Decoded(replace(hit[0], text=text), True, 0.0, hit[1])
         self.metrics.inc(CACHE_MISSES)
         t0 = time.perf_counter()
-        forests, degraded = decode_sentences(decoder, sentences, self.budget_left(), pool=self.pool)
+        forests, degraded = decode_sentences(
+            decoder, sentences, self.settings.request_time_budget_s, pool=self.pool,
+            waited=self.queue_wait(),
+        )  # fmt: skip
         seconds = time.perf_counter() - t0
         self.metrics.observe_decode(seconds)
         query = DecodedQuery(

@@ -18,8 +18,12 @@ from service.api.admission import (
     decide,
     expected_wait,
 )
-from service.api.serving import QueryService
+from service.api.metrics import Metrics
+from service.api.serving import QueryService, decode_sentences
 from service.errors import OverloadedError, QueueFullError
+from service.mt.bundle import ModelBundle
+from service.mt.decoder import DecoderConfig
+from service.settings import Settings
 from tests.api.conftest import MakeClient
 
 WAIT_S = 30.0
@@ -226,25 +230,31 @@ def test_a_full_queue_is_429_with_retry_after(make_client: MakeClient) -> None:
     assert "429" in spec["paths"]["/v1/search"]["post"]["responses"]
 
 
-def test_the_wait_for_a_slot_counts_against_the_decode_budget() -> None:
-    from service.api.metrics import Metrics
-    from service.settings import Settings
+def test_the_wait_for_a_slot_counts_against_the_decode_budget(toy_bundle: ModelBundle) -> None:
+    decoder = toy_bundle.decoder(DecoderConfig())
+    sentences: list[tuple[str, ...]] = [("das", "haus"), ("das", "auto")]
+    times = iter([0.0, 0.1])  # the first sentence takes 0.1 s
+    forests, reason = decode_sentences(decoder, sentences, 5.0, lambda: next(times), waited=4.9)
+    assert len(forests) == 1  # 4.9 + 0.1 s: nothing left, the second sentence is skipped
+    assert reason == (
+        "time budget of 5 s exceeded (4.90 s of it waiting for a slot): sentences 2 of 2 skipped"
+    )
+    times = iter([0.0, 0.1])
+    forests, reason = decode_sentences(decoder, sentences, 5.0, lambda: next(times))
+    assert len(forests) == 2 and reason is None  # without the wait it fits
 
-    service = QueryService(Settings(max_concurrency=1, request_time_budget_s=5.0), Metrics())
-    assert service.budget_left() == 5.0  # outside a request (the warm-up): the whole budget
+
+def test_run_tells_the_decode_how_long_its_request_waited() -> None:
+    service = QueryService(Settings(max_concurrency=1), Metrics())
+    assert service.queue_wait() == 0.0  # outside a request (the warm-up): nothing spent
     release = threading.Event()
-
-    def hold() -> None:
-        release.wait(WAIT_S)
-
     with ThreadPoolExecutor(2) as pool:
-        held = pool.submit(service.run, hold)
+        held = pool.submit(service.run, lambda: release.wait(WAIT_S))
         while service.admission.running == 0:
             time.sleep(0.001)
-        waiting = pool.submit(service.run, service.budget_left)
-        time.sleep(0.3)
+        waiting = pool.submit(service.run, service.queue_wait)
+        time.sleep(0.2)
         release.set()
         held.result(WAIT_S)
-        left = waiting.result(WAIT_S)
-    assert 4.0 < left <= 4.7  # about 0.3 s of its 5 s went to the queue
-    assert service.budget_left() == 5.0
+        assert 0.15 <= waiting.result(WAIT_S) < 2.0
+    assert service.queue_wait() == 0.0
