@@ -198,6 +198,14 @@ class Settings(BaseSettings):
     search_shard_timeout_s: float = Field(
         10.0, gt=0, description="A Ray shard that answers later leaves the answer degraded."
     )
+    shard_replicas: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="Ray actor copies serving each shard of a collection, on different nodes "
+        "where there are enough; a copy that fails or is slow is retried on another within the "
+        "request. Default (unset): 2 on a cluster of two or more alive nodes, else 1.",
+    )
     collection_lock_timeout_s: float = Field(
         30.0, gt=0, description="How long an add or delete waits for the collection's writer."
     )

@@ -10,6 +10,12 @@ One :class:`Metrics` per app holds the service's series in its own ``CollectorRe
   ``clir_query_cache_misses_total``, ``clir_degraded_responses_total`` — from the query service;
 * ``clir_shard_search_seconds{shard}`` and the gauge ``clir_shard_documents{shard}`` when the
   document index is a collection (:mod:`service.collection`);
+* ``clir_shard_failovers_total{shard}`` (a copy failed and another copy of its shard was
+  asked in the same request), ``clir_shard_hedges_total{shard}`` (a copy slower than its
+  shard's hedge delay and a second copy asked), ``clir_shard_replacements_total{shard}`` (a
+  copy started again on a live node) and ``clir_shard_in_process_total{shard}`` (answers
+  searched in the API process because no copy of the shard answered; ``shard="-1"``: the
+  cluster out of reach) with the Ray backend (:mod:`service.collection.replicas`);
 * gauges ``clir_query_cache_entries``, ``clir_query_cache_capacity``, ``clir_query_cache_bytes``
   and ``clir_api_processes``;
 * the standard ``process_*`` figures (resident and virtual memory, CPU seconds, open file
@@ -75,6 +81,13 @@ COUNTERS = {
     DEGRADED: "Responses whose decoding the time budget cut short, or missing a shard.",
 }
 API_PROCESSES = "clir_api_processes"
+# the Ray searcher's events (service.collection.replicas): kind -> the counter's help
+SHARD_EVENTS = {
+    "failovers": "Shard calls asked again of another copy after a copy failed.",
+    "hedges": "Shard calls also asked of a second copy after the shard's hedge delay.",
+    "replacements": "Shard copies started again on a live node (died, lost, or frozen).",
+    "in_process": "Searches answered in the API process because no copy of a shard answered.",
+}
 
 
 def multiprocess_dir() -> str | None:
@@ -138,6 +151,10 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",  # every process sees the same collection
         )
+        self.shard_events = {
+            kind: Counter(f"clir_shard_{kind}", text, ("shard",), registry=r)
+            for kind, text in SHARD_EVENTS.items()
+        }
         self.processes.set(1)
         if self.directory is None:
             ProcessCollector(registry=r)
@@ -156,6 +173,12 @@ class Metrics:
         """How long each shard took for one query."""
         for shard, secs in seconds.items():
             self.shard_latency.labels(str(shard)).observe(secs)
+
+    def count_shard_event(self, kind: str, shard: int, n: int = 1) -> None:
+        """One of :data:`SHARD_EVENTS` (``failover``, ``hedge``, ``replacement`` or
+        ``in_process``, singular or plural) happened ``n`` times to ``shard``."""
+        kind = kind if kind in self.shard_events else f"{kind}s"
+        self.shard_events[kind].labels(str(shard)).inc(n)
 
     def set_shard_docs(self, docs: list[int]) -> None:
         for shard, n in enumerate(docs):
@@ -197,6 +220,9 @@ class UncountedMetrics(Metrics):
         pass
 
     def observe_shards(self, seconds: dict[int, float]) -> None:
+        pass
+
+    def count_shard_event(self, kind: str, shard: int, n: int = 1) -> None:
         pass
 
     def set_shard_docs(self, docs: list[int]) -> None:

@@ -54,14 +54,22 @@ def readyz(request: Request) -> JSONResponse:
         body["dense"] = dense | {"default": bool(dense["available"]) and settings.dense}
     if isinstance(resources.doc_index, Collection):
         body["collection"] = collection_status(resources.doc_index, request.app.state.service)
+        ray = request.app.state.service.ray_state()
+        if ray is not None:  # the Ray backend: not ready while its cluster is out of reach
+            body["ray"] = ray
+            if ray["error"]:
+                body["ready"] = False
+                body["detail"] = f"{ray['error']} (searches are answered in the API process)"
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
 def collection_status(
     coll: Collection, service: QueryService, workers: bool = True
 ) -> dict[str, Any]:
-    """The collection's commit and shards; with the Ray backend, whether each shard worker
-    is up (a shard that is down degrades answers, it does not make the service unready)."""
+    """The collection's commit and shards; with the Ray backend, whether each shard is up,
+    how many of its copies are and on which node each runs (a shard with no copy up is
+    searched in the API process: it degrades answers, it does not make the service
+    unready)."""
     coll.refresh()
     snap = coll.snapshot
     shards: list[dict[str, Any]] = [
@@ -69,7 +77,15 @@ def collection_status(
         for i, views in enumerate(snap.shards)
     ]
     for worker in service.shard_status() if workers else ():
-        shards[int(worker["shard"])].update(up=worker["up"], error=worker.get("error"))
+        shards[int(worker["shard"])].update(
+            up=worker["up"],
+            copies_up=worker.get("copies_up", 0),
+            copies=[
+                {k: c.get(k) for k in ("copy", "node", "up", "state", "error")}
+                for c in worker.get("copies", [])
+            ],
+            error=worker.get("error"),
+        )
     return {"generation": snap.generation, "n_docs": snap.n_docs, "shards": shards}
 
 

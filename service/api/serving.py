@@ -415,6 +415,11 @@ class QueryService:
         """The Ray fan-out over ``collection``'s shards for ``bundle`` (started on first use)."""
         from service.collection.distributed import RaySearcher
 
+        local = self.collection_searcher(bundle)  # answers when no copy of a shard does
+
+        def count(kind: str, shard: int, n: int) -> None:
+            self.metrics.count_shard_event(kind, shard, n)
+
         with self._scorers_lock:
             key = (str(collection.path), id(bundle))
             searcher = self._ray.get(key)
@@ -424,8 +429,16 @@ class QueryService:
                     timeout_s=self.settings.search_shard_timeout_s,
                     state_root=self.settings.weights_state_dir,
                     concurrency=self.settings.max_concurrency,
+                    replicas=self.settings.shard_replicas, local=local, on_event=count,
                 )  # fmt: skip
             return searcher
+
+    def ray_state(self) -> dict[str, Any] | None:
+        """Whether the Ray searcher reaches its cluster, and why not (None: no Ray
+        searcher has been started)."""
+        with self._scorers_lock:
+            searchers = list(self._ray.values())
+        return searchers[0].state() if searchers else None
 
     def shard_status(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
         """Every Ray shard worker's status (none without the ray search backend); a worker

@@ -25,7 +25,11 @@ is asked again once, so every shard of an answer scores with the same statistics
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -33,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from service.collection.boards import sweep_boards
+from service.collection.ray_driver import (
+    DriverConfig,
+    DriverProcess,
+    DriverUnavailable,
+    router_calls,
+)
 from service.collection.reader import Collection, Snapshot
+from service.collection.replicas import NAMESPACE, OnEvent, ShardRouter
 from service.collection.search import (
     Partial,
     SnapshotSearcher,
@@ -41,7 +52,7 @@ from service.collection.search import (
     get_method,
     search_plan,
 )
-from service.extras import import_extra
+from service.errors import MissingExtraError
 from service.mt.bundle import ModelBundle, load_bundle
 from service.retrieval.base import DecodedQuery, Ranking, Relation
 from service.retrieval.explain import Explanation
@@ -62,6 +73,14 @@ class ShardWorker:
         if bundle_path is not None:
             bundle = load_bundle(bundle_path, state_root=state_root)
         self.searcher = SnapshotSearcher(bundle)
+
+    def ping(self) -> bool:
+        """Answers at once: the worker is not frozen (the router's probe of a suspect)."""
+        return True
+
+    def pid(self) -> int:
+        """The worker's process id (tests freeze or kill it)."""
+        return os.getpid()
 
     def status(self) -> dict[str, Any]:
         self.collection.refresh()
@@ -113,6 +132,14 @@ class ShardWorker:
         return snap.generation, part, explained
 
 
+def remote_worker(ray: Any, concurrency: int) -> Any:
+    """The shard worker as a Ray actor class: restarted by Ray whenever it dies on a live
+    node, running ``concurrency`` searches at once in its threads."""
+    return ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=concurrency)(
+        ShardWorker
+    )
+
+
 @dataclass(frozen=True)
 class ShardAnswer:
     shard: int
@@ -121,8 +148,43 @@ class ShardAnswer:
     explained: dict[int, Explanation | None]
 
 
+# how long a status call waits for the driver to connect (the warm-up asks at start: a
+# service whose cluster is down must still open its port soon)
+CONNECT_WAIT_S = 15.0
+REPLY_SLACK_S = 5.0  # beyond the search budget, for the pipe and pickling
+
+
+class LocalDriver:
+    """The router in this process, on a Ray initialised here (a script, a test that kills
+    copies): no isolation from the cluster's end, which :class:`DriverProcess` gives."""
+
+    def __init__(self, ray: Any, config: DriverConfig, on_event: OnEvent | None) -> None:
+        remote = config.worker(ray, config.concurrency)
+        self.router = ShardRouter(
+            ray, remote, config.args, config.shards, replicas=config.replicas,
+            timeout_s=config.timeout_s, on_event=on_event,
+        )  # fmt: skip
+        self._calls = router_calls(ray, self.router)
+        self.connected = threading.Event()
+        self.connected.set()
+        self.error: str | None = None
+        self.where = "the Ray of this process"
+
+    def call(self, kind: str, *args: Any, timeout: float) -> Any:
+        return self._calls[kind](*args)
+
+    def wait_connected(self, timeout: float) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.router.close()
+
+
 class RaySearcher:
-    """Fans a search out to one Ray actor per shard of a collection."""
+    """Fans a search out to one copy of every shard of a collection on Ray (the copies and
+    their failover: :class:`~service.collection.replicas.ShardRouter`), and answers in
+    process from the collection's directory when a shard has no copy that answers or the
+    cluster cannot be reached (the answer then says so)."""
 
     def __init__(
         self,
@@ -133,74 +195,109 @@ class RaySearcher:
         timeout_s: float = 10.0,
         state_root: str | Path | None = None,
         concurrency: int = 8,
+        replicas: int | None = None,
+        local: SnapshotSearcher | None = None,
+        isolate: bool = True,
+        on_event: OnEvent | None = None,
     ) -> None:
         """``concurrency``: searches a shard worker runs at once, in its threads (one at a
-        time would queue a cheap DT search behind a paragraph's BOW-FD, past the timeout)."""
-        self.ray = import_extra("ray", "ray", "searching a collection on Ray")
+        time would queue a cheap DT search behind a paragraph's BOW-FD, past the timeout).
+        ``replicas``: copies of each shard (default: 2 on two or more nodes, else 1).
+        ``local``: the searcher of answers in process (default: one of ``bundle``).
+        ``isolate``: the Ray driver in a process of its own (:mod:`.ray_driver`), so this
+        process outlives the cluster; False runs it here (Ray initialised here: tests)."""
         self.collection = collection
         self.bundle = bundle
         self.timeout_s = timeout_s
-        self.local = SnapshotSearcher(bundle)  # plans and signatures, in this process
-        if not self.ray.is_initialized():
-            if address:
-                self.ray.init(address=address, log_to_driver=False)
-            else:
-                self.ray.init(include_dashboard=False, log_to_driver=False)
-        self._remote = self.ray.remote(
-            num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=concurrency
-        )(ShardWorker)
-        self._args = (
+        self.on_event = on_event
+        self.local = local or SnapshotSearcher(bundle)  # plans, signatures, answers here
+        self.shards = collection.snapshot.commit.shards
+        self.missing: str | None = None
+        self.driver: DriverProcess | LocalDriver | None = None
+        if not ray_installed():
+            self.missing = str(MissingExtraError("searching a collection on Ray", "ray", "ray"))
+            log.error("%s", self.missing)
+            return
+        args = (
             str(collection.path),
             str(bundle.path) if bundle is not None else None,
             None if state_root is None else str(state_root),
         )
-        self.actors = [self._spawn(s) for s in range(collection.snapshot.commit.shards)]
+        if isolate:
+            config = DriverConfig(
+                address or _running_address(), args, self.shards, replicas, timeout_s,
+                concurrency, remote_worker,
+            )  # fmt: skip
+            self.driver = DriverProcess(config, on_event)
+        else:
+            import ray
 
-    def _spawn(self, shard: int) -> Any:
-        """Shard ``shard``'s worker, pinned to node ``shard mod nodes`` of the nodes alive now
-        (each node mounts the collection). Pinned, not preferred: a preference is dropped
-        whenever the scheduler has not yet heard of a node's resources, and every shard then
-        lands on the head. Ray restarts a worker that dies on its node; one whose node is gone
-        is spawned again on the nodes alive then (:meth:`_gather`)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            if not ray.is_initialized():
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            config = DriverConfig(
+                address, args, self.shards, replicas, timeout_s, concurrency, remote_worker
+            )
+            self.driver = LocalDriver(ray, config, on_event)
 
-        nodes = sorted(x["NodeID"] for x in self.ray.nodes() if x.get("Alive"))
-        where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=False)
-        path, bundle_path, state = self._args
-        return self._remote.options(scheduling_strategy=where).remote(
-            path, shard, bundle_path, state
-        )
+    # --- state --------------------------------------------------------------------------------
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the cluster cannot be searched now (None: it can)."""
+        if self.missing is not None:
+            return self.missing
+        assert self.driver is not None
+        if self.driver.connected.is_set():
+            return None
+        return f"Ray: {self.driver.error or 'not connected'}"
+
+    def state(self) -> dict[str, Any]:
+        """Whether the cluster is connected, where, and why not (without asking it)."""
+        if self.driver is None:
+            return {"connected": False, "address": None, "error": self.missing}
+        return {
+            "connected": self.driver.connected.is_set(),
+            "address": self.driver.where,
+            "error": self.unavailable,
+        }
 
     def status(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
-        """Each shard's generation, segments and documents, or why it did not answer within
-        ``timeout_s`` (default: the search timeout)."""
-        out: list[dict[str, Any]] = []
-        refs = [a.status.remote() for a in self.actors]
-        for shard, value, error in self._gather(refs, timeout_s):
-            out.append({"shard": shard, "up": False, "error": error} if error else
-                       {"up": True, **value})  # fmt: skip
-        return out
-
-    def _gather(
-        self, refs: list[Any], timeout_s: float | None = None
-    ) -> list[tuple[int, Any, str | None]]:
-        """Each shard's answer, or why there is none (timed out: cancelled; failed: the
-        error's type), within the timeout for all."""
+        """Each shard: its copies (node, state), how many are up and, from one that
+        answers within ``timeout_s`` (default: the search timeout), its generation, segments
+        and documents; or why none is."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        out: list[tuple[int, Any, str | None]] = []
-        for shard, ref in enumerate(refs):
-            if ref not in ready:
-                self.ray.cancel(ref, force=False)
-                out.append((shard, None, f"timed out after {timeout:g} s"))
-                continue
+        why = self.unavailable
+        if self.driver is not None and why is not None:
+            self.driver.wait_connected(min(timeout, CONNECT_WAIT_S))
+            why = self.unavailable
+        if why is None and self.driver is not None:
             try:
-                out.append((shard, self.ray.get(ref), None))
-            except self.ray.exceptions.RayError as exc:
-                out.append((shard, None, f"failed ({type(exc).__name__})"))
-                if isinstance(exc, self.ray.exceptions.ActorDiedError):
-                    self.actors[shard] = self._spawn(shard)  # its node is gone for good
-        return out
+                return list(self.driver.call("status", timeout, timeout=timeout + REPLY_SLACK_S))
+            except DriverUnavailable as exc:
+                why = f"Ray: {exc}"
+        return [
+            {"shard": s, "up": False, "copies_up": 0, "copies": [], "error": why}
+            for s in range(self.shards)
+        ]
+
+    def copy_actors(self) -> list[list[Any]]:
+        """Every copy's actor handle, by shard (Ray initialised in this process: tests)."""
+        import ray
+
+        assert self.driver is not None
+        names = self.driver.call("names", timeout=30.0)
+        return [[ray.get_actor(n, namespace=NAMESPACE) for n in ns] for ns in names]
+
+    @property
+    def actors(self) -> list[Any]:
+        """The first copy of every shard."""
+        return [cs[0] for cs in self.copy_actors()]
+
+    # --- search -------------------------------------------------------------------------------
+
+    def _event(self, kind: str, shard: int) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, shard, 1)
 
     def _ask(
         self,
@@ -212,14 +309,22 @@ class RaySearcher:
         final: Partial | None = None,
         count: bool = True,
     ) -> tuple[list[ShardAnswer], list[str]]:
-        # put once: every shard reads the same copy (the forests' arrays, ~2 MB a paragraph)
-        q, pl = self.ray.put(query), self.ray.put(plan)
-        refs = [a.partial.remote(method, q, depth, params, pl, final, count) for a in self.actors]
+        args = (method, query, depth, params, plan, final, count)
+        why = self.unavailable
+        if why is None and self.driver is not None:
+            try:
+                got = self.driver.call(
+                    "ask", "partial", args, None, timeout=self.timeout_s + REPLY_SLACK_S
+                )
+            except DriverUnavailable as exc:
+                why = f"Ray: {exc}"
+        if why is not None:
+            return [], [why]
         answers: list[ShardAnswer] = []
         failed: list[str] = []
-        for shard, value, error in self._gather(refs):
+        for shard, value, error in got:
             if error:
-                failed.append(f"shard {shard} {error}")
+                failed.append(f"shard {shard}: {error}")
             else:
                 answers.append(ShardAnswer(shard, *value))
         return answers, failed
@@ -235,10 +340,14 @@ class RaySearcher:
         params: Mapping[str, Any] | None = None,
         count: bool = True,
     ) -> tuple[Ranking, tuple[int, Relation], list[str]]:
-        """The top ``k`` over every shard that answered, how many documents were retrieved
-        (``count``: beyond ``k`` too), and the shards that did not answer (the answer is then
-        degraded)."""
+        """The top ``k`` over every shard, how many documents were retrieved (``count``:
+        beyond ``k`` too), and why the answer is degraded: a shard no copy of which
+        answered, or the cluster out of reach — the answer is then searched in this process,
+        from the collection's directory, and equals the one the workers would give."""
         params = dict(params or {})
+        if self.unavailable is not None:
+            return self._in_process(snapshot, method, query, k, explain, params, count,
+                                    [self.unavailable])  # fmt: skip
         m = get_method(method)
         scorer = self.local.any_scorer(snapshot, method, params)
         first_failed: list[str] = []
@@ -248,23 +357,24 @@ class RaySearcher:
             first_failed.extend(failed)
             return ranking
 
-        plan = m.remote_plan(search_plan(method, scorer, query, first_stage), len(self.actors))
+        plan = m.remote_plan(search_plan(method, scorer, query, first_stage), self.shards)
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:
                 break
-        failed = first_failed + [f for f in failed if f not in first_failed]
         parts = [a.partial for a in answers if a.partial is not None]
         signature = scorer.signature(query) if scorer is not None else f"method:{method}"
-        if not parts:
-            return Ranking(query.qid, [], signature, {}), (0, "eq"), failed
-        final = m.finish(m.merge(parts), k)
+        final = m.finish(m.merge(parts), k) if parts and not failed else None
         explained: dict[int, Explanation | None] = {}
-        if explain and len(final.seqs):
-            again, more = self._ask(method, query, k, params, plan, final)
-            failed += [f for f in more if f not in failed]
+        if explain and final is not None and len(final.seqs):
+            again, failed = self._ask(method, query, k, params, plan, final)
             for a in again:
                 explained.update(a.explained)
+        failed = first_failed + [f for f in failed if f not in first_failed]
+        if failed:
+            return self._in_process(snapshot, method, query, k, explain, params, count, failed)
+        if final is None:
+            return Ranking(query.qid, [], signature, {}), (0, "eq"), []
         seconds = {
             a.shard: float(a.partial.info.get("seconds", 0.0))
             for a in answers
@@ -272,12 +382,42 @@ class RaySearcher:
         }
         info = {"shards": len(answers), "shard_seconds": seconds}
         ranking = final_ranking(snapshot, query, final, signature, info, explained)
-        return ranking, (final.retrieved, final.relation), failed
+        return ranking, (final.retrieved, final.relation), []
+
+    def _in_process(
+        self,
+        snapshot: Snapshot,
+        method: str,
+        query: DecodedQuery,
+        k: int,
+        explain: bool,
+        params: Mapping[str, Any],
+        count: bool,
+        why: list[str],
+    ) -> tuple[Ranking, tuple[int, Relation], list[str]]:
+        """The ranking searched here, and why (a shard's copies, the cluster)."""
+        for reason in why:
+            shard = reason.removeprefix("shard ").partition(":")[0]
+            self._event("in_process", int(shard) if shard.isdigit() else -1)
+        ranking, total = self.local.rank(
+            snapshot, method, query, k, explain=explain, params=params, count=count
+        )
+        return ranking, total, [*why, "searched in the API process instead"]
 
     def close(self) -> None:
-        for a in self.actors:
-            try:
-                self.ray.kill(a)
-            except Exception:  # an actor already gone
-                log.debug("shard worker already gone")
-        self.actors = []
+        if self.driver is not None:
+            self.driver.close()
+
+
+def ray_installed() -> bool:
+    """Whether the ``ray`` extra is installed (without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def _running_address() -> str | None:
+    """The address of a Ray this process is already connected to (a test's, a script's),
+    for the driver process to join rather than start its own."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return str(ray.get_runtime_context().gcs_address)

@@ -1,0 +1,427 @@
+"""Replicas of a collection's shards on Ray, and the failover between them.
+
+Each shard is served by R copies — Ray actors of
+:class:`~service.collection.distributed.ShardWorker`, as Elasticsearch's replication group
+serves a shard by a primary and its replicas — placed on different nodes where there are
+enough. :class:`ShardRouter` runs in the process that holds
+the Ray driver (:mod:`service.collection.ray_driver`) and does everything a copy's failure
+asks for, in one place:
+
+* **One copy per shard a query**, the least loaded of the healthy ones (requests in flight
+  from here; ties in turn).
+* **Failover within the request.** A copy that fails (any Ray error) is replaced in the same
+  request by another copy of its shard; a copy that has not answered after the shard's hedge
+  delay — three times its observed 95th percentile, at least :data:`HEDGE_FLOOR_S`, at most
+  half the budget — gets a second copy asked beside it, and the first answer wins (the
+  *hedged request* of Dean & Barroso 2013, "The Tail at Scale", §"Within request short-term
+  adaptations"). Everything stays within the request's budget; a shard is missing from the
+  answer only when no copy of it answered.
+* **Suspects.** A copy that timed out, or that a hedge overtook, is *suspect*: no query goes
+  to it while it is, and a monitor pings it until it answers again — so a frozen worker
+  (``SIGSTOP``) costs one request, not every one. A copy suspect for longer than
+  :data:`SUSPECT_REPLACE_S` is replaced.
+* **Re-placement.** A copy whose actor died, cannot be scheduled, or whose node is gone is
+  started again on a node alive now (pinned there: a preference is dropped whenever the
+  scheduler has not yet heard of a node's resources, and every copy would then land on the
+  head), on a node holding no other copy of its shard when there is one. Ray itself restarts
+  a worker that crashes on a live node (``max_restarts=-1``).
+
+Events (failovers, hedges, re-placements) are counted per shard and handed to a callback, so
+the service's ``/metrics`` counts them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "clir"  # the namespace of the shard workers' actor names
+HEDGE_FLOOR_S = 0.05  # never hedge sooner: a shard's round trip is a few milliseconds
+HEDGE_FACTOR = 3.0  # hedge after this multiple of the shard's 95th percentile
+MIN_SAMPLES = 10  # below this many answers, hedge after half the budget
+MONITOR_S = 0.5  # how often the monitor looks at the nodes and probes suspects
+SUSPECT_REPLACE_S = 30.0  # a copy suspect this long (frozen) is killed and started again
+START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
+
+UP, STARTING, SUSPECT, DEAD = "up", "starting", "suspect", "dead"
+
+Event = tuple[str, int]  # (kind, shard): kind is failover, hedge or replacement
+OnEvent = Callable[[str, int, int], None]  # kind, shard, count
+
+
+class Copy:
+    """One copy of a shard: its actor, where it runs and what the router knows of it."""
+
+    def __init__(self, shard: int, slot: int, actor: Any, node: str, name: str) -> None:
+        self.shard = shard
+        self.slot = slot
+        self.actor = actor
+        self.node = node
+        self.name = name
+        self.state = STARTING
+        self.since = time.monotonic()  # when the state was last changed
+        self.inflight = 0
+        self.probe: Any = None  # an outstanding ping
+        self.error: str | None = None
+
+    def mark(self, state: str, error: str | None = None) -> None:
+        if state != self.state:
+            self.state, self.since = state, time.monotonic()
+        if error is not None or state == UP:
+            self.error = error
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "copy": self.slot,
+            "node": self.node,
+            "state": self.state,
+            "up": self.state == UP,
+            "error": self.error,
+        }
+
+
+class ShardRouter:
+    """Spawns R copies of every shard and routes each call to them (see the module docstring).
+
+    ``ray``: the ``ray`` module, initialised; ``remote``: the actor class; ``args``: the
+    worker's constructor arguments after the shard (collection path, bundle path, state root).
+    """
+
+    def __init__(
+        self,
+        ray: Any,
+        remote: Any,
+        args: tuple[Any, ...],
+        shards: int,
+        *,
+        replicas: int | None = None,
+        timeout_s: float = 10.0,
+        on_event: OnEvent | None = None,
+        monitor: bool = True,
+    ) -> None:
+        self.ray = ray
+        self._remote = remote
+        self._args = args
+        self.timeout_s = timeout_s
+        self.on_event = on_event
+        self._tag = uuid.uuid4().hex[:8]
+        self._names = itertools.count()
+        self._turn = itertools.count()
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        nodes = self.alive_nodes()
+        self.replicas = replicas or (2 if len(nodes) >= 2 else 1)
+        self.latency: list[deque[float]] = [deque(maxlen=200) for _ in range(shards)]
+        self.copies: list[list[Copy]] = [
+            [self._spawn(s, c, nodes[(s + c) % len(nodes)]) for c in range(self.replicas)]
+            for s in range(shards)
+        ]
+        self.cluster_error: str | None = None
+        self._monitor: threading.Thread | None = None
+        if monitor:
+            self._monitor = threading.Thread(target=self._watch, name="shard-monitor", daemon=True)
+            self._monitor.start()
+
+    # --- placement ----------------------------------------------------------------------------
+
+    def alive_nodes(self) -> list[str]:
+        return sorted(x["NodeID"] for x in self.ray.nodes() if x.get("Alive"))
+
+    def _spawn(self, shard: int, slot: int, node: str) -> Copy:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        name = f"clir-{self._tag}-s{shard}-c{slot}-{next(self._names)}"
+        where = NodeAffinitySchedulingStrategy(node, soft=False)
+        path, bundle_path, state = self._args
+        actor = self._remote.options(
+            scheduling_strategy=where, name=name, namespace=NAMESPACE
+        ).remote(path, shard, bundle_path, state)
+        return Copy(shard, slot, actor, node, name)
+
+    def _place(self, shard: int, avoid: str | None) -> str | None:
+        """A node alive now for a new copy of ``shard``: not ``avoid`` (where its last copy
+        failed) if another is alive; the fewest copies of this shard, then of all shards."""
+        alive = self.alive_nodes()
+        if not alive:
+            return None
+        if avoid in alive and len(alive) > 1:
+            alive.remove(avoid)
+        live = [c for cs in self.copies for c in cs if c.state != DEAD]
+        mine = [c.node for c in live if c.shard == shard]
+        every = [c.node for c in live]
+        return min(alive, key=lambda n: (mine.count(n), every.count(n), n))
+
+    def replace(self, copy: Copy, why: str) -> Copy | None:
+        """Start ``copy`` again on a live node (the old actor is killed); the new copy."""
+        with self._lock:
+            if self.copies[copy.shard][copy.slot] is not copy:
+                return None  # already replaced
+            node = self._place(copy.shard, copy.node)
+            if node is None:
+                return None
+            try:
+                self.ray.kill(copy.actor, no_restart=True)
+            except Exception:  # an actor already gone, or its node
+                log.debug("shard %d copy %d: already gone", copy.shard, copy.slot)
+            new = self._spawn(copy.shard, copy.slot, node)
+            self.copies[copy.shard][copy.slot] = new
+        log.warning(
+            "shard %d copy %d replaced on node %s (%s)", copy.shard, copy.slot, node[:12], why
+        )
+        self._event("replacement", copy.shard)
+        return new
+
+    # --- routing ------------------------------------------------------------------------------
+
+    def _choose(self, shard: int, tried: Sequence[Copy]) -> Copy | None:
+        """The copy of ``shard`` to ask next: up before starting, the least loaded, in turn;
+        never a suspect, a dead one or one tried already."""
+        turn = next(self._turn)
+        with self._lock:
+            cs = self.copies[shard]
+            order = {UP: 0, STARTING: 1}
+            ok = [c for c in cs if c.state in order and all(c is not t for t in tried)]
+            if not ok:
+                return None
+            n = len(cs)
+            return min(ok, key=lambda c: (order[c.state], c.inflight, (c.slot - turn) % n))
+
+    def hedge_after(self, shard: int, budget: float) -> float:
+        seen = self.latency[shard]
+        if len(seen) < MIN_SAMPLES:
+            return budget / 2
+        p95 = float(np.percentile(np.fromiter(seen, float), 95))
+        return min(budget / 2, max(HEDGE_FLOOR_S, HEDGE_FACTOR * p95))
+
+    def ask(
+        self, method: str, args: tuple[Any, ...], budget: float | None = None
+    ) -> list[tuple[int, Any, str | None]]:
+        """Call ``method(*args)`` on one copy of every shard, failing over and hedging as the
+        module docstring says: each shard's answer, or why no copy answered, within
+        ``budget`` seconds (default: the timeout)."""
+        budget = self.timeout_s if budget is None else budget
+        start = time.monotonic()
+        deadline = start + budget
+        n = len(self.copies)
+        pending: dict[Any, tuple[int, Copy, float]] = {}
+        tried: list[list[Copy]] = [[] for _ in range(n)]
+        errors: list[list[str]] = [[] for _ in range(n)]
+        done: dict[int, Any] = {}
+        hedge_at = [start + self.hedge_after(s, budget) for s in range(n)]
+
+        def send(shard: int) -> bool:
+            copy = self._choose(shard, tried[shard])
+            if copy is None:
+                return False
+            tried[shard].append(copy)
+            try:
+                ref = getattr(copy.actor, method).remote(*args)
+            except self.ray.exceptions.RayError as exc:  # a handle of an actor known dead
+                self._failed(copy, exc)
+                errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
+                return send(shard)
+            copy.inflight += 1
+            pending[ref] = (shard, copy, time.monotonic())
+            return True
+
+        for s in range(n):
+            if not send(s):
+                errors[s].append("no copy is up")
+        while pending and len(done) < n:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            hedges = [hedge_at[s] for s in range(n) if s not in done and hedge_at[s] > now]
+            wait = min([deadline, *hedges]) - now
+            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=max(wait, 0.0))
+            for ref in ready:
+                shard, copy, sent = pending.pop(ref)
+                copy.inflight -= 1
+                try:
+                    value = self.ray.get(ref)
+                except self.ray.exceptions.RayError as exc:
+                    self._failed(copy, exc)
+                    errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
+                    if shard not in done and not self._asked(pending, shard) and send(shard):
+                        self._event("failover", shard)
+                    continue
+                took = time.monotonic() - sent
+                if shard in done:
+                    continue  # a hedge's loser, late
+                done[shard] = value
+                self.latency[shard].append(took)
+                if copy.state != UP:
+                    copy.mark(UP)
+                for other, (s2, c2, sent2) in list(pending.items()):
+                    if s2 == shard:  # overtaken: no longer waited for
+                        pending.pop(other)
+                        c2.inflight -= 1
+                        self._cancel(other)
+                        if time.monotonic() - sent2 > took:
+                            self._suspect(c2, "overtaken by another copy")
+            now = time.monotonic()
+            for s in range(n):
+                if s not in done and now >= hedge_at[s] and self._asked(pending, s):
+                    hedge_at[s] = float("inf")  # one hedge a shard
+                    if send(s):
+                        self._event("hedge", s)
+        for ref, (shard, copy, _sent) in pending.items():  # out of time
+            copy.inflight -= 1
+            self._cancel(ref)
+            self._suspect(copy, f"no answer within {budget:g} s")
+            errors[shard].append(f"copy {copy.slot} timed out after {budget:g} s")
+        out: list[tuple[int, Any, str | None]] = []
+        for s in range(n):
+            if s in done:
+                out.append((s, done[s], None))
+            else:
+                out.append((s, None, "no copy answered (" + "; ".join(errors[s]) + ")"))
+        return out
+
+    @staticmethod
+    def _asked(pending: dict[Any, tuple[int, Copy, float]], shard: int) -> bool:
+        return any(s == shard for s, _, _ in pending.values())
+
+    def _cancel(self, ref: Any) -> None:
+        try:
+            self.ray.cancel(ref, force=False)
+        except Exception:  # a task already done, or its actor gone
+            log.debug("could not cancel a shard call")
+
+    def _suspect(self, copy: Copy, why: str) -> None:
+        if copy.state in (UP, STARTING):
+            log.warning("shard %d copy %d suspect: %s", copy.shard, copy.slot, why)
+            copy.mark(SUSPECT, why)
+            self._wake.set()
+
+    def _failed(self, copy: Copy, exc: Exception) -> None:
+        """A call failed: a copy that is gone for good (died, cannot be scheduled, its node
+        lost) is marked dead and the monitor starts it again; another error (unavailable:
+        restarting, or cut off) makes it suspect until it answers a ping."""
+        e = self.ray.exceptions
+        gone = (e.ActorDiedError, e.ActorUnschedulableError, e.NodeDiedError)
+        why = type(exc).__name__
+        if isinstance(exc, gone) and not isinstance(exc, e.ActorUnavailableError):
+            copy.mark(DEAD, why)
+        else:
+            copy.mark(SUSPECT, why)
+        self._wake.set()
+
+    def _event(self, kind: str, shard: int) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(kind, shard, 1)
+            except Exception:  # counting must never fail a search
+                log.exception("shard event callback failed")
+
+    # --- monitor ------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(MONITOR_S)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.check()
+            except Exception as exc:  # the cluster unreachable: try again
+                self.cluster_error = f"{type(exc).__name__}: {exc}"[:300]
+                log.warning("shard monitor: %s", self.cluster_error)
+
+    def check(self) -> None:
+        """One round of the monitor: re-place copies that are dead or whose node is gone,
+        probe suspects and starting copies, replace those frozen too long."""
+        alive = set(self.alive_nodes())
+        self.cluster_error = None
+        now = time.monotonic()
+        for copy in [c for cs in self.copies for c in cs]:
+            if copy.state == DEAD:
+                self.replace(copy, copy.error or "dead")
+            elif copy.node not in alive:
+                self.replace(copy, "its node is gone")
+            elif copy.state == SUSPECT and now - copy.since > SUSPECT_REPLACE_S:
+                self.replace(copy, f"suspect for {SUSPECT_REPLACE_S:g} s")
+            elif copy.state == STARTING and now - copy.since > START_S:
+                self.replace(copy, f"not started within {START_S:g} s")
+            elif copy.state in (SUSPECT, STARTING):
+                self._probe(copy)
+
+    def _probe(self, copy: Copy) -> None:
+        if copy.probe is None:
+            copy.probe = copy.actor.ping.remote()
+            return
+        ready, _ = self.ray.wait([copy.probe], timeout=0)
+        if not ready:
+            return
+        probe, copy.probe = copy.probe, None
+        try:
+            self.ray.get(probe)
+        except self.ray.exceptions.RayError as exc:
+            self._failed(copy, exc)
+            return
+        log.info("shard %d copy %d up on node %s", copy.shard, copy.slot, copy.node[:12])
+        copy.mark(UP)
+
+    # --- status -------------------------------------------------------------------------------
+
+    def names(self) -> list[list[str]]:
+        """Every copy's actor name (namespace :data:`NAMESPACE`), by shard."""
+        return [[c.name for c in cs] for cs in self.copies]
+
+    def status(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Each shard: its copies (node, state) and, from the first that answers within
+        ``timeout_s``, its generation, segments and documents; ``up``: any copy answered."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        copies = [c for cs in self.copies for c in cs if c.state != DEAD]
+        refs = {c.actor.status.remote(): c for c in copies}
+        ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        answered: dict[tuple[int, int], dict[str, Any]] = {}
+        for ref in ready:
+            c = refs[ref]
+            try:
+                answered[(c.shard, c.slot)] = self.ray.get(ref)
+            except self.ray.exceptions.RayError as exc:
+                self._failed(c, exc)
+                continue
+            if c.state == STARTING:
+                c.mark(UP)
+        for ref in set(refs) - set(ready):
+            self._cancel(ref)
+        out: list[dict[str, Any]] = []
+        for s, cs in enumerate(self.copies):
+            info: dict[str, Any] = {"shard": s}
+            views = []
+            for c in cs:
+                got = answered.get((s, c.slot))
+                view = c.public() | {"up": got is not None and c.state == UP}
+                if got is not None and "generation" not in info:
+                    info.update(got)
+                views.append(view)
+            up = sum(v["up"] for v in views)
+            info.update(shard=s, up=up > 0, copies_up=up, replicas=len(cs), copies=views)
+            if not up:
+                info["error"] = "; ".join(f"copy {c.slot} {c.state}" for c in cs)
+            out.append(info)
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for cs in self.copies:
+            for c in cs:
+                try:
+                    self.ray.kill(c.actor, no_restart=True)
+                except Exception:  # an actor already gone
+                    log.debug("shard worker already gone")
+        self.copies = []
