@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,12 @@ class Head:
     def __init__(self, port: int, env: dict[str, str], log: Path) -> None:
         exe = shutil.which("ray", path=str(Path(sys.executable).parent))
         assert exe is not None, "the ray command is installed with the ray extra"
+        # a temp dir of its own: the default one's ray_current_cluster, left behind when the
+        # head is stopped by a signal, would send every later ray.init() to a dead cluster
+        self.temp_dir = tempfile.mkdtemp(prefix="clir-ray-", dir="/tmp")  # short: sockets
         self.cmd = [exe, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-                    "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+                    "--include-dashboard=false", "--disable-usage-stats",
+                    f"--temp-dir={self.temp_dir}"]  # fmt: skip
         self.env, self.log = env, log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -59,12 +64,17 @@ class Head:
         self.proc = None
 
 
-@pytest.fixture
-def ray_env() -> dict[str, str]:
+def ray_environment() -> dict[str, str]:
+    """This environment without CLIR_ settings, with a fresh Ray auth token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
                RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))  # fmt: skip
     return env
+
+
+@pytest.fixture
+def ray_env() -> dict[str, str]:
+    return ray_environment()
 
 
 @pytest.fixture
@@ -75,6 +85,7 @@ def head(ray_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[Head, int]]:
         yield h, port
     finally:
         h.stop()
+        shutil.rmtree(h.temp_dir, ignore_errors=True)
 
 
 def poll(url: str, path: str, want: int, timeout_s: float, proc: Any) -> dict[str, Any]:
