@@ -285,13 +285,20 @@ class RaySearcher:
         import ray
 
         assert self.driver is not None
+
+        def handle(name: str) -> Any:
+            try:
+                return ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:  # gone, and not started again yet
+                return None
+
         names = self.driver.call("names", timeout=30.0)
-        return [[ray.get_actor(n, namespace=NAMESPACE) for n in ns] for ns in names]
+        return [[h for h in map(handle, ns) if h is not None] for ns in names]
 
     @property
     def actors(self) -> list[Any]:
-        """The first copy of every shard."""
-        return [cs[0] for cs in self.copy_actors()]
+        """The first live copy of every shard that has one."""
+        return [cs[0] for cs in self.copy_actors() if cs]
 
     # --- search -------------------------------------------------------------------------------
 
