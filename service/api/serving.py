@@ -423,6 +423,12 @@ class QueryService:
         with self._scorers_lock:
             key = (str(collection.path), id(bundle))
             searcher = self._ray.get(key)
+            shards = collection.snapshot.commit.shards
+            if searcher is not None and searcher.shards != shards:
+                # a rebuild changed the shard count: workers for the new shards (answered in
+                # this process until they are up); the old ones are stopped beside
+                old, searcher = searcher, None
+                threading.Thread(target=old.close, name="ray-close", daemon=True).start()
             if searcher is None:
                 searcher = self._ray[key] = RaySearcher(
                     collection, bundle, address=self.settings.ray_address,

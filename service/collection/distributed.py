@@ -352,6 +352,9 @@ class RaySearcher:
         answered, or the cluster out of reach — the answer is then searched in this process,
         from the collection's directory, and equals the one the workers would give."""
         params = dict(params or {})
+        if snapshot.commit.shards != self.shards:  # rebuilt with another shard count
+            why = f"{snapshot.commit.shards} shards now, the workers serve {self.shards}"
+            return self._in_process(snapshot, method, query, k, explain, params, count, [why])
         if self.unavailable is not None:
             return self._in_process(snapshot, method, query, k, explain, params, count,
                                     [self.unavailable])  # fmt: skip

@@ -9,6 +9,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,29 @@ def test_a_frozen_copy_costs_one_request(
     while router.copies[0][0].state != "up":
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_a_rebuild_to_another_shard_count_is_never_answered_partially(
+    local_ray: None, tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """Workers started for 2 shards, the collection rebuilt (--force) as 3: the workers would
+    miss the third shard's documents; the answer is searched in process, complete, and says
+    why (the service then starts workers for the new shards)."""
+    out = tmp_path / "c"
+    build_collection(toy_corpus(10), out, build_params("docs"), shards=2, buffer_mb=0.01)
+    coll = Collection(out)
+    s = RaySearcher(coll, toy_bundle, timeout_s=20, replicas=1, isolate=False)
+    try:
+        wait_all_up(s, 120)
+        build_collection(toy_corpus(12), out, build_params("docs"), shards=3, force=True)
+        assert coll.refresh()
+        local = SnapshotSearcher(toy_bundle)
+        for q in queries:
+            want, _ = local.rank(coll.snapshot, "bowfd", q, 10)
+            got, _, failed = s.rank(coll.snapshot, "bowfd", q, 10)
+            assert [(h.doc_id, h.score) for h in got.hits] == [
+                (h.doc_id, h.score) for h in want.hits
+            ]
+            assert any("3 shards now" in f for f in failed), failed
+    finally:
+        s.close()
