@@ -7,10 +7,12 @@ search thread pool's queue (``thread_pool.search.queue_size``, 1,000) and answer
 if its expected wait plus its own expected service time fits in ``request_time_budget_s``:
 
 * **Service time** is measured, not configured: an exponentially weighted moving average of
-  the seconds each request held its slot (:class:`ServiceTimes`), per kind of request (search
-  by method, translate, suggest) for the request's own cost, and over all kinds for the rate
-  at which the slots free up. Wall time under load already includes the contention of the
-  requests running beside it.
+  the seconds each request held its slot (:class:`ServiceTimes`), over all kinds for the rate
+  at which the slots free up, and per kind of request (search by method, translate, suggest),
+  plus twice its mean deviation, for the request's own cost: a request is planned to take as
+  long as a slow one of its kind (as TCP's retransmission timer adds the round trip's
+  variation to its mean, Jacobson 1988). Wall time under load already includes the
+  contention of the requests running beside it.
 * **Expected wait** (:func:`expected_wait`): ``c`` slots busy with requests of mean service
   time ``S`` free one slot every ``S / c`` seconds on average, so a request with ``q``
   requests queued ahead of it (and no free slot for it) starts after about ``(q + 1) · S / c``.
@@ -40,32 +42,55 @@ from service.settings import Settings
 
 # the service time assumed before a kind of request has been measured (seconds)
 PRIOR_SERVICE_S = 0.2
-# weight of the newest measurement in the moving average
+# weight of the newest measurement in the moving averages
 EWMA_ALPHA = 0.1
+# a request's own time is planned as its kind's mean plus this many mean deviations
+DEVIATIONS = 2.0
 ALL = "*"  # the key of the average over every kind
 
 
 class ServiceTimes:
-    """Moving averages (EWMA) of measured service seconds, per kind and over all kinds."""
+    """Moving averages (EWMA) of measured service seconds and of their absolute deviation
+    from that mean, per kind and over all kinds — the smoothed round-trip time and its
+    variation of TCP's retransmission timer (Jacobson 1988)."""
 
-    def __init__(self, prior_s: float = PRIOR_SERVICE_S, alpha: float = EWMA_ALPHA) -> None:
+    def __init__(
+        self, prior_s: float = PRIOR_SERVICE_S, alpha: float = EWMA_ALPHA,
+        deviations: float = DEVIATIONS,
+    ) -> None:  # fmt: skip
         self.prior_s = prior_s
         self.alpha = alpha
+        self.deviations = deviations
         self._mean: dict[str, float] = {}
+        self._dev: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def observe(self, kind: str, seconds: float) -> None:
         """Add one measurement of a request of ``kind``."""
+        a = self.alpha
         with self._lock:
             for key in (kind, ALL):
-                old = self._mean.get(key)
-                self._mean[key] = seconds if old is None else old + self.alpha * (seconds - old)
+                mean = self._mean.get(key)
+                if mean is None:
+                    self._mean[key], self._dev[key] = seconds, 0.0
+                    continue
+                self._dev[key] += a * (abs(seconds - mean) - self._dev[key])
+                self._mean[key] = mean + a * (seconds - mean)
 
     def estimate(self, kind: str = ALL) -> float:
         """The expected service seconds of a request of ``kind`` (the mean over all kinds,
         or the prior, until that kind has been measured)."""
         with self._lock:
             return self._mean.get(kind, self._mean.get(ALL, self.prior_s))
+
+    def bound(self, kind: str) -> float:
+        """The seconds a request of ``kind`` is planned to take: its mean plus
+        ``deviations`` mean absolute deviations (a slow one of its kind still fits)."""
+        with self._lock:
+            key = kind if kind in self._mean else ALL
+            if key not in self._mean:
+                return self.prior_s
+            return self._mean[key] + self.deviations * self._dev[key]
 
 
 def expected_wait(ahead: int, running: int, slots: int, service_s: float) -> float:
@@ -162,7 +187,7 @@ class AdmissionQueue:
         raise :class:`OverloadedError` (503) or :class:`QueueFullError` (429) otherwise."""
         with self._cond:
             arrival = self.clock()
-            own = self.times.estimate(kind)
+            own = self.times.bound(kind)
             decision = decide(
                 ahead=len(self._queue), running=self.running, slots=self.slots,
                 mean_s=self.times.estimate(), own_s=own, budget_s=self.budget_s,
@@ -177,7 +202,7 @@ class AdmissionQueue:
             self._queue.append(ticket)
             try:
                 while not (self._queue[0] is ticket and self.running < self.slots):
-                    latest = arrival + self.budget_s - self.times.estimate(kind)
+                    latest = arrival + self.budget_s - self.times.bound(kind)
                     timed_out = self.max_wait_s is not None and arrival + self.max_wait_s < latest
                     if timed_out:
                         latest = arrival + (self.max_wait_s or 0.0)

@@ -97,6 +97,20 @@ def test_service_times_are_a_moving_average_per_kind() -> None:
     assert times.estimate() == pytest.approx(1.25)
 
 
+def test_a_request_is_planned_as_a_slow_one_of_its_kind() -> None:
+    times = ServiceTimes(prior_s=0.2, alpha=0.5, deviations=2.0)
+    assert times.bound("search/bowfd") == 0.2  # the prior
+    times.observe("search/bowfd", 1.0)
+    assert times.bound("search/bowfd") == 1.0  # one measurement: no deviation yet
+    times.observe("search/bowfd", 0.0)  # mean 0.5, mean deviation 0.5
+    assert times.bound("search/bowfd") == pytest.approx(0.5 + 2 * 0.5)
+    assert times.bound("translate") == pytest.approx(1.5)  # unmeasured: all kinds'
+    steady = ServiceTimes(alpha=0.5)
+    for _ in range(20):
+        steady.observe("dt", 0.3)
+    assert steady.bound("dt") == pytest.approx(0.3)  # no spread: the mean
+
+
 class Hold:
     """Holds a slot until released."""
 
