@@ -51,6 +51,7 @@ HEDGE_FACTOR = 3.0  # hedge after this multiple of the shard's 95th percentile
 MIN_SAMPLES = 10  # below this many answers, hedge after half the budget
 MONITOR_S = 0.5  # how often the monitor looks at the nodes and probes suspects
 SUSPECT_REPLACE_S = 30.0  # a copy suspect this long (frozen) is killed and started again
+FAILING_REPLACE_S = 3.0  # a copy whose calls and pings fail this long is started elsewhere
 START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
 
 UP, STARTING, SUSPECT, DEAD = "up", "starting", "suspect", "dead"
@@ -73,12 +74,14 @@ class Copy:
         self.inflight = 0
         self.probe: Any = None  # an outstanding ping
         self.error: str | None = None
+        self.failing = False  # suspect because calls fail (not because they hang)
 
-    def mark(self, state: str, error: str | None = None) -> None:
+    def mark(self, state: str, error: str | None = None, failing: bool = False) -> None:
         if state != self.state:
             self.state, self.since = state, time.monotonic()
         if error is not None or state == UP:
             self.error = error
+        self.failing = failing and state == SUSPECT
 
     def public(self) -> dict[str, Any]:
         return {
@@ -164,12 +167,12 @@ class ShardRouter:
 
     def replace(self, copy: Copy, why: str) -> Copy | None:
         """Start ``copy`` again on a live node (the old actor is killed); the new copy."""
+        node = self._place(copy.shard, copy.node)  # asks the cluster: not under the lock
+        if node is None:
+            return None
         with self._lock:
             if self.copies[copy.shard][copy.slot] is not copy:
                 return None  # already replaced
-            node = self._place(copy.shard, copy.node)
-            if node is None:
-                return None
             try:
                 self.ray.kill(copy.actor, no_restart=True)
             except Exception:  # an actor already gone, or its node
@@ -314,8 +317,8 @@ class ShardRouter:
         why = type(exc).__name__
         if isinstance(exc, gone) and not isinstance(exc, e.ActorUnavailableError):
             copy.mark(DEAD, why)
-        else:
-            copy.mark(SUSPECT, why)
+        else:  # unavailable: restarting, or its node lost before the cluster says so
+            copy.mark(SUSPECT, why, failing=True)
         self._wake.set()
 
     def _event(self, kind: str, shard: int) -> None:
@@ -350,6 +353,10 @@ class ShardRouter:
                 self.replace(copy, copy.error or "dead")
             elif copy.node not in alive:
                 self.replace(copy, "its node is gone")
+            elif copy.state == SUSPECT and copy.failing and now - copy.since > FAILING_REPLACE_S:
+                # calls and pings fail at once (a node lost, which the cluster notices only
+                # after its health checks, ~15 s): started elsewhere without waiting for it
+                self.replace(copy, f"failing for {FAILING_REPLACE_S:g} s ({copy.error})")
             elif copy.state == SUSPECT and now - copy.since > SUSPECT_REPLACE_S:
                 self.replace(copy, f"suspect for {SUSPECT_REPLACE_S:g} s")
             elif copy.state == STARTING and now - copy.since > START_S:
