@@ -25,9 +25,9 @@ as well (0.1 gives the refusal of the service before that rule, 600 an unbounded
 A run of the admission levels in a few minutes on the demo: ``python -m bench load --demo
 --workers 1 --clients 4,32,64 --duration 30 --warmup 10 --probe-slots 0 --train-clients 0
 --out bench/results/load_admission_demo.json``. Then an **overload probe**
-against a second server started with ``max_concurrency`` = ``--probe-slots``, the default short
-queue wait (0.1 s) and 4× as many clients: the share of 503 answers, whether each carried
-Retry-After, and their latency next to that of the answered requests.
+against a second server started with ``max_concurrency`` = ``--probe-slots``, the queue
+settings of the load phases and 4× as many clients: the share of 503 answers, whether each
+carried Retry-After, and their latency next to that of the answered requests.
 
 Then a **training phase**: a third server with the query cache
 off (every request does its full work, so equal requests cost the same) and its embedded
@@ -454,7 +454,7 @@ def overload_probe(
     log_dir: Path,
     result: dict[str, Any],
 ) -> None:
-    """4x as many clients as slots against a server with the short default queue wait."""
+    """4x as many clients as slots against a server with the load phases' queue settings."""
     probe_slots = args.probe_slots
     server, _ = start_server(
         probe_env, log_dir / "load_probe_server.log", args.ready_timeout, args.workers
@@ -467,7 +467,7 @@ def overload_probe(
         )
         result["overload"] = {
             "max_concurrency": probe_slots,
-            "queue_timeout_s": 0.1,
+            "queue_timeout_s": args.queue_timeout,
             **summarise_overload(samples, elapsed, probe_clients),
         }
         print(f"overload probe: {result['overload']['status']}", file=sys.stderr)
@@ -583,7 +583,7 @@ def run(args: Params) -> None:
 
     probe_slots = args.probe_slots
     probe_clients = 4 * probe_slots * args.workers
-    probe_env = {**base_env, "CLIR_MAX_CONCURRENCY": str(probe_slots)}
+    probe_env = {**base_env, **queue_env(args), "CLIR_MAX_CONCURRENCY": str(probe_slots)}
     if probe_slots > 0:
         overload_probe(args, queries, probe_env, probe_clients, log_dir, result)
 
