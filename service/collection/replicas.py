@@ -50,7 +50,7 @@ HEDGE_FLOOR_S = 0.05  # never hedge sooner: a shard's round trip is a few millis
 HEDGE_FACTOR = 3.0  # hedge after this multiple of the shard's 95th percentile
 MIN_SAMPLES = 10  # below this many answers, hedge after half the budget
 MONITOR_S = 0.5  # how often the monitor looks at the nodes and probes suspects
-SUSPECT_REPLACE_S = 30.0  # a copy suspect this long (frozen) is killed and started again
+SUSPECT_REPLACE_S = 6.0  # a copy that has not answered a ping this long is started again
 FAILING_REPLACE_S = 3.0  # a copy whose calls and pings fail this long is started elsewhere
 START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
 
