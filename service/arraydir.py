@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -42,6 +43,18 @@ from service.errors import DataFormatError, MissingResourceError
 MANIFEST = "manifest.json"
 
 _CHUNK = 1 << 22  # bytes read at a time when hashing a file
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor keeps
+# its recursion depth per interpreter, not per thread: two threads parsing at once can fail
+# with "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905). Search
+# threads open segments while a commit is read beside them, so headers are read one at a time.
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(file: str | Path, mmap_mode: Any = None) -> npt.NDArray[Any]:
+    """``np.load`` of one ``.npy`` file (no pickles), safe from any thread."""
+    with _NPY_LOCK:
+        arr: npt.NDArray[Any] = np.load(file, mmap_mode=mmap_mode, allow_pickle=False)
+    return arr
 
 
 def sha256_file(path: str | Path) -> str:
@@ -268,7 +281,7 @@ def load_array(
     if verify and sha256_file(file) != spec.get("sha256"):
         raise DataFormatError(file, None, f"checksum mismatch: the file is corrupted; {hint}")
     try:
-        arr: npt.NDArray[Any] = np.load(file, mmap_mode="r", allow_pickle=False)
+        arr = load_npy(file, mmap_mode="r")
     except (ValueError, OSError, EOFError) as exc:
         raise DataFormatError(file, None, f"unreadable .npy array ({exc}); {hint}") from exc
     if arr.dtype.str != spec.get("dtype") or list(arr.shape) != spec.get("shape"):

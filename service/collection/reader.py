@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from service.arraydir import load_array, read_manifest, write_array_dir
+from service.arraydir import load_array, load_npy, read_manifest, write_array_dir
 from service.collection.manifest import MANIFEST, CommitManifest, read_commit, shard_of
 from service.collection.segment import Segment
 from service.errors import ClirError, DataFormatError, NotFoundError
@@ -116,7 +116,7 @@ def read_deleted(path: Path, entry_deleted: str | None) -> npt.NDArray[np.int32]
         return None
     file = path / entry_deleted
     try:
-        arr = np.load(file, allow_pickle=False)
+        arr = load_npy(file)
     except (OSError, ValueError) as exc:
         raise DataFormatError(file, None, f"unreadable tombstones ({exc})") from exc
     return np.asarray(arr, dtype=np.int32)
