@@ -52,6 +52,7 @@ MIN_SAMPLES = 10  # below this many answers, hedge after half the budget
 MONITOR_S = 0.5  # how often the monitor looks at the nodes and probes suspects
 SUSPECT_REPLACE_S = 6.0  # a copy that has not answered a ping this long is started again
 FAILING_REPLACE_S = 3.0  # a copy whose calls and pings fail this long is started elsewhere
+BAD_NODE_S = 60.0  # a node whose copies all failed gets no copy moved to it for this long
 START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
 
 UP, STARTING, SUSPECT, DEAD = "up", "starting", "suspect", "dead"
@@ -121,6 +122,7 @@ class ShardRouter:
         self._names = itertools.count()
         self._turn = itertools.count()
         self._lock = threading.RLock()
+        self._bad_nodes: dict[str, float] = {}  # where every copy failed: when
         self._wake = threading.Event()
         self._stop = threading.Event()
         nodes = self.alive_nodes()
@@ -152,22 +154,43 @@ class ShardRouter:
         ).remote(path, shard, bundle_path, state)
         return Copy(shard, slot, actor, node, name)
 
-    def _place(self, shard: int, avoid: str | None) -> str | None:
-        """A node alive now for a new copy of ``shard``: not ``avoid`` (where its last copy
-        failed) if another is alive; the fewest copies of this shard, then of all shards."""
+    def _place(self, shard: int, failed: Copy | None = None) -> str | None:
+        """A node alive now for a new copy of ``shard`` (replacing ``failed``): not the
+        failed copy's node while no copy there answers (a node lost before the cluster says
+        so, whose copies all fail); then the node with the fewest copies of this shard, then
+        of all shards — so a copy killed on a healthy node comes back there, and the copies
+        of a shard stay on different nodes."""
         alive = self.alive_nodes()
         if not alive:
             return None
-        if avoid in alive and len(alive) > 1:
-            alive.remove(avoid)
-        live = [c for cs in self.copies for c in cs if c.state != DEAD]
+        live = [c for cs in self.copies for c in cs if c.state != DEAD and c is not failed]
+        answering = {c.node for c in live if c.state == UP}
+        avoid = None if failed is None or failed.node in answering else failed.node
+        if avoid is not None:
+            self._bad_nodes[avoid] = time.monotonic()
         mine = [c.node for c in live if c.shard == shard]
         every = [c.node for c in live]
-        return min(alive, key=lambda n: (mine.count(n), every.count(n), n))
+        return min(alive, key=lambda n: (n == avoid, mine.count(n), every.count(n), n))
 
-    def replace(self, copy: Copy, why: str) -> Copy | None:
-        """Start ``copy`` again on a live node (the old actor is killed); the new copy."""
-        node = self._place(copy.shard, copy.node)  # asks the cluster: not under the lock
+    def _rebalance(self, alive: set[str]) -> None:
+        """Move one copy of a shard whose copies share a node to a live node holding none of
+        them (after a node was lost and came back, or a new one joined), when every copy of
+        the shard is up: the shard keeps an answering copy throughout."""
+        now = time.monotonic()
+        for cs in self.copies:
+            nodes = [c.node for c in cs]
+            free = sorted(n for n in alive - set(nodes)
+                          if now - self._bad_nodes.get(n, -BAD_NODE_S) >= BAD_NODE_S)  # fmt: skip
+            if not free or len(set(nodes)) == len(nodes) or any(c.state != UP for c in cs):
+                continue
+            twice = next(c for c in reversed(cs) if nodes.count(c.node) > 1)
+            self.replace(twice, "spreading the shard's copies over the nodes", node=free[0])
+            return  # one a round: a copy starting costs the node a bundle load
+
+    def replace(self, copy: Copy, why: str, node: str | None = None) -> Copy | None:
+        """Start ``copy`` again on a live node (``node``, else the one :meth:`_place` picks;
+        the old actor is killed); the new copy."""
+        node = node or self._place(copy.shard, copy)  # asks the cluster: not under the lock
         if node is None:
             return None
         with self._lock:
@@ -363,6 +386,7 @@ class ShardRouter:
                 self.replace(copy, f"not started within {START_S:g} s")
             elif copy.state in (SUSPECT, STARTING):
                 self._probe(copy)
+        self._rebalance(alive)
 
     def _probe(self, copy: Copy) -> None:
         if copy.probe is None:
@@ -411,7 +435,9 @@ class ShardRouter:
             views = []
             for c in cs:
                 got = answered.get((s, c.slot))
-                view = c.public() | {"up": got is not None and c.state == UP}
+                # up as the router knows it (it answered its last search or ping): a busy
+                # copy that is slow to answer this status call is not down
+                view = c.public() | {"up": c.state == UP}
                 if got is not None and "generation" not in info:
                     info.update(got)
                 views.append(view)
