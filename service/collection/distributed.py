@@ -372,6 +372,14 @@ class RaySearcher:
             answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:
                 break
+        if {a.generation for a in answers} - {snapshot.generation}:
+            # a commit landed between the caller's snapshot and the workers' (an add, a
+            # rebuild): their documents are numbered by another commit than the one this
+            # answer is read from; searched here on the caller's snapshot (complete, exact)
+            ranking, total = self.local.rank(
+                snapshot, method, query, k, explain=explain, params=params, count=count
+            )
+            return ranking, total, first_failed
         parts = [a.partial for a in answers if a.partial is not None]
         signature = scorer.signature(query) if scorer is not None else f"method:{method}"
         final = m.finish(m.merge(parts), k) if parts and not failed else None

@@ -95,7 +95,8 @@ class DriverProcess:
             with self._send_lock:
                 conn.send((rid, kind, args))
             return future.result(timeout)
-        except (OSError, EOFError, ValueError) as exc:
+        except (OSError, EOFError, ValueError, TypeError) as exc:
+            # TypeError: the connection was closed by the supervisor while this sent on it
             raise DriverUnavailable(f"lost the driver process ({type(exc).__name__})") from None
         except FutureTimeout:
             raise DriverUnavailable(f"the driver process did not reply in {timeout:g} s") from None

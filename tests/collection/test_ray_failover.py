@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.collection import Collection, SnapshotSearcher, build_collection
+from service.collection import Collection, CollectionWriter, SnapshotSearcher, build_collection
 from service.collection.distributed import RaySearcher
 from service.index.build import build_params
 from service.mt.bundle import ModelBundle
@@ -192,5 +192,34 @@ def test_a_rebuild_to_another_shard_count_is_never_answered_partially(
                 (h.doc_id, h.score) for h in want.hits
             ]
             assert any("3 shards now" in f for f in failed), failed
+    finally:
+        s.close()
+
+
+def test_a_commit_between_the_snapshot_and_the_workers_is_answered_from_the_snapshot(
+    local_ray: None, tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """The caller holds a snapshot; a writer commits; the workers search the new commit. The
+    answer is read from the caller's snapshot, so it is searched there (the chaos benchmark
+    saw 404s from searches during a rebuild: documents of the new commit looked up in the
+    old one)."""
+    out = tmp_path / "c"
+    build_collection(toy_corpus(10), out, build_params("docs"), shards=2, buffer_mb=0.01)
+    coll = Collection(out)
+    s = RaySearcher(coll, toy_bundle, timeout_s=20, replicas=1, isolate=False)
+    try:
+        wait_all_up(s, 120)
+        old = coll.snapshot
+        with CollectionWriter(out) as w:  # documents every test query finds first
+            w.add([Doc(f"new-{d.id}", d.title, f"{d.text} {d.text}", d.source) for d in TOY_DOCS])
+            w.commit()
+        local = SnapshotSearcher(toy_bundle)
+        for q in queries:
+            want, _ = local.rank(old, "bowfd", q, 10)
+            got, _, failed = s.rank(old, "bowfd", q, 10)
+            assert failed == []
+            assert [(h.doc_id, h.score) for h in got.hits] == [
+                (h.doc_id, h.score) for h in want.hits
+            ]
     finally:
         s.close()
