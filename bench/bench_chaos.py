@@ -242,6 +242,8 @@ class Load:
                         r = await http.post("/v1/search", json=body)
                         answer = r.json() if r.status_code == 200 else {}
                         status = r.status_code
+                        if status != 200:
+                            answer = {"degraded_reason": f"{status}: {r.text[:200]}"}
                     except (httpx2.TransportError, ValueError):
                         status, answer = 0, {}
                     reason = answer.get("degraded_reason")
@@ -270,6 +272,7 @@ def window_stats(samples: list[Sample]) -> dict[str, Any]:
         "degraded_cluster": sum(1 for s in answered if s.degraded and _cluster(s.reason)),
         "latency": latency_stats([s.t1 - s.t0 for s in answered]),
         "degraded_reasons": sorted({s.reason for s in answered if s.degraded and s.reason})[:5],
+        "errors": sorted({str(s.reason) for s in samples if s.status != 200})[:5],
     }
 
 

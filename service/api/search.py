@@ -102,7 +102,7 @@ def run_search(
     service.metrics.observe_shards(out.ranking.info.get("shard_seconds", {}))
     results: list[SearchHit] = []
     for hit in out.hits:
-        doc = pipeline.stage.doc(hit.docno)
+        doc = out.doc(hit.docno)
         terms = out.terms
         if hit.explanation is not None:
             terms = out.weighted(hit.explanation.matched_terms())

@@ -220,7 +220,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from service.retrieval.explain import explanation_json
     from service.runs import search
 
-    out, pipe = search(
+    out, _pipe = search(
         args.model,
         args.index,
         args.method,
@@ -242,7 +242,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                 "rank": r,
                 "id": h.doc_id,
                 "doc_id": h.doc_id,
-                "title": pipe.stage.doc(h.docno).title,
+                "title": out.doc(h.docno).title,
                 "score": h.score,
                 "readers": out.readers.get(h.docno, {}),
                 **({"explanation": explanation_json(h.explanation)} if args.explain else {}),
@@ -270,7 +270,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     for r, h in enumerate(out.hits, 1):
         readers = " ".join(f"{k}:{v}" for k, v in out.readers.get(h.docno, {}).items())
         shown = f"\t[{readers}]" if readers else ""
-        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{pipe.stage.doc(h.docno).title}{shown}")
+        print(f"{r}\t{h.doc_id}\t{h.score:.4f}\t{out.doc(h.docno).title}{shown}")
         if args.explain and h.explanation is not None:
             print(f"\t{json.dumps(h.explanation.to_json(), ensure_ascii=False)}")
     return 0

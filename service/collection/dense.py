@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from service.collection.reader import Collection, SegmentView
+from service.collection.reader import Collection, SegmentView, Snapshot
 from service.collection.segment import Segment
 from service.dense.encoders import Encoder
 from service.dense.passages import PassageParams
@@ -59,13 +59,15 @@ def segment_vectors(view: SegmentView) -> DenseVectors | None:
 class CollectionDense(DenseSource):
     """The collection's current snapshot read densely (documents numbered by sequence)."""
 
-    def __init__(self, collection: Collection) -> None:
+    def __init__(self, collection: Collection, snapshot: Snapshot | None = None) -> None:
         """Read the vectors made as most of the live documents' were (one encoder, one
         passage cutting: scores of others do not compare); a segment embedded otherwise is
-        pending, as one not embedded yet."""
+        pending, as one not embedded yet. ``snapshot``: the commit read (default: the
+        collection's current one)."""
         self.collection = collection
+        self.snapshot = collection.snapshot if snapshot is None else snapshot
         live: dict[tuple[str, PassageParams], int] = {}
-        for view in collection.snapshot.views():
+        for view in self.snapshot.views():
             vectors = segment_vectors(view)
             if vectors is not None:
                 key = (vectors.encoder, vectors.params)
@@ -76,7 +78,7 @@ class CollectionDense(DenseSource):
 
     def _parts(self) -> tuple[list[tuple[SegmentView, DenseVectors]], int]:
         parts, pending = [], 0
-        for view in self.collection.snapshot.views():
+        for view in self.snapshot.views():
             vectors = segment_vectors(view)
             if vectors is None or (vectors.encoder, vectors.params) != self.made:
                 pending += view.n_live
@@ -125,11 +127,15 @@ _READERS: weakref.WeakKeyDictionary[Collection, tuple[Any, CollectionDense, bool
 _RECHECK_PENDING_S = 5.0
 
 
-def collection_dense(collection: Collection) -> tuple[DenseSource | None, str]:
-    """The collection's dense reader, or None and why (no segment has vectors yet); made
-    once per snapshot (searches call this), not once per search."""
-    collection.refresh()
-    snap, now = collection.snapshot, time.monotonic()
+def collection_dense(
+    collection: Collection, snapshot: Snapshot | None = None
+) -> tuple[DenseSource | None, str]:
+    """The collection's dense reader of ``snapshot`` (default: its current commit), or None
+    and why (no segment has vectors yet); made once per snapshot (searches call this), not
+    once per search."""
+    if snapshot is None:
+        collection.refresh()
+    snap, now = collection.snapshot if snapshot is None else snapshot, time.monotonic()
     with _CACHE_LOCK:
         cached = _READERS.get(collection)
     if (
@@ -139,7 +145,7 @@ def collection_dense(collection: Collection) -> tuple[DenseSource | None, str]:
     ):
         source = cached[1]
     else:
-        source = CollectionDense(collection)
+        source = CollectionDense(collection, snap)
         pending = bool(source._parts()[1])
         with _CACHE_LOCK:
             _READERS[collection] = (snap, source, pending, now)

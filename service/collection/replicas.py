@@ -56,6 +56,8 @@ BAD_NODE_S = 60.0  # a node whose copies all failed gets no copy moved to it for
 START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
 
 UP, STARTING, SUSPECT, DEAD = "up", "starting", "suspect", "dead"
+# errors that say the copy's node cannot take it (a new copy there would fail the same way)
+NODE_GONE = ("ActorUnschedulableError", "NodeDiedError", "its node is gone")
 
 Event = tuple[str, int]  # (kind, shard): kind is failover, hedge or replacement
 OnEvent = Callable[[str, int, int], None]  # kind, shard, count
@@ -165,7 +167,9 @@ class ShardRouter:
             return None
         live = [c for cs in self.copies for c in cs if c.state != DEAD and c is not failed]
         answering = {c.node for c in live if c.state == UP}
-        avoid = None if failed is None or failed.node in answering else failed.node
+        avoid = None
+        if failed is not None and (failed.node not in answering or failed.error in NODE_GONE):
+            avoid = failed.node
         if avoid is not None:
             self._bad_nodes[avoid] = time.monotonic()
         mine = [c.node for c in live if c.shard == shard]

@@ -48,7 +48,7 @@ from service.retrieval.feedback import FeedbackParams
 from service.retrieval.fusion import Fusion, RankedList, get_fusion
 
 if TYPE_CHECKING:
-    from service.collection import Collection
+    from service.collection import Collection, Snapshot
     from service.collection.distributed import RaySearcher
     from service.collection.search import SnapshotSearcher
 
@@ -123,6 +123,7 @@ class SearchOutcome:
     readers: dict[int, dict[str, int]]  # per docno: its rank (from 1) in each reader's list
     dense: str  # "on", or why the dense reader did not read ("off", "no vectors", ...)
     weighted: Callable[[Iterable[str]], set[str]]
+    doc: Callable[[int], Doc]  # a hit's document, from the commit the search ranked
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -148,6 +149,12 @@ class FirstStage(ABC):
     @abstractmethod
     def dense(self) -> tuple[DenseSource | None, str]:
         """The store's dense vectors, or None and why there are none."""
+
+    def pin(self) -> FirstStage:
+        """This stage held to the store as it is now, for one search: every step of the
+        search (ranking, dense reading, documents, counts) reads the same commit while
+        writers commit beside it. An index never changes: itself."""
+        return self
 
 
 ScorerFactory = Callable[[str, Mapping[str, Any]], Scorer]
@@ -214,15 +221,30 @@ class CollectionStage(FirstStage):
     (``ray``), then the collection's feedback stage in this process."""
 
     def __init__(
-        self, collection: Collection, searcher: SnapshotSearcher, ray: RaySearcher | None = None
+        self,
+        collection: Collection,
+        searcher: SnapshotSearcher,
+        ray: RaySearcher | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
+        """``snapshot``: the commit this stage is pinned to (:meth:`pin`); None: the
+        collection's current one, refreshed before each ranking."""
         self.collection = collection
         self.searcher = searcher
         self.ray = ray
+        self.snapshot = snapshot
+
+    def pin(self) -> CollectionStage:
+        self.collection.refresh()  # a commit is visible to the next search
+        return CollectionStage(self.collection, self.searcher, self.ray, self.collection.snapshot)
+
+    def _snap(self) -> Snapshot:
+        return self.snapshot if self.snapshot is not None else self.collection.snapshot
 
     def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
-        self.collection.refresh()  # a commit is visible to the next search
-        snap = self.collection.snapshot
+        if self.snapshot is None:
+            self.collection.refresh()  # a commit is visible to the next search
+        snap = self._snap()
         searcher, method, params, feedback = self.searcher, opts.method, opts.params, opts.feedback
         first = depth if feedback is None else feedback.first_depth(depth)
         # the rerank forms explain their own ranking: the first one's would go unread
@@ -245,20 +267,21 @@ class CollectionStage(FirstStage):
         return FirstRanking(ranking, total, relation, scorer, tuple(failed))
 
     def weighted(self, terms: Iterable[str]) -> set[str]:
-        snap = self.collection.snapshot
+        snap = self._snap()
         return {t for t in terms if snap.weighted(t)}
 
     def doc(self, docno: int) -> Doc:
-        return self.collection.doc(docno)
+        view, number = self._snap().locate_seq(docno)
+        return view.index.doc(number)
 
     @property
     def n_docs(self) -> int:
-        return int(self.collection.snapshot.n_docs)
+        return int(self._snap().n_docs)
 
     def dense(self) -> tuple[DenseSource | None, str]:
         from service.collection.dense import collection_dense
 
-        return collection_dense(self.collection)
+        return collection_dense(self.collection, self.snapshot)
 
 
 def _says_something(token: str) -> bool:
@@ -319,13 +342,14 @@ class SearchPipeline:
             )
         t0 = time.perf_counter()
         translation = one_best(query)
-        dense_source, dense_state = (None, "off") if opts.dense is None else self.stage.dense()
+        stage = self.stage.pin()  # one commit from the first ranking to the page
+        dense_source, dense_state = (None, "off") if opts.dense is None else stage.dense()
         depth = (
             opts.depth
             if dense_source is None or opts.dense is None
             else max(opts.depth, opts.dense.depth)
         )
-        first = self.stage.rank(query, opts, depth)
+        first = stage.rank(query, opts, depth)
         t1 = time.perf_counter()
         ranking, total, relation = first.ranking, first.total, first.relation
         readers: dict[int, dict[str, int]] = {}
@@ -342,7 +366,7 @@ class SearchPipeline:
         words = [w for sentence in translation for w in sentence]
         content = [w for w in words if _says_something(w)]
         scorer = first.scorer
-        terms = self.stage.weighted(scorer.query_terms(query, first.ranking)) if scorer else set()
+        terms = stage.weighted(scorer.query_terms(query, first.ranking)) if scorer else set()
         hits = ranking.hits[: opts.depth]
         reason = None
         if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
@@ -354,7 +378,7 @@ class SearchPipeline:
                 f"({' '.join(words)!r}); add a word that says what you are looking for"
             )
         elif not hits:
-            found = self.stage.weighted(content)
+            found = stage.weighted(content)
             missing = [w for w in dict.fromkeys(content) if w not in found]
             reason = "no document matched the query"
             if missing:
@@ -366,16 +390,15 @@ class SearchPipeline:
             hits=hits[opts.offset : opts.depth],
             total=total,
             relation=relation,
-            total_max=_total_max(
-                first.ranking.info, total, relation, self.stage.n_docs, len(readers)
-            ),
+            total_max=_total_max(first.ranking.info, total, relation, stage.n_docs, len(readers)),
             translation=translation,
             terms=terms,
             empty_reason=reason if not hits[opts.offset : opts.depth] else None,
             failed=first.failed,
             readers=readers,
             dense="on" if dense_source is not None and opts.dense is not None else dense_state,
-            weighted=self.stage.weighted,
+            weighted=stage.weighted,
+            doc=stage.doc,
             seconds=seconds,
         )
 

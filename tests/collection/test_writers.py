@@ -166,3 +166,38 @@ def test_kill_9_of_a_parallel_writer_leaves_no_worker_and_no_lock(tmp_path: Path
         w.commit()
     assert Collection(out).snapshot.n_docs == 21
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".c.")]
+
+
+def test_a_search_reads_one_commit_while_a_rebuild_commits_during_it(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A rebuild commits between a search's ranking and its page (another request refreshes
+    the collection meanwhile): the page's documents come from the commit that was ranked
+    (the chaos benchmark saw 404s "no document number N" from searches during a rebuild)."""
+    from service.collection.search import SnapshotSearcher as Searcher
+    from service.search.pipeline import SearchOptions, store_pipeline
+
+    out = tmp_path / "c"
+    docs = corpus(60, 1)
+    build(docs, out)
+    coll = Collection(out)
+    pipeline = store_pipeline(coll, toy_bundle)
+    before = {q.qid: pipeline.search(q, SearchOptions("bowfd")) for q in queries}
+    q = max(queries, key=lambda q: len(before[q.qid].hits))
+    assert before[q.qid].hits  # the query finds documents
+    real = Searcher.rank
+
+    def rank_then_rebuild(self: Searcher, *args: object, **kw: object) -> object:
+        ranked = real(self, *args, **kw)  # type: ignore[arg-type]
+        build(corpus(30, 9, prefix="x"), out, force=True)
+        assert coll.refresh()  # as a concurrent request would
+        return ranked
+
+    monkeypatch.setattr(Searcher, "rank", rank_then_rebuild)
+    got = pipeline.search(q, SearchOptions("bowfd"))
+    assert [(h.doc_id, h.score) for h in got.hits] == [
+        (h.doc_id, h.score) for h in before[q.qid].hits
+    ]
+    by_id = {d.id: d for d in docs}
+    assert [got.doc(h.docno).text for h in got.hits] == [by_id[h.doc_id].text for h in got.hits]
