@@ -168,7 +168,13 @@ def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
     # every shard gone at once (as when the workers are still starting): the answer is
     # searched in the API process, says why, and is never a 5xx — for each method
     for method in ("dt", "psq", "bowfd"):
-        for actor in searcher.actors:
+        # the copies the previous round killed are being started again: wait until each
+        # shard's new copy is registered (a copy not found by its name would not be killed)
+        deadline = time.monotonic() + 60
+        while len(actors := searcher.actors) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(actors) == 2
+        for actor in actors:
             ray.kill(actor, no_restart=True)
         r = fanned.post("/v1/search", json={"query": QUERY, "lang": "de", "method": method})
         assert r.status_code == 200, r.text
