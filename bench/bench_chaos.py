@@ -325,6 +325,16 @@ class HealthWatch:
                 self.samples.append((t, ok))
                 self._stop.wait(0.5)
 
+    def first_whole_after(self, start: float) -> float | None:
+        """Seconds from ``start`` until the service was whole again the first time after it
+        stopped being whole (0: it never stopped), or None."""
+        seen = [(t, ok) for t, ok in list(self.samples) if t >= start]
+        first_bad = next((t for t, ok in seen if not ok), None)
+        if first_bad is None:
+            return 0.0 if seen else None
+        back = next((t for t, ok in seen if ok and t > first_bad), None)
+        return None if back is None else round(back - start, 2)
+
     def healed_after(self, start: float) -> float | None:
         """Seconds from ``start`` until the service was whole again for good (0: it never
         stopped being whole), or None if it is not whole at the last sample."""
@@ -541,6 +551,7 @@ def run(args: Params) -> None:
                 wait_whole(server.url, args.shards, args.replicas, args.heal_timeout)
                 time.sleep(1.0)  # a sample of the whole service for the watch
                 healed = health.healed_after(start)
+                first_whole = health.first_whole_after(start)
                 since = time.monotonic()
                 time.sleep(min(args.window, 10.0))
                 lost = sorted(set(chaos.committed) - set(found(server.url, chaos.committed)))
@@ -548,7 +559,8 @@ def run(args: Params) -> None:
                 report["faults"][name] = {
                     "fault": info,
                     "during": during,
-                    "whole_after_s": healed,
+                    "first_whole_after_s": first_whole,  # every copy up again, first
+                    "whole_after_s": healed,  # ... and for good (copies spread included)
                     "after": window_stats(load.between(since, time.monotonic())),
                     "committed_lost": len(lost),
                     "deleted_served": len(resurrected),
