@@ -20,7 +20,7 @@ other):
   the passage vectors beside an index;
 * ``forest | index`` — hypergraphs and their inference; the inverted BM25 index;
 * foundation — ``settings | logs | jit | arraydir | extras | csr | learning | progress |
-  text | data | evaluation``, each standing alone;
+  processes | text | data | evaluation``, each standing alone;
 * base — ``errors | records`` and the package root (``__version__``).
 
 **What counts as an import**: every ``import`` statement of a module wherever it stands — at
@@ -65,6 +65,7 @@ class Layer:
 
 FOUNDATION = (
     *("settings", "logs", "jit", "arraydir", "extras", "csr", "learning", "progress"),
+    "processes",
     *("text", "data", "evaluation"),
 )
 # bottom first

@@ -67,6 +67,7 @@ from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
 from service.index.build import BuildParams
 from service.index.tokenize import TokenizeFn
+from service.processes import pid_alive
 from service.records import Doc
 
 LOCK_FILE = "LOCK"
@@ -102,25 +103,15 @@ def _die_with_writer(writer_pid: int) -> None:
         try:
             fd = os.pidfd_open(writer_pid)
         except (OSError, AttributeError):  # gone already, or no pidfd: poll
-            while _pid_alive(writer_pid):
+            while pid_alive(writer_pid):
                 time.sleep(0.5)
             os._exit(1)
         select.select([fd], [], [])  # readable when the process has exited
         os._exit(1)
 
-    if not _pid_alive(writer_pid):
+    if not pid_alive(writer_pid):
         os._exit(1)
     threading.Thread(target=watch, name="writer-watch", daemon=True).start()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:

@@ -41,6 +41,7 @@ from service.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from service.processes import pid_alive
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[JobState, ...] = get_args(JobState)
@@ -140,21 +141,6 @@ def _dumps(value: Any, what: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def pid_alive(pid: int) -> bool:
-    """True if a process with ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
 class JobStore:

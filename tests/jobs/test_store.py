@@ -20,7 +20,8 @@ from service.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from service.jobs.store import INTERRUPTED, JobStore, pid_alive
+from service.jobs.store import INTERRUPTED, JobStore
+from service.processes import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
