@@ -40,7 +40,13 @@ from tqdm import tqdm
 from service.arraydir import sha256_file
 from service.csr import ptr_from_counts
 from service.data import read_docs, read_pool
-from service.errors import ClirError, DataFormatError, InvalidInputError, MissingResourceError
+from service.errors import (
+    ClirError,
+    ConflictError,
+    DataFormatError,
+    InvalidInputError,
+    MissingResourceError,
+)
 from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import K1, B, RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.inverted import InvertedIndex
@@ -121,6 +127,9 @@ def index_tokens(tokenize: TokenizeFn, doc: Doc, analyzer: Analyzer | None = Non
     return title + text
 
 
+# a collection's manifest (service.collection.manifest, a layer above): an index is not
+# written over a collection by accident
+COLLECTION_MANIFEST = "collection.json"
 MAX_TITLE_WEIGHT = 100  # weighted counts and lengths stay far inside int32
 # a new document index's analysis chain and title weight (the settings docs_analysis and
 # docs_title_weight default to them; the commands pass the settings)
@@ -472,6 +481,12 @@ def _build_from_file(
         raise InvalidInputError(f"--limit must be at least 1, got {limit}")
     if not Path(source).is_file():
         raise MissingResourceError(f"{source}: no such file")
+    if not force and (Path(out) / COLLECTION_MANIFEST).is_file():
+        raise ConflictError(
+            f"{out} is a collection (documents may have been added to it since it was built); "
+            "--shards S rebuilds it as a collection in a new generation (with --force), "
+            "--force replaces it with one index"
+        )
     params = build_params(
         kind, tokenizer=tokenizer, custom_tokenizer=tokenize is not None, k1=k1, b=b,
         rsj_policy=rsj_policy, keep_tokens=keep_tokens, analysis=analysis,

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
+from service.collection.manifest import MANIFEST
 from service.data import write_docs
+from service.index.build import COLLECTION_MANIFEST
 from service.mt.bundle import ModelBundle
 from service.records import Doc
 from tests.collection.test_live import corpus
@@ -100,6 +102,12 @@ def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[s
                        str(tmp_path / "empty.jsonl"), "--quiet")  # fmt: skip
     assert code == 0 and json.loads(out)["added"] == 0
     assert (coll / "collection.json").read_bytes() == before  # an empty file: no commit
+    # one index built over the collection (--shards forgotten): refused, the collection kept
+    code, _, err = run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
+                       str(coll), "--quiet", "--no-dense")  # fmt: skip
+    assert code != 0 and "is a collection" in err and "--shards" in err
+    assert (coll / "collection.json").read_bytes() == before
+    assert COLLECTION_MANIFEST == MANIFEST  # the index layer's name for the collection's file
 
 
 def test_eval_and_run_over_a_collection_equal_the_index(
