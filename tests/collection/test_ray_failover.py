@@ -170,18 +170,25 @@ def test_a_frozen_copy_costs_one_request(
         time.sleep(0.2)
 
 
+def one_copy_each(tmp_path: Path, bundle: ModelBundle) -> tuple[Path, Collection, RaySearcher]:
+    """A collection of 2 shards of its own (the test changes it) and a searcher with one
+    copy of each, up."""
+    out = tmp_path / "c"
+    build_collection(toy_corpus(10), out, build_params("docs"), shards=2, buffer_mb=0.01)
+    coll = Collection(out)
+    s = RaySearcher(coll, bundle, timeout_s=20, replicas=1, isolate=False)
+    wait_all_up(s, 120)
+    return out, coll, s
+
+
 def test_a_rebuild_to_another_shard_count_is_never_answered_partially(
     local_ray: None, tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
 ) -> None:
     """Workers started for 2 shards, the collection rebuilt (--force) as 3: the workers would
     miss the third shard's documents; the answer is searched in process, complete, and says
     why (the service then starts workers for the new shards)."""
-    out = tmp_path / "c"
-    build_collection(toy_corpus(10), out, build_params("docs"), shards=2, buffer_mb=0.01)
-    coll = Collection(out)
-    s = RaySearcher(coll, toy_bundle, timeout_s=20, replicas=1, isolate=False)
+    out, coll, s = one_copy_each(tmp_path, toy_bundle)
     try:
-        wait_all_up(s, 120)
         build_collection(toy_corpus(12), out, build_params("docs"), shards=3, force=True)
         assert coll.refresh()
         local = SnapshotSearcher(toy_bundle)
@@ -203,12 +210,8 @@ def test_a_commit_between_the_snapshot_and_the_workers_is_answered_from_the_snap
     answer is read from the caller's snapshot, so it is searched there (the chaos benchmark
     saw 404s from searches during a rebuild: documents of the new commit looked up in the
     old one)."""
-    out = tmp_path / "c"
-    build_collection(toy_corpus(10), out, build_params("docs"), shards=2, buffer_mb=0.01)
-    coll = Collection(out)
-    s = RaySearcher(coll, toy_bundle, timeout_s=20, replicas=1, isolate=False)
+    out, coll, s = one_copy_each(tmp_path, toy_bundle)
     try:
-        wait_all_up(s, 120)
         old = coll.snapshot
         with CollectionWriter(out) as w:  # documents every test query finds first
             w.add([Doc(f"new-{d.id}", d.title, f"{d.text} {d.text}", d.source) for d in TOY_DOCS])
