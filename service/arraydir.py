@@ -23,9 +23,11 @@ key, JSON layout), so the bytes on disk are what they were before the three shar
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import resource
 import secrets
 import shutil
 import threading
@@ -38,7 +40,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from service.errors import DataFormatError, MissingResourceError
+from service.errors import DataFormatError, MissingResourceError, OutOfFilesError
 
 MANIFEST = "manifest.json"
 
@@ -48,6 +50,17 @@ _CHUNK = 1 << 22  # bytes read at a time when hashing a file
 # with "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905). Search
 # threads open segments while a commit is read beside them, so headers are read one at a time.
 _NPY_LOCK = threading.Lock()
+
+
+def out_of_files(file: str | Path) -> OutOfFilesError:
+    """The error of a file that could not be opened or mapped because the process has as
+    many files open as its limit allows (the file itself is fine)."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return OutOfFilesError(
+        f"{file}: this process may open no more files (limit {limit}); every "
+        "memory-mapped array holds one: raise the limit (ulimit -n, systemd LimitNOFILE=, "
+        "docker run --ulimit nofile=)"
+    )
 
 
 def load_npy(file: str | Path, mmap_mode: Any = None) -> npt.NDArray[Any]:
@@ -282,7 +295,11 @@ def load_array(
         raise DataFormatError(file, None, f"checksum mismatch: the file is corrupted; {hint}")
     try:
         arr = load_npy(file, mmap_mode="r")
-    except (ValueError, OSError, EOFError) as exc:
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise out_of_files(file) from exc
+        raise DataFormatError(file, None, f"unreadable .npy array ({exc}); {hint}") from exc
+    except (ValueError, EOFError) as exc:
         raise DataFormatError(file, None, f"unreadable .npy array ({exc}); {hint}") from exc
     if arr.dtype.str != spec.get("dtype") or list(arr.shape) != spec.get("shape"):
         raise DataFormatError(

@@ -71,6 +71,11 @@ class NotReadyError(ClirError):
     """A resource the request needs is not loaded (no model for that language, no index)."""
 
 
+class OutOfFilesError(NotReadyError):
+    """The process may open no more files (its ``ulimit -n``): not a broken file, and not
+    fixed by rebuilding one; raise the limit."""
+
+
 class OverloadedError(NotReadyError):
     """Too many requests are in progress; the caller should retry after ``retry_after`` s."""
 

@@ -29,6 +29,7 @@ from service.api.resources import load_resources
 from service.api.serving import QueryService
 from service.api.warmup import warm_up
 from service.jobs.worker import EmbeddedWorker
+from service.processes import raise_open_files_limit
 from service.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             worker.start()
         try:
             reserve_threads(settings)
+            log.info("open files limit: %d", raise_open_files_limit())
             resources = load_resources(settings)
             if settings.warm_up:
                 await asyncio.to_thread(warm_up, app.state.service, resources, settings)
@@ -54,6 +56,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if worker is not None:
                 await asyncio.to_thread(worker.stop)
+            # the app may outlive its lifespan (FastAPI caches its endpoints, and so the app):
+            # what was loaded is released here, not when the app is collected
+            app.state.resources = None
+            await asyncio.to_thread(app.state.service.close)
 
     app = FastAPIOffline(
         title="CLIR service",

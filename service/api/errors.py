@@ -29,6 +29,7 @@ from service.errors import (
     MissingResourceError,
     NotFoundError,
     NotReadyError,
+    OutOfFilesError,
     OverloadedError,
     QueueFullError,
 )
@@ -45,6 +46,7 @@ STATUS_BY_ERROR: tuple[tuple[type[ClirError], int], ...] = (
     (JobCancelled, 409),  # the job was cancelled: the state changed under the request
     (QueueFullError, 429),  # the admission queue is full, with Retry-After
     (OverloadedError, 503),  # with Retry-After (service.api.limits)
+    (OutOfFilesError, 503),  # the process's limit of open files (ulimit -n): the operator's fix
     (NotReadyError, 503),
     (MissingResourceError, 503),
     (MissingExtraError, 501),  # this install lacks the optional extra the feature needs

@@ -316,10 +316,31 @@ class QueryService:
         self._ray: dict[tuple[str, int], RaySearcher] = {}
         self._pipelines: dict[tuple[int, int], SearchPipeline] = {}
         self._scorers_lock = threading.Lock()
-        threads = settings.decode_threads or os.cpu_count() or 1
-        self.pool: Executor | None = (
-            ThreadPoolExecutor(threads, thread_name_prefix="decode") if threads > 1 else None
-        )
+        self._decode_threads = settings.decode_threads or os.cpu_count() or 1
+        self.pool: Executor | None = self._decode_pool()
+
+    def close(self) -> None:
+        """Release what the service holds: the decode threads, the Ray fan-outs (their
+        driver processes), the cached forests, scorers and pipelines (and so the indexes and
+        bundles they map: every memory-mapped array holds a file descriptor). The app's
+        lifespan calls it at shutdown; the service stays usable and builds them again."""
+        with self._scorers_lock:
+            ray, self._ray = list(self._ray.values()), {}
+            searchers, self._searchers = list(self._searchers.values()), {}
+            self._scorers.clear()
+            self._pipelines.clear()
+        for r in ray:
+            r.close()
+        for s in searchers:
+            s.close()
+        self.cache.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self._decode_pool()
+
+    def _decode_pool(self) -> Executor | None:
+        threads = self._decode_threads
+        return ThreadPoolExecutor(threads, thread_name_prefix="decode") if threads > 1 else None
 
     # --- checks -----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from service.cli.search import register as register_search
 from service.cli.serving import register as register_serving
 from service.cli.weights import register as register_weights
 from service.errors import ClirError
+from service.processes import raise_open_files_limit
 
 # One BLAS thread per process: the heavy work is many small products, which multithreaded
 # OpenBLAS slows down several times on this 2-core machine.
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
+    raise_open_files_limit()  # indexes and models are memory-mapped, a descriptor per array
     try:
         return handler(args)
     except ClirError as exc:

@@ -64,7 +64,8 @@ class CollectionDense(DenseSource):
         passage cutting: scores of others do not compare); a segment embedded otherwise is
         pending, as one not embedded yet. ``snapshot``: the commit read (default: the
         collection's current one)."""
-        self.collection = collection
+        # the snapshot only, not the collection: the cache of readers (:func:`collection_dense`)
+        # is weak in the collection, and lets it (and its memory maps) go when it is closed
         self.snapshot = collection.snapshot if snapshot is None else snapshot
         live: dict[tuple[str, PassageParams], int] = {}
         for view in self.snapshot.views():

@@ -54,6 +54,7 @@ from service.collection.search import (
 )
 from service.errors import MissingExtraError
 from service.mt.bundle import ModelBundle, load_bundle
+from service.processes import raise_open_files_limit
 from service.retrieval.base import DecodedQuery, Ranking, Relation
 from service.retrieval.explain import Explanation
 
@@ -67,6 +68,7 @@ class ShardWorker:
         self, path: str, shard: int, bundle_path: str | None, state_root: str | None
     ) -> None:
         self.shard = shard
+        raise_open_files_limit()  # the shard's segments are memory-mapped, a descriptor each
         sweep_boards()  # what workers killed mid-query left in shared memory
         self.collection = Collection(path, shards=[shard])
         bundle = None

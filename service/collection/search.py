@@ -582,6 +582,15 @@ class SnapshotSearcher:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="clir-shard")
             return self._pool
 
+    def close(self) -> None:
+        """Stop the shard threads and drop the scorers (and the segments they map); a later
+        search starts them again."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._scorers.clear()
+
     def scorer(self, method: str, view: SegmentView, params: Mapping[str, Any]) -> Scorer:
         key = (method, tuple(sorted(params.items())))
         per_view = self._scorers.setdefault(view.index, {})

@@ -4,6 +4,9 @@ admin token guards the routes (401/403), bad bodies are 422, an index built whol
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api.app import create_app
 from service.collection import build_collection
 from service.index.build import build_params
-from tests.api.conftest import MakeClient
+from service.mt.bundle import ModelBundle
+from tests.api.conftest import MakeClient, bare_settings
 from tests.conftest import TOY_DOCS
 
 TOKEN = "collection-admin-token-0123456789"
@@ -250,3 +255,27 @@ def test_a_forced_rebuild_under_the_running_service(
     other = make_client(doc_indexes=[fresh])
     for method in ("dt", "psq", "bowfd"):
         assert search(live, method) == search(other, method)
+
+
+def open_files_under(path: Path) -> int:
+    """File descriptors of this process open on files under ``path`` (a memory map holds one)."""
+    n = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed while listed
+            n += os.readlink(fd).startswith(str(path))
+    return n
+
+
+def test_a_stopped_app_lets_its_collection_go(
+    toy_bundle: ModelBundle, coll_path: Path, tmp_path: Path
+) -> None:
+    # FastAPI keeps every app it made reachable (its endpoint caches): what the lifespan loaded
+    # must be released at shutdown, or a process that starts apps (tests, reloads) runs out of
+    # file descriptors, one per memory-mapped array
+    settings = bare_settings(tmp_path, model_bundles=[toy_bundle.path], doc_indexes=[coll_path])
+    with TestClient(create_app(settings)) as client:
+        for method in ("bowfd", "dt", "psq"):
+            search(client, method)
+        assert open_files_under(coll_path) > 0
+    gc.collect()
+    assert open_files_under(coll_path) == 0

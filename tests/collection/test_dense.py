@@ -20,6 +20,7 @@ from service.cli import main
 from service.collection import Collection, CollectionWriter, build_collection
 from service.collection.dense import (
     CollectionDense,
+    collection_dense,
     dense_status,
     embed_collection,
     segment_vectors,
@@ -250,6 +251,18 @@ def test_vectors_of_segments_merged_away_are_let_go(tmp_path: Path) -> None:
     gc.collect()
     assert all(r() is None for r in refs)
     assert segment_vectors(coll.snapshot.views()[0]) is not None
+
+
+def test_a_closed_collection_takes_its_dense_reader_with_it(tmp_path: Path) -> None:
+    """The readers made per snapshot are cached weakly by collection: one that holds its
+    collection would keep it, and every array it maps (a file descriptor each), for ever."""
+    coll = embedded_collection(tmp_path / "c", 1, "per-doc")
+    source, state = collection_dense(coll)
+    assert source is not None and state == "on"
+    ref = weakref.ref(coll)
+    del coll, source
+    gc.collect()
+    assert ref() is None
 
 
 def test_a_merge_with_a_segment_not_embedded_leaves_it_to_embed(tmp_path: Path) -> None:
