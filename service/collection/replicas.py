@@ -243,85 +243,23 @@ class ShardRouter:
         budget = self.timeout_s if budget is None else budget
         start = time.monotonic()
         deadline = start + budget
-        n = len(self.copies)
-        pending: dict[Any, tuple[int, Copy, float]] = {}
-        tried: list[list[Copy]] = [[] for _ in range(n)]
-        errors: list[list[str]] = [[] for _ in range(n)]
-        done: dict[int, Any] = {}
-        hedge_at = [start + self.hedge_after(s, budget) for s in range(n)]
-
-        def send(shard: int) -> bool:
-            copy = self._choose(shard, tried[shard])
-            if copy is None:
-                return False
-            tried[shard].append(copy)
-            try:
-                ref = getattr(copy.actor, method).remote(*args)
-            except self.ray.exceptions.RayError as exc:  # a handle of an actor known dead
-                self._failed(copy, exc)
-                errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
-                return send(shard)
-            copy.inflight += 1
-            pending[ref] = (shard, copy, time.monotonic())
-            return True
-
-        for s in range(n):
-            if not send(s):
-                errors[s].append("no copy is up")
-        while pending and len(done) < n:
+        req = _Request(self, method, args, len(self.copies))
+        req.hedge_at = [start + self.hedge_after(s, budget) for s in range(req.n)]
+        for s in range(req.n):
+            if not req.send(s):
+                req.errors[s].append("no copy is up")
+        while req.pending and len(req.done) < req.n:
             now = time.monotonic()
             if now >= deadline:
                 break
-            hedges = [hedge_at[s] for s in range(n) if s not in done and hedge_at[s] > now]
+            hedges = [t for s, t in enumerate(req.hedge_at) if s not in req.done and t > now]
             wait = min([deadline, *hedges]) - now
-            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=max(wait, 0.0))
+            ready, _ = self.ray.wait(list(req.pending), num_returns=1, timeout=max(wait, 0.0))
             for ref in ready:
-                shard, copy, sent = pending.pop(ref)
-                copy.inflight -= 1
-                try:
-                    value = self.ray.get(ref)
-                except self.ray.exceptions.RayError as exc:
-                    self._failed(copy, exc)
-                    errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
-                    if shard not in done and not self._asked(pending, shard) and send(shard):
-                        self._event("failover", shard)
-                    continue
-                took = time.monotonic() - sent
-                if shard in done:
-                    continue  # a hedge's loser, late
-                done[shard] = value
-                self.latency[shard].append(took)
-                if copy.state != UP:
-                    copy.mark(UP)
-                for other, (s2, c2, sent2) in list(pending.items()):
-                    if s2 == shard:  # overtaken: no longer waited for
-                        pending.pop(other)
-                        c2.inflight -= 1
-                        self._cancel(other)
-                        if time.monotonic() - sent2 > took:
-                            self._suspect(c2, "overtaken by another copy")
-            now = time.monotonic()
-            for s in range(n):
-                if s not in done and now >= hedge_at[s] and self._asked(pending, s):
-                    hedge_at[s] = float("inf")  # one hedge a shard
-                    if send(s):
-                        self._event("hedge", s)
-        for ref, (shard, copy, _sent) in pending.items():  # out of time
-            copy.inflight -= 1
-            self._cancel(ref)
-            self._suspect(copy, f"no answer within {budget:g} s")
-            errors[shard].append(f"copy {copy.slot} timed out after {budget:g} s")
-        out: list[tuple[int, Any, str | None]] = []
-        for s in range(n):
-            if s in done:
-                out.append((s, done[s], None))
-            else:
-                out.append((s, None, "no copy answered (" + "; ".join(errors[s]) + ")"))
-        return out
-
-    @staticmethod
-    def _asked(pending: dict[Any, tuple[int, Copy, float]], shard: int) -> bool:
-        return any(s == shard for s, _, _ in pending.values())
+                req.receive(ref)
+            req.hedge(time.monotonic())
+        req.expire(budget)
+        return req.answers()
 
     def _cancel(self, ref: Any) -> None:
         try:
@@ -462,3 +400,88 @@ class ShardRouter:
                 except Exception:  # an actor already gone
                     log.debug("shard worker already gone")
         self.copies = []
+
+
+class _Request:
+    """One :meth:`ShardRouter.ask`: the calls in flight, the copies tried and why they
+    failed, and the answers, per shard."""
+
+    def __init__(self, router: ShardRouter, method: str, args: tuple[Any, ...], n: int) -> None:
+        self.router, self.method, self.args, self.n = router, method, args, n
+        self.pending: dict[Any, tuple[int, Copy, float]] = {}
+        self.tried: list[list[Copy]] = [[] for _ in range(n)]
+        self.errors: list[list[str]] = [[] for _ in range(n)]
+        self.done: dict[int, Any] = {}
+        self.hedge_at: list[float] = []
+
+    def send(self, shard: int) -> bool:
+        """Send to a copy of ``shard`` not tried yet; False when none is left."""
+        router = self.router
+        copy = router._choose(shard, self.tried[shard])
+        if copy is None:
+            return False
+        self.tried[shard].append(copy)
+        try:
+            ref = getattr(copy.actor, self.method).remote(*self.args)
+        except router.ray.exceptions.RayError as exc:  # a handle of an actor known dead
+            router._failed(copy, exc)
+            self.errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
+            return self.send(shard)
+        copy.inflight += 1
+        self.pending[ref] = (shard, copy, time.monotonic())
+        return True
+
+    def receive(self, ref: Any) -> None:
+        """Take the answer (or the failure, failed over) of a call that is ready."""
+        router = self.router
+        shard, copy, sent = self.pending.pop(ref)
+        copy.inflight -= 1
+        try:
+            value = router.ray.get(ref)
+        except router.ray.exceptions.RayError as exc:
+            router._failed(copy, exc)
+            self.errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
+            if shard not in self.done and not self.asked(shard) and self.send(shard):
+                router._event("failover", shard)
+            return
+        took = time.monotonic() - sent
+        if shard in self.done:
+            return  # a hedge's loser, late
+        self.done[shard] = value
+        router.latency[shard].append(took)
+        if copy.state != UP:
+            copy.mark(UP)
+        for other, (s2, c2, sent2) in list(self.pending.items()):
+            if s2 == shard:  # overtaken: no longer waited for
+                self.pending.pop(other)
+                c2.inflight -= 1
+                router._cancel(other)
+                if time.monotonic() - sent2 > took:
+                    router._suspect(c2, "overtaken by another copy")
+
+    def hedge(self, now: float) -> None:
+        """Send once more, to a second copy, for each shard past its hedge time."""
+        for s in range(self.n):
+            if s not in self.done and now >= self.hedge_at[s] and self.asked(s):
+                self.hedge_at[s] = float("inf")  # one hedge a shard
+                if self.send(s):
+                    self.router._event("hedge", s)
+
+    def expire(self, budget: float) -> None:
+        """Out of time: cancel what is still in flight and suspect its copies."""
+        for ref, (shard, copy, _sent) in self.pending.items():
+            copy.inflight -= 1
+            self.router._cancel(ref)
+            self.router._suspect(copy, f"no answer within {budget:g} s")
+            self.errors[shard].append(f"copy {copy.slot} timed out after {budget:g} s")
+
+    def asked(self, shard: int) -> bool:
+        return any(s == shard for s, _, _ in self.pending.values())
+
+    def answers(self) -> list[tuple[int, Any, str | None]]:
+        return [
+            (s, self.done[s], None)
+            if s in self.done
+            else (s, None, "no copy answered (" + "; ".join(self.errors[s]) + ")")
+            for s in range(self.n)
+        ]

@@ -296,18 +296,11 @@ def _gather_blob(
     )
 
 
-def merge_segments(
-    target: Path,
-    segments: Sequence[Segment],
-    deleted: Sequence[npt.NDArray[np.integer[Any]] | None],
-    *,
-    name: str,
-    shard: int,
-) -> int:
-    """Write the live documents of ``segments`` (in sequence order) as one segment at
-    ``target``; the number of documents written."""
-    params = BuildParams(**segments[0].manifest["build"])
-    # documents: the live ones of every segment, ordered by sequence number
+def _live_order(
+    segments: Sequence[Segment], deleted: Sequence[npt.NDArray[np.integer[Any]] | None]
+) -> tuple[list[Int64Array], Int64Array, Int64Array, list[npt.NDArray[np.int32]]]:
+    """The live rows of each segment, their sequence numbers (segment by segment), the order
+    that sorts those by sequence, and each source row's new document number (−1: deleted)."""
     keep_rows: list[Int64Array] = []
     for seg, dead in zip(segments, deleted, strict=True):
         live = np.ones(seg.n_docs, dtype=np.bool_)
@@ -316,28 +309,44 @@ def merge_segments(
         keep_rows.append(np.flatnonzero(live).astype(np.int64))
     seqs = np.concatenate([s.seq[r] for s, r in zip(segments, keep_rows, strict=True)])
     order = np.argsort(seqs, kind="stable")
-    n = len(seqs)
-    # each source row's new document number (−1: deleted)
+    inverse = np.empty(len(seqs), dtype=np.int64)
+    inverse[order] = np.arange(len(seqs), dtype=np.int64)
     new_docno: list[npt.NDArray[np.int32]] = []
     base = 0
-    inverse = np.empty(n, dtype=np.int64)
-    inverse[order] = np.arange(n, dtype=np.int64)
     for seg, rows in zip(segments, keep_rows, strict=True):
         m = np.full(seg.n_docs, -1, dtype=np.int32)
         m[rows] = inverse[base : base + len(rows)]
         new_docno.append(m)
         base += len(rows)
-    # vocabulary: the union of the terms that still occur in a live document
+    return keep_rows, seqs, order, new_docno
+
+
+@dataclass
+class _MergedTerms:
+    """The merged vocabulary and postings: ``final`` terms (those a live document holds),
+    their global ids, and per source segment the map of its term ids to merged ones."""
+
+    final: list[str]
+    gid: npt.NDArray[np.int64]
+    remap: list[npt.NDArray[np.int32]]  # source term id -> merged id (before dropping unused)
+    renum: npt.NDArray[np.int32]  # merged id -> final id
+    arrays: dict[str, np.ndarray]
+
+
+def _merge_postings(
+    segments: Sequence[Segment], new_docno: list[npt.NDArray[np.int32]]
+) -> _MergedTerms:
+    """Postings of the live documents under merged term ids, sorted by (term, document); in
+    32-bit arrays, freed as soon as they are used (a merge's memory is its postings). The
+    vocabulary is the union of the terms that still occur in a live document."""
     source_terms = [seg.terms() for seg in segments]
     term_gid: dict[str, int] = {}
     for seg, terms in zip(segments, source_terms, strict=True):
         for t, g in zip(terms, seg.gid.tolist(), strict=True):
             term_gid.setdefault(t, g)
-    # postings of the live documents under merged term ids, sorted by (term, document); in
-    # 32-bit arrays, freed as soon as they are used (a merge's memory is its postings)
     merged_terms = sorted(term_gid)
     local_of = {t: i for i, t in enumerate(merged_terms)}
-    p_terms, p_docs, p_tfs, tok_parts = [], [], [], []
+    p_terms, p_docs, p_tfs, remaps = [], [], [], []
     for seg, terms, m32 in zip(segments, source_terms, new_docno, strict=True):
         remap = np.asarray([local_of[t] for t in terms], dtype=np.int32)
         docs = m32[seg.arrays["post_docs"]]
@@ -345,8 +354,7 @@ def merge_segments(
         p_terms.append(remap[seg.posting_terms()[alive]])
         p_docs.append(docs[alive])
         p_tfs.append(seg.arrays["post_tf"][alive].astype(np.int32))
-        if params.keep_tokens:
-            tok_parts.append(remap)
+        remaps.append(remap)
     terms_all = np.concatenate(p_terms)
     docs_all = np.concatenate(p_docs)
     tfs_all = np.concatenate(p_tfs)
@@ -361,46 +369,47 @@ def merge_segments(
     terms_all, docs_all, tfs_all = terms_all[post_order], docs_all[post_order], tfs_all[post_order]
     del post_order
     n_terms = len(final_terms)
-    df = np.bincount(terms_all, minlength=n_terms).astype(np.int32)
     vocab_blob, vocab_offsets = encode_terms(final_terms)
     tf_dtype = np.uint16 if tfs_all.size == 0 or tfs_all.max() <= 0xFFFF else np.int32
+    arrays: dict[str, np.ndarray] = {
+        "vocab_blob": vocab_blob,
+        "vocab_offsets": vocab_offsets,
+        "df": np.bincount(terms_all, minlength=n_terms).astype(np.int32),
+        "post_offsets": ptr_from_counts(np.bincount(terms_all, minlength=n_terms)),
+        "post_docs": docs_all.astype(np.int32),
+        "post_tf": tfs_all.astype(tf_dtype),
+    }
+    gid = np.asarray([term_gid[t] for t in final_terms], dtype=np.int64)
+    return _MergedTerms(final_terms, gid, remaps, renum, arrays)
 
-    def by_doc(name_: str) -> np.ndarray:
-        return np.concatenate(
-            [s.arrays[name_][r] for s, r in zip(segments, keep_rows, strict=True)]
-        )[order]
 
-    # sources: one table, every document's index into it
+def _merge_doc_arrays(
+    segments: Sequence[Segment], keep_rows: list[Int64Array], order: Int64Array
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The per-document arrays of the live documents in sequence order: lengths, sources
+    (one table, every document's index into it) and the id, title and text blobs."""
     sources: list[str] = []
     src_parts = []
     for seg in segments:
-        names = [str(x) for x in seg.manifest["counts"]["sources"]]
         ids = []
-        for s in names:
+        for s in (str(x) for x in seg.manifest["counts"]["sources"]):
             if s not in sources:
                 sources.append(s)
             ids.append(sources.index(s))
         src_parts.append(np.asarray(ids, dtype=np.uint16))
+    pairs = list(zip(segments, keep_rows, strict=True))
     doc_source = np.concatenate(
-        [src_parts[i][s.arrays["doc_source"][r]] for i, (s, r) in
-         enumerate(zip(segments, keep_rows, strict=True))]
-    )[order]  # fmt: skip
+        [src_parts[i][s.arrays["doc_source"][r]] for i, (s, r) in enumerate(pairs)]
+    )[order]
     arrays: dict[str, np.ndarray] = {
-        "vocab_blob": vocab_blob,
-        "vocab_offsets": vocab_offsets,
-        "df": df,
-        "post_offsets": ptr_from_counts(np.bincount(terms_all, minlength=n_terms)),
-        "post_docs": docs_all.astype(np.int32),
-        "post_tf": tfs_all.astype(tf_dtype),
-        "doc_len": by_doc("doc_len").astype(np.int32),
+        "doc_len": np.concatenate([s.arrays["doc_len"][r] for s, r in pairs])[order].astype(
+            np.int32
+        ),
         "doc_source": doc_source.astype(np.uint16),
     }
     for field in ("id", "title", "text"):
-        parts = [
-            (s.arrays[f"{field}_blob"], s.arrays[f"{field}_offsets"], r)
-            for s, r in zip(segments, keep_rows, strict=True)
-        ]
-        blob, off = _gather_blob(parts)
+        blob, off = _gather_blob([(s.arrays[f"{field}_blob"], s.arrays[f"{field}_offsets"], r)
+                                  for s, r in pairs])  # fmt: skip
         # the blob was gathered segment by segment: reorder to sequence order
         lengths = np.diff(off)[order]
         starts = off[:-1][order]
@@ -408,29 +417,57 @@ def merge_segments(
             np.concatenate(
                 [blob[a : a + n_] for a, n_ in zip(starts.tolist(), lengths.tolist(), strict=True)]
             )
-            if n
+            if len(order)
             else blob
         )
         arrays[f"{field}_offsets"] = ptr_from_counts(lengths)
-    if params.keep_tokens:
-        seq_tokens: list[np.ndarray] = []
-        for seg, rows, remap in zip(segments, keep_rows, tok_parts, strict=True):
-            off = seg.arrays["tokens_offsets"]
-            toks = seg.arrays["tokens"]
-            for r in rows.tolist():
-                seq_tokens.append(renum[remap[toks[off[r] : off[r + 1]]]])
-        seq_tokens = [seq_tokens[i] for i in order.tolist()]
-        arrays["tokens_offsets"] = ptr_from_counts([len(t) for t in seq_tokens])
-        arrays["tokens"] = (
+    return arrays, sources
+
+
+def _merge_tokens(
+    segments: Sequence[Segment], keep_rows: list[Int64Array], order: Int64Array, t: _MergedTerms
+) -> dict[str, np.ndarray]:
+    """Every live document's token ids (kept for feedback), under the final term ids."""
+    seq_tokens: list[np.ndarray] = []
+    for seg, rows, remap in zip(segments, keep_rows, t.remap, strict=True):
+        off = seg.arrays["tokens_offsets"]
+        toks = seg.arrays["tokens"]
+        for r in rows.tolist():
+            seq_tokens.append(t.renum[remap[toks[off[r] : off[r + 1]]]])
+    seq_tokens = [seq_tokens[i] for i in order.tolist()]
+    return {
+        "tokens_offsets": ptr_from_counts([len(x) for x in seq_tokens]),
+        "tokens": (
             np.concatenate(seq_tokens).astype(np.int32) if seq_tokens else np.zeros(0, np.int32)
-        )
-    arrays["gid"] = np.asarray([term_gid[t] for t in final_terms], dtype=np.int64)
+        ),
+    }
+
+
+def merge_segments(
+    target: Path,
+    segments: Sequence[Segment],
+    deleted: Sequence[npt.NDArray[np.integer[Any]] | None],
+    *,
+    name: str,
+    shard: int,
+) -> int:
+    """Write the live documents of ``segments`` (in sequence order) as one segment at
+    ``target``; the number of documents written."""
+    params = BuildParams(**segments[0].manifest["build"])
+    keep_rows, seqs, order, new_docno = _live_order(segments, deleted)
+    n = len(seqs)
+    terms = _merge_postings(segments, new_docno)
+    docs, sources = _merge_doc_arrays(segments, keep_rows, order)
+    arrays = {**terms.arrays, **docs}
+    if params.keep_tokens:
+        arrays.update(_merge_tokens(segments, keep_rows, order, terms))
+    arrays["gid"] = terms.gid
     arrays["seq"] = seqs[order].astype(np.int64)
     lengths_all = arrays["doc_len"]
     counts = {
         "n_docs": n,
-        "n_terms": n_terms,
-        "n_postings": int(docs_all.size),
+        "n_terms": len(terms.final),
+        "n_postings": int(arrays["post_docs"].size),
         "n_tokens": int(lengths_all.sum()),
         "avdl": float(lengths_all.sum()) / n if n else 0.0,
         "sources": sources,

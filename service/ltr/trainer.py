@@ -113,25 +113,16 @@ class _ProgressTable:
         return sum(self.done) / t if t else 0.0
 
 
-def train(
+def _build(
     backend: Backend,
     specs: Sequence[ShardSpec],
-    start: Mapping[str, float],
-    *,
     build_dev: Callable[[Reporter], DevSet],
-    epochs: int,
-    patience: int,
-    ctx: JobContext | None = None,
-    keep_epoch_weights: bool = False,
-    dev_share: float = 0.2,
-) -> TrainOutcome:
-    """Build the shards (and, meanwhile, the dev set), then run up to ``epochs`` epochs.
-    ``dev_share``: the part of the building phase's bar the dev set's decoding fills (its
-    share of the queries decoded: the dev set often outnumbers the training queries);
-    ``build_dev`` reports through :meth:`Reporter.within`."""
-    rep = Reporter(ctx or NullContext())
+    rep: Reporter,
+    dev_share: float,
+) -> tuple[DevSet, list[dict[str, Any]]]:
+    """Launch the shards and build the dev set, meanwhile when the backend builds in the
+    background (else after): the dev set and the shards' statistics."""
     table = _ProgressTable(len(specs))
-    dev_share = min(1.0, max(0.0, dev_share))
     in_background = backend.builds_in_background  # the dev set first, while workers build
     dev_span = (0.0, dev_share) if in_background else (1.0 - dev_share, 1.0)
     train_span = (dev_share, 1.0) if in_background else (0.0, 1.0 - dev_share)
@@ -151,6 +142,27 @@ def train(
     else:
         stats = backend.built(build_progress, rep.cancelled)
         dev = build_dev(rep)
+    return dev, stats
+
+
+def train(
+    backend: Backend,
+    specs: Sequence[ShardSpec],
+    start: Mapping[str, float],
+    *,
+    build_dev: Callable[[Reporter], DevSet],
+    epochs: int,
+    patience: int,
+    ctx: JobContext | None = None,
+    keep_epoch_weights: bool = False,
+    dev_share: float = 0.2,
+) -> TrainOutcome:
+    """Build the shards (and, meanwhile, the dev set), then run up to ``epochs`` epochs.
+    ``dev_share``: the part of the building phase's bar the dev set's decoding fills (its
+    share of the queries decoded: the dev set often outnumbers the training queries);
+    ``build_dev`` reports through :meth:`Reporter.within`."""
+    rep = Reporter(ctx or NullContext())
+    dev, stats = _build(backend, specs, build_dev, rep, min(1.0, max(0.0, dev_share)))
     rep.span = (0.0, 1.0)
     rep.check()
     rep.progress(BUILD_SHARE, "evaluating the starting weights on dev", force=True)

@@ -460,16 +460,57 @@ def finish_feedback(
     for d, score in zip(expanded.docs.tolist(), expanded.scores.tolist(), strict=True):
         expl: Explanation | None = None
         if holds is not None:
-            held = {t for t, _ in expansion.terms if holds(t, d)}
             mine = own_explanation(d) if own_explanation is not None and d in in_first else None
-            expl = FeedbackExplanation(
-                params.signature(),
-                " ".join(translation),
-                tuple((t, w) for t, w in expansion.terms if t in held),
-                tuple(t for t in expansion.added if t in held),
-                mine,
-            )
+            expl = _explain(d, expansion, translation, params, holds, mine)
         hits.append((d, float(score), expl))
+    total, relation, candidates = _retrieved(
+        params, k, reached, own_retrieved, own_relation, own_candidates, in_first, found, first
+    )
+    info = {
+        "first_candidates": own_candidates,
+        "candidates": candidates,
+        "reached": total,
+        "reached_relation": relation,
+        "expansion": {**as_mapping(expansion), "feedback": params.signature()},
+    }
+    return FeedbackStage(hits, info, (total, relation))
+
+
+def _explain(
+    doc: int,
+    expansion: Expansion,
+    translation: Sequence[str],
+    params: FeedbackParams,
+    holds: Callable[[str, int], bool],
+    own: Explanation | None,
+) -> Explanation:
+    """A hit's explanation: the expansion terms ``doc`` holds, and the method's own."""
+    held = {t for t, _ in expansion.terms if holds(t, doc)}
+    return FeedbackExplanation(
+        params.signature(),
+        " ".join(translation),
+        tuple((t, w) for t, w in expansion.terms if t in held),
+        tuple(t for t in expansion.added if t in held),
+        own,
+    )
+
+
+def _retrieved(
+    params: FeedbackParams,
+    k: int,
+    reached: int,
+    own_retrieved: int,
+    own_relation: Literal["eq", "gte"],
+    own_candidates: Any,
+    in_first: AbstractSet[int],
+    found: Hits,
+    first: Sequence[tuple[int, float]],
+) -> tuple[int, Literal["eq", "gte"], Any]:
+    """The count retrieved, its relation and the candidate counts (:func:`finish_feedback`)."""
+    mixed = params.mixes
+    if params.form == "rerank":  # the method's own documents, ranked again
+        candidates = own_candidates if isinstance(own_candidates, list) else [own_candidates]
+        return own_retrieved, own_relation, candidates
     candidates = [reached]
     if mixed and isinstance(own_candidates, list):
         candidates += [int(c) for c in own_candidates]
@@ -479,18 +520,8 @@ def finish_feedback(
     relation: Literal["eq", "gte"] = "gte" if mixed and len(candidates) > 1 else "eq"
     if mixed and len(first) < params.first_depth(k) and len(found) < params.expanded_depth(k):
         # neither ranking was cut, so both hold every document they rank: count their union
-        total, relation = len(in_first | set(found.docs.tolist())), "eq"
-    if params.form == "rerank":  # the method's own documents, ranked again
-        total, relation = own_retrieved, own_relation
-        candidates = own_candidates if isinstance(own_candidates, list) else [own_candidates]
-    info = {
-        "first_candidates": own_candidates,
-        "candidates": candidates,
-        "reached": total,
-        "reached_relation": relation,
-        "expansion": {**as_mapping(expansion), "feedback": params.signature()},
-    }
-    return FeedbackStage(hits, info, (total, relation))
+        total, relation = len(set(in_first) | set(found.docs.tolist())), "eq"
+    return total, relation, candidates
 
 
 def as_mapping(expansion: Expansion) -> Mapping[str, object]:
