@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import resource
+import select
+import threading
+import time
 from pathlib import Path
 
 
@@ -22,6 +25,39 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def exit_with(pid: int, name: str = "exit-with") -> None:
+    """Exit this process (``os._exit(1)``) as soon as the process ``pid`` is gone: a daemon
+    thread waits on its pid file descriptor (or polls, where there is none). For a worker
+    whose reason to live is that process — a collection writer's indexing workers (killed
+    with SIGKILL, it cannot stop them; left behind they hold the fork server), a Ray shard
+    worker whose raylet died (it would answer on for the ~15 s the cluster takes to declare
+    the node dead, and then vanish at once)."""
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # gone already, or no pidfd: poll
+            while pid_alive(pid):
+                time.sleep(0.5)
+            os._exit(1)
+        select.select([fd], [], [])  # readable when the process has exited
+        os._exit(1)
+
+    if not pid_alive(pid):
+        os._exit(1)
+    threading.Thread(target=watch, name=name, daemon=True).start()
+
+
+def command_of(pid: int) -> str:
+    """The command line of ``pid`` ("" when it cannot be read)."""
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
 
 
 # what Elasticsearch's bootstrap check asks of a node (it maps index files as we do)

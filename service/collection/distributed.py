@@ -54,7 +54,7 @@ from service.collection.search import (
 )
 from service.errors import MissingExtraError
 from service.mt.bundle import ModelBundle, load_bundle
-from service.processes import raise_open_files_limit
+from service.processes import command_of, exit_with, raise_open_files_limit
 from service.retrieval.base import DecodedQuery, Ranking, Relation
 from service.retrieval.explain import Explanation
 
@@ -69,6 +69,9 @@ class ShardWorker:
     ) -> None:
         self.shard = shard
         raise_open_files_limit()  # the shard's segments are memory-mapped, a descriptor each
+        raylet = os.getppid()
+        if "raylet" in command_of(raylet):  # a Ray worker: it dies with its node's raylet
+            exit_with(raylet, "raylet-watch")
         sweep_boards()  # what workers killed mid-query left in shared memory
         self.collection = Collection(path, shards=[shard])
         bundle = None

@@ -20,6 +20,11 @@ asks for, in one place:
   to it while it is, and a monitor pings it until it answers again — so a frozen worker
   (``SIGSTOP``) costs one request, not every one. A copy suspect for longer than
   :data:`SUSPECT_REPLACE_S` is replaced.
+* **Standbys.** A copy whose calls fail (Ray: unavailable — restarting, or its node lost
+  before the cluster's health checks say so, ~15 s) gets a standby started at once on the node
+  :meth:`ShardRouter._place` picks; the standby takes the copy's place as soon as it answers a
+  ping, and is stopped if the copy answers first. So a lost copy costs the time a worker takes
+  to start, not that plus a wait to be sure.
 * **Re-placement.** A copy whose actor died, cannot be scheduled, or whose node is gone is
   started again on a node alive now (pinned there: a preference is dropped whenever the
   scheduler has not yet heard of a node's resources, and every copy would then land on the
@@ -78,6 +83,7 @@ class Copy:
         self.probe: Any = None  # an outstanding ping
         self.error: str | None = None
         self.failing = False  # suspect because calls fail (not because they hang)
+        self.standby: Copy | None = None  # started beside a failing copy, to take its place
 
     def mark(self, state: str, error: str | None = None, failing: bool = False) -> None:
         if state != self.state:
@@ -194,23 +200,60 @@ class ShardRouter:
     def replace(self, copy: Copy, why: str, node: str | None = None) -> Copy | None:
         """Start ``copy`` again on a live node (``node``, else the one :meth:`_place` picks;
         the old actor is killed); the new copy."""
+        wanted = node
+        standby = copy.standby
+        if node is None and standby is not None and standby.state != DEAD:
+            node = standby.node
         node = node or self._place(copy.shard, copy)  # asks the cluster: not under the lock
         if node is None:
             return None
         with self._lock:
             if self.copies[copy.shard][copy.slot] is not copy:
                 return None  # already replaced
-            try:
-                self.ray.kill(copy.actor, no_restart=True)
-            except Exception:  # an actor already gone, or its node
-                log.debug("shard %d copy %d: already gone", copy.shard, copy.slot)
-            new = self._spawn(copy.shard, copy.slot, node)
+            self._kill(copy)
+            new, copy.standby = copy.standby, None
+            if new is None or new.state == DEAD or (wanted is not None and new.node != wanted):
+                if new is not None:
+                    self._kill(new)
+                new = self._spawn(copy.shard, copy.slot, node)
+            else:
+                node = new.node  # the standby, started already
             self.copies[copy.shard][copy.slot] = new
         log.warning(
             "shard %d copy %d replaced on node %s (%s)", copy.shard, copy.slot, node[:12], why
         )
         self._event("replacement", copy.shard)
         return new
+
+    def _kill(self, copy: Copy) -> None:
+        try:
+            self.ray.kill(copy.actor, no_restart=True)
+        except Exception:  # an actor already gone, or its node
+            log.debug("shard %d copy %d: already gone", copy.shard, copy.slot)
+
+    def _stand_by(self, copy: Copy) -> None:
+        """Keep ``copy``'s standby going while its calls fail: start one (on the node
+        :meth:`_place` picks), probe it, let it take the copy's place once it answers; stop
+        it when the copy answers again or the standby itself fails."""
+        standby = copy.standby
+        if standby is None:
+            node = self._place(copy.shard, copy)
+            if node is None:
+                return
+            with self._lock:
+                if self.copies[copy.shard][copy.slot] is not copy or copy.standby is not None:
+                    return
+                copy.standby = self._spawn(copy.shard, copy.slot, node)
+            log.info("shard %d copy %d: standby started on node %s (%s)",
+                     copy.shard, copy.slot, node[:12], copy.error)  # fmt: skip
+            return
+        if standby.state == DEAD or (standby.state == SUSPECT and standby.probe is None):
+            copy.standby = None  # it failed too: another is started at the next round
+            self._kill(standby)
+        elif standby.state == UP:
+            self.replace(copy, f"its standby answered ({copy.error})")
+        else:
+            self._probe(standby)
 
     # --- routing ------------------------------------------------------------------------------
 
@@ -284,6 +327,9 @@ class ShardRouter:
             copy.mark(DEAD, why)
         else:  # unavailable: restarting, or its node lost before the cluster says so
             copy.mark(SUSPECT, why, failing=True)
+        # a ping sent before the failure may have been answered before it: only a ping sent
+        # after it says the copy is back (else a lost copy flaps up, and its standby stops)
+        copy.probe = None
         self._wake.set()
 
     def _event(self, kind: str, shard: int) -> None:
@@ -314,6 +360,11 @@ class ShardRouter:
         self.cluster_error = None
         now = time.monotonic()
         for copy in [c for cs in self.copies for c in cs]:
+            if copy.standby is not None and copy.state == UP:
+                log.info("shard %d copy %d answered again: standby stopped",
+                         copy.shard, copy.slot)  # fmt: skip
+                standby, copy.standby = copy.standby, None
+                self._kill(standby)
             if copy.state == DEAD:
                 self.replace(copy, copy.error or "dead")
             elif copy.node not in alive:
@@ -327,6 +378,8 @@ class ShardRouter:
             elif copy.state == STARTING and now - copy.since > START_S:
                 self.replace(copy, f"not started within {START_S:g} s")
             elif copy.state in (SUSPECT, STARTING):
+                if copy.state == SUSPECT and copy.failing:
+                    self._stand_by(copy)
                 self._probe(copy)
         self._rebalance(alive)
 
@@ -393,12 +446,10 @@ class ShardRouter:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
-        for cs in self.copies:
-            for c in cs:
-                try:
-                    self.ray.kill(c.actor, no_restart=True)
-                except Exception:  # an actor already gone
-                    log.debug("shard worker already gone")
+        for copy in [c for cs in self.copies for c in cs]:
+            for c in (copy, copy.standby):
+                if c is not None:
+                    self._kill(c)
         self.copies = []
 
 

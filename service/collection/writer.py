@@ -28,9 +28,7 @@ from __future__ import annotations
 import fcntl
 import multiprocessing
 import os
-import select
 import shutil
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -67,7 +65,7 @@ from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
 from service.index.build import BuildParams
 from service.index.tokenize import TokenizeFn
-from service.processes import pid_alive
+from service.processes import exit_with
 from service.records import Doc
 
 LOCK_FILE = "LOCK"
@@ -97,21 +95,8 @@ def _doc_bytes(doc: Doc) -> int:
 def _die_with_writer(writer_pid: int) -> None:
     """In a worker process: exit as soon as the writer that started it is gone (killed with
     SIGKILL, it cannot stop its workers; a worker left behind would keep the fork server, and
-    with it the pool, alive). A daemon thread waits on the writer's pid file descriptor."""
-
-    def watch() -> None:
-        try:
-            fd = os.pidfd_open(writer_pid)
-        except (OSError, AttributeError):  # gone already, or no pidfd: poll
-            while pid_alive(writer_pid):
-                time.sleep(0.5)
-            os._exit(1)
-        select.select([fd], [], [])  # readable when the process has exited
-        os._exit(1)
-
-    if not pid_alive(writer_pid):
-        os._exit(1)
-    threading.Thread(target=watch, name="writer-watch", daemon=True).start()
+    with it the pool, alive)."""
+    exit_with(writer_pid, "writer-watch")
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:

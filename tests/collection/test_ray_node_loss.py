@@ -148,7 +148,9 @@ def test_a_lost_node_costs_no_answer_and_its_copies_come_back(
     assert all(len(set(nodes)) == 1 for nodes in report["after"]), {
         k: report[k] for k in ("before", "after", "events", "whole_at", "alive")
     }
-    assert sum(kind == "replacement" for kind, _ in report["events"]) == 2
+    # the two lost copies, each once; at most one more per shard: a copy on the node alive
+    # whose call failed in the turmoil gets a standby, which may answer before it does
+    assert 2 <= sum(kind == "replacement" for kind, _ in report["events"]) <= 4
     slowest = max(a["seconds"] for a in answers)
     print(
         f"\nnode lost: {len(answers)} answers, {len(degraded)} degraded, slowest "

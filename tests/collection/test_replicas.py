@@ -20,9 +20,27 @@ A, B, C = "a" * 56, "b" * 56, "c" * 56  # node ids: hex, as Ray checks
 
 
 @dataclass
+class FakeRef:
+    actor: FakeActor
+
+
+@dataclass
+class FakePing:
+    actor: FakeActor
+
+    def remote(self) -> FakeRef:
+        return FakeRef(self.actor)
+
+
+@dataclass
 class FakeActor:
     node: str
     killed: bool = False
+    answers: bool = False  # its pings are answered (it has started)
+
+    @property
+    def ping(self) -> FakePing:
+        return FakePing(self)
 
 
 @dataclass
@@ -51,6 +69,13 @@ class FakeRay:
 
     def kill(self, actor: FakeActor, no_restart: bool = True) -> None:
         actor.killed = True
+
+    def wait(self, refs: list[FakeRef], timeout: float = 0) -> tuple[list[FakeRef], list[Any]]:
+        ready = [r for r in refs if r.actor.answers and not r.actor.killed]
+        return ready, [r for r in refs if r not in ready]
+
+    def get(self, ref: FakeRef) -> bool:
+        return True
 
 
 def router(nodes: list[str], shards: int = 2, replicas: int = 2) -> ShardRouter:
@@ -100,3 +125,73 @@ def test_a_lost_node_s_copies_go_to_the_node_alive_and_come_back_spread() -> Non
             for c in cs:
                 c.mark(UP)
     assert [sorted(nodes) for nodes in placement(r)] == [[A, C], [A, C]]
+
+
+def test_a_failing_copy_gets_a_standby_at_once_which_takes_its_place_when_it_answers() -> None:
+    # a node lost before the cluster says so: calls to its copies fail at once; the standby
+    # starts now, not after the copy has failed for FAILING_REPLACE_S
+    r = router([A, B])
+    for c in (r.copies[0][1], r.copies[1][0]):  # the copies on node b
+        c.mark(SUSPECT, "ActorUnavailableError", failing=True)
+    lost = r.copies[0][1]
+    r.check()
+    standby = lost.standby
+    assert standby is not None and standby.node == A  # not beside the failing copies
+    assert r.copies[0][1] is lost and not lost.actor.killed  # still its slot, until...
+    r.check()  # ... the standby answers: not yet
+    assert r.copies[0][1] is lost
+    standby.actor.answers = True
+    r.check()  # the ping is sent
+    r.check()  # and answered: the standby takes the slot, the failing copy is stopped
+    assert r.copies[0][1] is standby and standby.state == UP and lost.actor.killed
+    assert placement(r)[0] == [A, A]
+
+
+def test_a_standby_is_stopped_when_the_failing_copy_answers_again() -> None:
+    r = router([A, B])
+    flaky = r.copies[1][0]
+    flaky.mark(SUSPECT, "ActorUnavailableError", failing=True)
+    r.check()
+    standby = flaky.standby
+    assert standby is not None
+    flaky.mark(UP)
+    r.check()
+    assert standby.actor.killed and flaky.standby is None and r.copies[1][0] is flaky
+
+
+def test_a_failing_copy_replaced_before_its_standby_answers_is_replaced_by_it() -> None:
+    r = router([A, B])
+    lost = r.copies[0][1]
+    lost.mark(SUSPECT, "ActorUnavailableError", failing=True)
+    r.check()
+    standby = lost.standby
+    lost.since -= 10  # failing too long: replaced, by the standby already starting
+    r.check()
+    assert r.copies[0][1] is standby and len(r._remote.started) == 5  # 4 copies, 1 standby
+
+
+def test_a_busy_copy_gets_no_standby() -> None:
+    # overtaken by a hedge or slow: suspect, not failing; starting a worker would not help
+    r = router([A, B])
+    busy = r.copies[0][0]
+    busy.mark(SUSPECT, "overtaken by another copy")
+    busy.probe = FakeRef(busy.actor)  # a ping outstanding
+    r.check()
+    assert busy.standby is None and len(r._remote.started) == 4
+
+
+def test_a_ping_answered_before_a_failure_does_not_bring_the_copy_back() -> None:
+    class Unavailable(Exception):
+        pass
+
+    r = router([A, B])
+    r.ray.exceptions = type("E", (), {"ActorDiedError": KeyError, "ActorUnschedulableError":
+                                      KeyError, "NodeDiedError": KeyError,
+                                      "ActorUnavailableError": Unavailable})  # fmt: skip
+    copy = r.copies[0][1]
+    copy.mark(SUSPECT, "overtaken by another copy")
+    copy.probe = FakeRef(copy.actor)  # a ping sent while it was only slow...
+    copy.actor.answers = True  # ... and answered, just before its node was lost
+    r._failed(copy, Unavailable())
+    r.check()
+    assert copy.state == SUSPECT and copy.failing and copy.standby is not None
