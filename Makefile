@@ -21,7 +21,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?=
 
-.PHONY: install test lint typecheck pytest serve models demo index bench clean browser compose lock
+.PHONY: install test check lint typecheck pytest serve models demo index bench clean browser compose lock
 
 $(STAMP): pyproject.toml $(REQS)/tools.txt $(REQS)/serve.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,7 +73,12 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy service
 
 pytest: $(DEV_STAMP) browser compose
-	$(BIN)/pytest -W error --strict-markers
+	$(BIN)/pytest -W error --strict-markers --durations=15
+
+# the inner loop: lint and the fast tier (no subprocess-heavy, Ray, browser or data tests)
+check: $(DEV_STAMP)
+	$(BIN)/ruff check service tests bench
+	$(BIN)/pytest -W error --strict-markers -q -m "not slow and not ray and not browser and not data"
 
 test: lint typecheck pytest
 

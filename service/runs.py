@@ -1,7 +1,7 @@
 """Retrieval by path: one query (``clir search``), query sets written as TREC runs (``clir
 run``) or evaluated (``clir eval``, ``clir eval-tr``) (Hieber & Riezler 2015, §5; TR paper, §3).
 
-The library side of those commands (README.md, "The `clir` command"): load a model bundle and
+The library side of those commands (docs/cli.md): load a model bundle and
 an index or a collection (:func:`service.collection.search.open_store`), decode every query
 once into its +LM forests and rank it (:mod:`service.retrieval.runner`, at depth 1000: Hieber
 & Riezler 2015, §5, evaluate the top 1,000), and write the rankings as a TREC run (``clir run``,

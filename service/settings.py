@@ -159,8 +159,8 @@ class Settings(BaseSettings):
     )
 
     # --- retrieval -------------------------------------------------------------------------
-    bm25_k1: float = Field(1.2, gt=0)
-    bm25_b: float = Field(0.75, ge=0, le=1)
+    bm25_k1: float = Field(1.2, gt=0, description="BM25 term-frequency saturation k1.")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation b.")
     docs_analysis: str = Field(
         "word+min2+stop-long",
         description="Analysis chain of new document indexes (service.index.analysis): steps "
@@ -212,12 +212,20 @@ class Settings(BaseSettings):
     collection_max_segments: int = Field(
         8, ge=1, description="Segments per shard beyond which an add merges the smallest."
     )
-    ranking_depth: int = Field(1000, ge=1)
+    ranking_depth: int = Field(
+        1000,
+        ge=1,
+        description="Documents a method ranks at most for one query (pages read from it).",
+    )
 
     # --- requests ----------------------------------------------------------------------
-    max_query_chars: int = Field(2000, ge=1)
-    max_k: int = Field(1000, ge=1)
-    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    max_query_chars: int = Field(
+        2000, ge=1, description="Longest query accepted (characters); a longer one is 413."
+    )
+    max_k: int = Field(1000, ge=1, description="Largest k (results a request asks for).")
+    max_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request body of the query endpoints (bytes)."
+    )
     max_documents_body_bytes: int = Field(
         32 * 1024 * 1024,
         ge=1024,
@@ -238,7 +246,9 @@ class Settings(BaseSettings):
         "past it, and a request waits for a slot only while it can still finish within it "
         "(service.api.admission).",
     )
-    max_concurrency: int = Field(8, ge=1)
+    max_concurrency: int = Field(
+        8, ge=1, description="Query requests decoded or ranked at once by one API process."
+    )
     queue_size: int = Field(
         1000,
         ge=0,
@@ -264,7 +274,9 @@ class Settings(BaseSettings):
         "that compiled kernels and memory-mapped models are ready (a few seconds; tests that "
         "start many apps turn it off).",
     )
-    cors_origins: list[str] = Field(default_factory=list)
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed to call the API from a browser (CORS)."
+    )
     workers: int = Field(
         1,
         ge=1,
@@ -296,8 +308,12 @@ class Settings(BaseSettings):
 
     # --- admin and training ------------------------------------------------------------
     admin_token: SecretStr | None = Field(None, description="Bearer token for /v1/admin.")
-    ltr_backend: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
+    ltr_backend: Literal["local", "ray"] = Field(
+        "local", description="Where learning-to-rank shards run: processes here, or Ray."
+    )
+    ray_address: str | None = Field(
+        None, description="The Ray cluster to join (default: start or find a local one)."
+    )
 
     # --- background worker (service/jobs) --------------------------------------------------
     embedded_worker: bool = Field(

@@ -1,5 +1,5 @@
 """The service's structure as a checked contract, read from the source with :mod:`ast`
-(README.md, "Layout"): layers, no import cycle, no private name across modules, settings read
+(docs/layout.md): layers, no import cycle, no private name across modules, settings read
 only at the edges, training code reached only from the CLI, the reference decoder only through
 the engine registry. :mod:`tests.test_import_graph` checks the last two at run time too.
 

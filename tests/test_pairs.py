@@ -1,6 +1,6 @@
 """Every fast algorithm and its reference, at a glance, checked.
 
-The house rule (README.md, "Tests"): every fast path — compiled kernels, vectorised numpy,
+The house rule (docs/layout.md): every fast path — compiled kernels, vectorised numpy,
 caches — is tested against a slow, obviously correct reference. :data:`PAIRS` is the index of
 those pairs: for each algorithm, the fast version, the reference and the test module that holds
 them equal. The test checks the index rather than trusting it:

@@ -1,4 +1,4 @@
-"""The ``clir`` command: one sub-command per verb (README.md, "The `clir` command").
+"""The ``clir`` command: one sub-command per verb (docs/cli.md).
 
 This package only parses arguments and prints; the work is done by library modules, which
 import without argparse. :mod:`service.cli.core` builds the parser and maps errors to exit
