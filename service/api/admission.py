@@ -158,7 +158,9 @@ class AdmissionQueue:
         max_wait_s: float | None = None,
         times: ServiceTimes | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_refused: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_refused(kind, status)``: told of each refusal (the service counts them)."""
         self.slots = slots
         self.queue_size = queue_size
         self.budget_s = budget_s
@@ -166,6 +168,7 @@ class AdmissionQueue:
         self.max_wait_s = max_wait_s
         self.times = times or ServiceTimes()
         self.clock = clock
+        self.on_refused = on_refused
         self.running = 0
         self._queue: deque[object] = deque()
         self._cond = threading.Condition()
@@ -185,6 +188,14 @@ class AdmissionQueue:
     def acquire(self, kind: str) -> None:
         """Take a slot for a request of ``kind``, queueing while it can still finish in time;
         raise :class:`OverloadedError` (503) or :class:`QueueFullError` (429) otherwise."""
+        try:
+            self._acquire(kind)
+        except OverloadedError as exc:
+            if self.on_refused is not None:
+                self.on_refused(kind, 429 if isinstance(exc, QueueFullError) else 503)
+            raise
+
+    def _acquire(self, kind: str) -> None:
         with self._cond:
             arrival = self.clock()
             own = self.times.bound(kind)

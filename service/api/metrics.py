@@ -137,6 +137,19 @@ class Metrics:
             "clir_query_cache_bytes", "Approximate memory held by the query cache."
         )
         self.processes = gauge(API_PROCESSES, "API processes summed here.")
+        self.admission_queued = gauge(
+            "clir_admission_queued", "Query requests waiting for a slot (CLIR_QUEUE_SIZE)."
+        )
+        self.admission_running = gauge(
+            "clir_admission_running", "Query requests holding a slot (CLIR_MAX_CONCURRENCY)."
+        )
+        self.refused = Counter(
+            "clir_admission_refused",
+            "Query requests refused by admission, by kind (search/<method>, translate, "
+            "suggest) and status: 503 could not finish within the time budget, 429 queue full.",
+            ("kind", "status"),
+            registry=r,
+        )
         self.shard_latency = Histogram(
             "clir_shard_search_seconds",
             "Time one shard of the collection took to rank a query (its segments, merged).",
@@ -184,6 +197,14 @@ class Metrics:
         for shard, n in enumerate(docs):
             self.shard_docs.labels(str(shard)).set(n)
 
+    def set_admission(self, queued: int, running: int) -> None:
+        """This process's admission queue: requests waiting, requests holding a slot."""
+        self.admission_queued.set(queued)
+        self.admission_running.set(running)
+
+    def count_refused(self, kind: str, status: int) -> None:
+        self.refused.labels(kind, str(status)).inc()
+
     def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:
         """This process's query cache: entries, capacity and approximate bytes."""
         self.cache_entries.set(entries)
@@ -229,6 +250,12 @@ class UncountedMetrics(Metrics):
         pass
 
     def set_cache(self, entries: int, capacity: int, nbytes: int) -> None:
+        pass
+
+    def set_admission(self, queued: int, running: int) -> None:
+        pass
+
+    def count_refused(self, kind: str, status: int) -> None:
         pass
 
 

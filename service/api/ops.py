@@ -21,10 +21,13 @@ router = APIRouter(tags=["ops"])
 
 
 def cache_gauges(app: FastAPI) -> None:
-    """Set the result-cache gauges of the app's metrics from its query service's cache."""
+    """Set the gauges of the app's metrics from its query service: the result cache, the
+    admission queue."""
     metrics: Metrics = app.state.metrics
-    cache = app.state.service.cache
+    service = app.state.service
+    cache = service.cache
     metrics.set_cache(len(cache), cache.size, cache.bytes)
+    metrics.set_admission(service.admission.queued, service.admission.running)
 
 
 @router.get("/healthz")

@@ -302,6 +302,7 @@ class QueryService:
         self.admission = AdmissionQueue(
             settings.max_concurrency, settings.queue_size, settings.request_time_budget_s,
             retry_after_s=settings.retry_after_s, max_wait_s=settings.queue_timeout_s,
+            on_refused=metrics.count_refused,
         )  # fmt: skip
         self._request = threading.local()  # the wait of the request this thread serves
         if settings.queue_timeout_s is not None:

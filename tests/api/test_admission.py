@@ -126,7 +126,11 @@ class Hold:
 
 
 def test_a_queued_request_that_can_no_longer_finish_leaves_the_queue_with_503() -> None:
-    queue = AdmissionQueue(1, 10, budget_s=0.5, times=ServiceTimes(prior_s=0.2))
+    refused: list[tuple[str, int]] = []
+    queue = AdmissionQueue(
+        1, 10, budget_s=0.5, times=ServiceTimes(prior_s=0.2),
+        on_refused=lambda kind, status: refused.append((kind, status)),
+    )  # fmt: skip
     hold = Hold(queue)
     with ThreadPoolExecutor(1) as pool:
         held = pool.submit(hold)
@@ -140,6 +144,7 @@ def test_a_queued_request_that_can_no_longer_finish_leaves_the_queue_with_503() 
     assert 0.25 <= waited < 2.0  # it left at its latest start, 0.5 - 0.2 s after arrival
     assert "can no longer finish within the 0.5 s budget" in str(info.value)
     assert queue.queued == 0 and queue.running == 0
+    assert refused == [("search/dt", 503)]  # told, as the service counts it
 
 
 def test_a_request_refused_at_arrival_says_the_wait_exceeds_the_budget() -> None:
@@ -235,9 +240,13 @@ def test_a_full_queue_is_429_with_retry_after(make_client: MakeClient) -> None:
     service.admission.running = 1  # the one slot is taken
     try:
         r = client.post("/v1/translate", json={"query": "das haus", "lang": "de"})
+        busy = client.get("/metrics").text  # the gauges as the refusal left them
     finally:
         service.admission.running = 0
     assert r.status_code == 429, r.text
+    # operators see refusals by kind and status, and the queue, in /metrics
+    assert 'clir_admission_refused_total{kind="translate",status="429"} 1.0' in busy
+    assert "clir_admission_running 1.0" in busy and "clir_admission_queued 0.0" in busy
     assert r.headers["retry-after"] == "1"
     assert "the queue is full" in r.json()["detail"]
     spec = client.get("/openapi.json").json()
