@@ -484,6 +484,35 @@ def test_api_errors_are_shown_in_the_alert_region(page: WebDriver) -> None:
     assert not alert.is_displayed()
 
 
+BUSY_ONCE = """
+const real = window.fetch.bind(window);
+window.busyCalls = [];
+window.fetch = function (path, init) {
+  window.busyCalls.push(String(path));
+  if (String(path).endsWith("/v1/search") && window.busyCalls.length === 1) {
+    return Promise.resolve(new Response(JSON.stringify({detail: "the service is busy: the \
+queue is full; retry after 1 s"}), {status: 429, headers: {"Retry-After": "1"}}));
+  }
+  return real(path, init);
+};
+"""
+
+
+@pytest.mark.browser
+def test_a_busy_service_is_asked_again_after_the_wait_it_names(page: WebDriver) -> None:
+    # the service's 429 (or 503) with Retry-After, as admission answers under load: the page
+    # says it is busy, waits, and searches again, instead of leaving the searcher an error
+    page.execute_script(BUSY_ONCE)  # the first search answers busy (the rest: the service)
+    page.find_element(By.ID, "search-query").send_keys(QUERY, Keys.ENTER)
+    wait(page).until(lambda d: "busy" in d.find_element(By.ID, "search-summary").text)
+    assert page.find_element(By.ID, "search-summary").text == (
+        "The service is busy: trying again in 1 s…"
+    )
+    wait(page).until(lambda d: d.find_element(By.ID, "search-summary").text.startswith("Res"))
+    assert not page.find_element(By.ID, "alert").is_displayed()
+    assert page.execute_script("return window.busyCalls.length") == 2
+
+
 @pytest.mark.browser
 def test_phone_width_has_no_horizontal_scrolling(page: WebDriver) -> None:
     page.set_window_size(375, 812)

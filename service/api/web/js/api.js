@@ -45,7 +45,7 @@ function errorMessage(response, data) {
     return "Your text is too long: shorten it" +
       (pageLimits.maxQueryChars ? " to at most " + pageLimits.maxQueryChars + " characters." : ".");
   }
-  if (response.status === 503 && response.headers.get("Retry-After")) {
+  if ((response.status === 503 || response.status === 429) && response.headers.get("Retry-After")) {
     return "The service is busy: try again in a few seconds.";
   }
   const detail = formatDetail(data) || response.statusText || "no details";
@@ -59,17 +59,42 @@ export const pageLimits = {
   dense: { offered: false, default: false }, // the dense reader: where the index has vectors
 };
 
-export async function callApi(method, path, body) {
+// A busy service (503 or 429 with Retry-After) is asked again this many times, after the wait
+// it names (at most BUSY_MAX_WAIT_S): a searcher should not have to press the button again.
+const BUSY_RETRIES = 2;
+const BUSY_MAX_WAIT_S = 10;
+
+/** The seconds a busy answer asks to wait before trying again (null: not busy, or too long). */
+export function busyWait(response) {
+  if (response.status !== 503 && response.status !== 429) return null;
+  const seconds = Number(response.headers.get("Retry-After"));
+  return Number.isFinite(seconds) && seconds >= 0 && seconds <= BUSY_MAX_WAIT_S ? seconds : null;
+}
+
+/** What the page says while it waits for a busy service. */
+export function busyText(seconds) {
+  return "The service is busy: trying again in " + Math.max(1, Math.ceil(seconds)) + " s…";
+}
+
+/** Call the API; ``onBusy(seconds)`` is told before each wait when the service is busy and
+ * the call is tried again (the caller shows it: "busy, trying again in 2 s"). */
+export async function callApi(method, path, body, onBusy) {
   const init = { method: method, headers: { Accept: "application/json" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   let response;
-  try {
-    response = await fetch(path, init);
-  } catch (exc) {
-    throw new ApiError(0, "The service cannot be reached (" + exc.message + "). Is it running?");
+  for (let attempt = 0; ; attempt++) {
+    try {
+      response = await fetch(path, init);
+    } catch (exc) {
+      throw new ApiError(0, "The service cannot be reached (" + exc.message + "). Is it running?");
+    }
+    const wait = busyWait(response);
+    if (wait === null || attempt >= BUSY_RETRIES) break;
+    if (onBusy) onBusy(wait);
+    await new Promise(function (resolve) { setTimeout(resolve, wait * 1000); });
   }
   const raw = await response.text();
   let data = null;

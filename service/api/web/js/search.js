@@ -5,7 +5,7 @@
  * shared link and on back and forward.
  */
 
-import { ApiError, callApi, pageLimits } from "./api.js";
+import { ApiError, busyText, callApi, pageLimits } from "./api.js";
 import { docHash, docState, foundBy } from "./docview.js";
 import {
   byId,
@@ -195,7 +195,9 @@ async function runSearch(offset, focusResults, record) {
   summary.textContent = "Searching…";
   try {
     const body = Object.assign({}, request, { offset: offset, explain: true });
-    const response = await callApi("POST", "/v1/search", body);
+    const response = await callApi("POST", "/v1/search", body, function (seconds) {
+      if (seq === searchState.seq) summary.textContent = busyText(seconds);
+    });
     if (seq !== searchState.seq) return; // a newer search has started
     searchState.offset = offset;
     showDegraded("search-degraded", response);

@@ -4,7 +4,7 @@
  * sentence is part of the address (?tab=translate&s=…&lang=…).
  */
 
-import { ApiError, callApi } from "./api.js";
+import { ApiError, busyText, callApi } from "./api.js";
 import { diffRuns, diffSummary, wordDiff } from "./diff.js";
 import { docHash, docState } from "./docview.js";
 import {
@@ -123,7 +123,9 @@ async function runSuggest(record) {
   form.setAttribute("aria-busy", "true");
   summary.textContent = "Looking for reference sentences…";
   try {
-    const response = await callApi("POST", "/v1/suggest", request);
+    const response = await callApi("POST", "/v1/suggest", request, function (seconds) {
+      if (seq === suggestState.seq) summary.textContent = busyText(seconds);
+    });
     if (seq !== suggestState.seq) return;
     showDegraded("suggest-degraded", response);
     const translations = Array.isArray(response.translations) ? response.translations : [];
