@@ -44,6 +44,17 @@ from service.settings import Settings
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 QUEUED_PATHS = frozenset({"/v1/search", "/v1/translate", "/v1/suggest"})  # admission queue
 JSON_EXAMPLE = '{"query": "das haus ist groß", "lang": "de"}'
+# the example a body error quotes, by path (default: a query's, as search, translate, suggest)
+JSON_EXAMPLES = {
+    "/v1/admin/documents": '{"documents": [{"id": "d1", "title": "A title", "text": "The text"}]}',
+    "/v1/admin/train": '{"lang": "de", "epochs": 5}',
+    "/v1/admin/selftest": '{"steps": 3, "seconds": 0.1}',
+}
+
+
+def json_example(path: str) -> str:
+    """A body the endpoint at ``path`` takes, for error messages."""
+    return JSON_EXAMPLES.get(path, JSON_EXAMPLE)
 
 
 def is_json_content_type(value: str) -> bool:
@@ -120,7 +131,7 @@ class BodyGuardMiddleware:
                 break
         body = b"".join(chunks)
         if body and scope.get("method", "") in BODY_METHODS:
-            detail = self.body_problem(headers.get("content-type"), body)
+            detail = self.body_problem(headers.get("content-type"), body, scope.get("path", ""))
             if detail is not None:
                 status, text = detail
                 await _reply(send, status, text)
@@ -137,9 +148,12 @@ class BodyGuardMiddleware:
         await self.app(scope, replay, send)
 
     @staticmethod
-    def body_problem(content_type: str | None, body: bytes) -> tuple[int, str] | None:
+    def body_problem(
+        content_type: str | None, body: bytes, path: str = ""
+    ) -> tuple[int, str] | None:
         """(status, detail) when a request body is not UTF-8 JSON, else None."""
-        expected = f"send the body as JSON with Content-Type: application/json, e.g. {JSON_EXAMPLE}"
+        example = json_example(path)
+        expected = f"send the body as JSON with Content-Type: application/json, e.g. {example}"
         if content_type is None:
             return 415, f"the request has a body but no Content-Type header; {expected}"
         if not is_json_content_type(content_type):
@@ -182,8 +196,10 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def body_error_detail(exc: RequestValidationError) -> str | None:
-    """One sentence for an error about the whole body (not JSON, empty, not an object)."""
+def body_error_detail(exc: RequestValidationError, path: str = "") -> str | None:
+    """One sentence for an error about the whole body (not JSON, empty, not an object) sent
+    to ``path``."""
+    example = json_example(path)
     errors = exc.errors()
     if len(errors) != 1:
         return None
@@ -197,14 +213,14 @@ def body_error_detail(exc: RequestValidationError) -> str | None:
         reason = (err.get("ctx") or {}).get("error", "JSON decode error")
         return (
             f"the request body is not valid JSON: {reason} at line {line}, column {column}; "
-            f"send a JSON object such as {JSON_EXAMPLE}"
+            f"send a JSON object such as {example}"
         )
     if loc == ("body",) and err.get("type") == "missing":
-        return f"the request body is empty; send a JSON object such as {JSON_EXAMPLE}"
+        return f"the request body is empty; send a JSON object such as {example}"
     if loc == ("body",) and err.get("type") == "model_attributes_type":
         return (
             f"the request body is {_kind(err.get('input'))}, not a JSON object; "
-            f"send a JSON object such as {JSON_EXAMPLE}"
+            f"send a JSON object such as {example}"
         )
     return None
 
@@ -257,13 +273,13 @@ def short_echo(error: dict[str, Any]) -> dict[str, Any]:
     return {**error, "input": text[:ECHO_CHARS] + "…", "input_length": len(text)}
 
 
-async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """422 ``{"detail": <sentence>, "errors": [<field errors>]}``: one sentence for body-level
     errors, else the field errors' sentence; the list for programs either way (each echoed
     input cut short, :func:`short_echo`)."""
     assert isinstance(exc, RequestValidationError)
     errors = [short_echo(e) for e in json_safe(jsonable_encoder(exc.errors()))]
-    sentence = body_error_detail(exc) or field_errors_sentence(errors)
+    sentence = body_error_detail(exc, request.url.path) or field_errors_sentence(errors)
     return JSONResponse({"detail": _safe_text(sentence), "errors": errors}, status_code=422)
 
 

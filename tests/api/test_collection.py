@@ -279,3 +279,17 @@ def test_a_stopped_app_lets_its_collection_go(
         assert open_files_under(coll_path) > 0
     gc.collect()
     assert open_files_under(coll_path) == 0
+
+
+def test_an_empty_add_is_refused_with_what_to_send_and_commits_nothing(live: TestClient) -> None:
+    before = live.get("/v1/admin/collection", headers=AUTH).json()["generation"]
+    empty = live.post(
+        "/v1/admin/documents", content=b"", headers={**AUTH, "content-type": "application/json"}
+    )
+    none = live.post("/v1/admin/documents", json={"documents": []}, headers=AUTH)
+    assert empty.status_code == 422 and none.status_code == 422
+    # the example is this endpoint's body, not a search's
+    assert '{"documents": [{"id": "d1"' in empty.json()["detail"]
+    assert "query" not in empty.json()["detail"]
+    assert none.json()["detail"].startswith("documents: List should have at least 1 item")
+    assert live.get("/v1/admin/collection", headers=AUTH).json()["generation"] == before
