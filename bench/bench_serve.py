@@ -45,7 +45,7 @@ class ServeSearcher:
         from ray import serve
 
         from service.collection.distributed import ShardWorker
-        from service.collection.search import SnapshotSearcher
+        from service.collection.searcher import SnapshotSearcher
 
         serve.start(http_options={"location": "NoServer"})
         deployment = serve.deployment(max_ongoing_requests=concurrency)(ShardWorker)
@@ -65,7 +65,7 @@ class ServeSearcher:
         return [r.result() for r in [h.status.remote() for h in self.handles]]
 
     def rank(self, snapshot: Any, method: str, query: Any, k: int, params: dict[str, Any]) -> Any:
-        from service.collection.search import final_ranking, get_method, search_plan
+        from service.collection.searcher import final_ranking, get_method, search_plan
 
         m = get_method(method)
         lead = self.local.any_scorer(snapshot, method, params)

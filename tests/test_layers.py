@@ -354,8 +354,8 @@ def _fake(source: str, target: str, names: tuple[str, ...] = ()) -> Import:
         ("service.api.app", "service.cli.core", False),
         ("service.ltr.task", "service.jobs.tasks", False),  # the worker runs ltr, not back
         ("service.forest.hypergraph", "service.mt.rules", False),
-        ("service.retrieval.runner", "service.collection.search", False),
-        ("service.runs", "service.collection.search", True),
+        ("service.retrieval.runner", "service.collection.searcher", False),
+        ("service.runs", "service.collection.searcher", True),
         ("service.text.clean", "service.records", True),
         ("service.text.clean", "service.data.io", False),  # foundation modules stand alone
     ],

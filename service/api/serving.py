@@ -39,7 +39,7 @@ from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
 from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection import Collection
-from service.collection.search import SnapshotSearcher, store_scorer
+from service.collection.searcher import SnapshotSearcher, store_scorer
 
 if TYPE_CHECKING:
     from service.collection.distributed import RaySearcher

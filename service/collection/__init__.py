@@ -4,13 +4,13 @@ added, replaced and deleted without a rebuild, searched shard by shard and merge
 The BM25 of Hieber & Riezler 2015, §3 reads the collection's N, average length and df; a
 collection keeps them current at every commit (:mod:`~service.collection.writer`) and every
 segment scores with them (:mod:`~service.collection.segment`), so S shards rank exactly like
-one index (:mod:`~service.collection.search`). The layout on disk is in
+one index (:mod:`~service.collection.searcher`). The layout on disk is in
 :mod:`~service.collection.manifest`.
 """
 
 from service.collection.manifest import is_collection, shard_of
 from service.collection.reader import Collection, Snapshot
-from service.collection.search import SnapshotSearcher
+from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import (
     CollectionWriter,
     WriteSummary,

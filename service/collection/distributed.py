@@ -3,9 +3,9 @@
 The query is decoded once, by the caller; what does not depend on the documents (PSQ's
 structured query) is planned once; the decoded query (its forests as arrays) goes to every
 shard worker, which runs the method over its own segments — BOW-FD's candidates, bounds and
-Viterbi passes stay next to the data — and returns its :class:`~service.collection.search.Partial`
+Viterbi passes stay next to the data — and returns its :class:`~service.collection.searcher.Partial`
 (a top list, or BOW-FD's per-sentence lists), merged here exactly as the in-process search
-merges them (:class:`~service.collection.search.SnapshotSearcher`).
+merges them (:class:`~service.collection.searcher.SnapshotSearcher`).
 
 Each worker memory-maps its shard's segments from the collection directory (a volume every
 node mounts): processes on one node share those pages through the OS page cache, as they
@@ -45,7 +45,7 @@ from service.collection.ray_driver import (
 )
 from service.collection.reader import Collection, Snapshot
 from service.collection.replicas import NAMESPACE, OnEvent, ShardRouter
-from service.collection.search import (
+from service.collection.searcher import (
     Partial,
     SnapshotSearcher,
     final_ranking,
@@ -113,7 +113,7 @@ class ShardWorker:
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
         ``explain_final`` this shard holds); ``count``: see
-        :meth:`~service.collection.search.Method.partial`."""
+        :meth:`~service.collection.searcher.Method.partial`."""
         t0 = time.perf_counter()
         self.collection.refresh()
         snap = self.collection.snapshot

@@ -121,7 +121,7 @@ def feedback_ranking(
     names the expansion terms its document holds, with the method's own explanation when
     the first ranking (explained) held it. In the rerank forms, ``rerank(expansion, params,
     seqs, depth)`` ranks the first ranking's documents again with the relevance model's extra
-    weights (:meth:`~service.collection.search.SnapshotSearcher.reranker`); without it (a
+    weights (:meth:`~service.collection.searcher.SnapshotSearcher.reranker`); without it (a
     method with no forest) the ``interpolate`` form runs (:meth:`FeedbackParams.for_method`).
     A first ranking with no document (every shard down, or nothing found) has no feedback
     documents: it stands, unexpanded, as on one index."""

@@ -50,7 +50,7 @@ from service.retrieval.fusion import Fusion, RankedList, get_fusion
 if TYPE_CHECKING:
     from service.collection import Collection, Snapshot
     from service.collection.distributed import RaySearcher
-    from service.collection.search import SnapshotSearcher
+    from service.collection.searcher import SnapshotSearcher
 
 READERS = ("lexical", "dense")
 RECHECK_S = 5.0  # how often a store without vectors is looked at again
@@ -512,7 +512,7 @@ def store_pipeline(
     its shards searched at once), its scorers kept per method and parameters: what the
     command line's searches, runs and evaluations rank with."""
     from service.collection import Collection
-    from service.collection.search import SnapshotSearcher
+    from service.collection.searcher import SnapshotSearcher
 
     if isinstance(store, Collection):
         return SearchPipeline(CollectionStage(store, SnapshotSearcher(bundle, threads)))

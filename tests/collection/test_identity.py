@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from service.collection.reader import Collection
-from service.collection.search import SegmentsWeighting, SnapshotSearcher
+from service.collection.searcher import SegmentsWeighting, SnapshotSearcher
 from service.collection.writer import build_collection
 from service.data import read_queries
 from service.index.build import BuildParams
@@ -165,7 +165,7 @@ def test_feedback_over_a_collection_ranks_like_one_index(
 ) -> None:
     """RM3 over 2 shards of several segments: the expansion (its terms and weights), the
     ranking and the count equal one index's, for every method and dev query."""
-    from service.collection.search import CollectionScorer
+    from service.collection.searcher import CollectionScorer
     from service.retrieval.feedback import FeedbackParams
 
     index, bundle = demo
@@ -195,7 +195,7 @@ def test_feedback_explanations_are_the_single_index_ones(
     """A page with feedback, explained: each hit's explanation (the expansion words it holds
     and the method's own, from the ranking the stage read) equals one index's — the rerank
     forms explain only the page's hits of their own ranking, not the first ranking's."""
-    from service.collection.search import CollectionScorer
+    from service.collection.searcher import CollectionScorer
     from service.retrieval.feedback import FeedbackParams
 
     index, bundle = demo

@@ -16,7 +16,7 @@ import pytest
 
 from service.collection.manifest import read_commit
 from service.collection.reader import Collection
-from service.collection.search import SnapshotSearcher
+from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import CollectionWriter, build_collection, create_collection
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.build import build_params, write_index

@@ -15,7 +15,7 @@ import pytest
 
 from service.collection.manifest import read_commit
 from service.collection.reader import Collection
-from service.collection.search import SnapshotSearcher
+from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import CollectionWriter, build_collection
 from service.errors import ConflictError, InvalidInputError, NotFoundError
 from service.index.build import build_params
@@ -175,7 +175,7 @@ def test_a_search_reads_one_commit_while_a_rebuild_commits_during_it(
     """A rebuild commits between a search's ranking and its page (another request refreshes
     the collection meanwhile): the page's documents come from the commit that was ranked
     (the chaos benchmark saw 404s "no document number N" from searches during a rebuild)."""
-    from service.collection.search import SnapshotSearcher as Searcher
+    from service.collection.searcher import SnapshotSearcher as Searcher
     from service.search.pipeline import SearchOptions, store_pipeline
 
     out = tmp_path / "c"

@@ -25,7 +25,7 @@ the forest and on which words are weighted terms, not on the documents
 (:func:`prepare_forest`, a :class:`PreparedForest`), then the join with one index's postings
 (:func:`join_index`). A collection's segments score with the collection's statistics, so a
 word is a weighted term for all of them alike: the forest is prepared once per query and
-joined with each segment (:mod:`service.collection.search`).
+joined with each segment (:mod:`service.collection.searcher`).
 """
 
 from __future__ import annotations
