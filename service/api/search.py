@@ -49,10 +49,12 @@ from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
+from service.retrieval.base import Hit
 from service.retrieval.explain import explanation_json
 from service.retrieval.feedback import FeedbackParams
 from service.search.pipeline import (
     SearchOptions,
+    SearchOutcome,
     dense_from_settings,
     feedback_from_settings,
 )
@@ -84,6 +86,24 @@ def _expansion(shown: Any, feedback: FeedbackParams | None) -> Expansion | None:
     )
 
 
+def _result(hit: Hit, out: SearchOutcome) -> SearchHit:
+    """One result: the document of the outcome's snapshot, its snippet around the words
+    that matched it (the explanation's, weighted, else the query's)."""
+    doc = out.doc(hit.docno)
+    terms = out.terms
+    if hit.explanation is not None:
+        terms = out.weighted(hit.explanation.matched_terms())
+    return SearchHit(
+        id=hit.doc_id,
+        title=doc.title,
+        origin=doc_origin(hit.doc_id, doc.source),
+        score=hit.score,
+        snippet=make_snippet(doc.text, terms),
+        explanation=explanation_json(hit.explanation),
+        readers=out.readers.get(hit.docno, {}),
+    )
+
+
 def run_search(
     req: SearchRequest,
     service: QueryService,
@@ -100,23 +120,7 @@ def run_search(
     with decoded.lock:
         out = pipeline.search(decoded.query, opts)
     service.metrics.observe_shards(out.ranking.info.get("shard_seconds", {}))
-    results: list[SearchHit] = []
-    for hit in out.hits:
-        doc = out.doc(hit.docno)
-        terms = out.terms
-        if hit.explanation is not None:
-            terms = out.weighted(hit.explanation.matched_terms())
-        results.append(
-            SearchHit(
-                id=hit.doc_id,
-                title=doc.title,
-                origin=doc_origin(hit.doc_id, doc.source),
-                score=hit.score,
-                snippet=make_snippet(doc.text, terms),
-                explanation=explanation_json(hit.explanation),
-                readers=out.readers.get(hit.docno, {}),
-            )
-        )
+    results = [_result(hit, out) for hit in out.hits]
     t2 = time.perf_counter()
     fields = decoded.response_fields(t0, t1, t2)
     if out.failed:  # shards that did not answer: the results come from the others
