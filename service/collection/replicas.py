@@ -88,6 +88,9 @@ class Copy:
     def mark(self, state: str, error: str | None = None, failing: bool = False) -> None:
         if state != self.state:
             self.state, self.since = state, time.monotonic()
+            # a ping sent before the change may have been answered before it (a copy that
+            # answered while starting, then froze): only a ping sent from now on counts
+            self.probe = None
         if error is not None or state == UP:
             self.error = error
         self.failing = failing and state == SUSPECT

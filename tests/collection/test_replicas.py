@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("ray")  # the scheduling strategy class comes from Ray
 
-from service.collection.replicas import DEAD, SUSPECT, UP, ShardRouter
+from service.collection.replicas import DEAD, STARTING, SUSPECT, UP, ShardRouter
 
 A, B, C = "a" * 56, "b" * 56, "c" * 56  # node ids: hex, as Ray checks
 
@@ -22,6 +22,7 @@ A, B, C = "a" * 56, "b" * 56, "c" * 56  # node ids: hex, as Ray checks
 @dataclass
 class FakeRef:
     actor: FakeActor
+    done: bool = False  # answered already (whatever the actor does now)
 
 
 @dataclass
@@ -71,7 +72,7 @@ class FakeRay:
         actor.killed = True
 
     def wait(self, refs: list[FakeRef], timeout: float = 0) -> tuple[list[FakeRef], list[Any]]:
-        ready = [r for r in refs if r.actor.answers and not r.actor.killed]
+        ready = [r for r in refs if r.done or (r.actor.answers and not r.actor.killed)]
         return ready, [r for r in refs if r not in ready]
 
     def get(self, ref: FakeRef) -> bool:
@@ -195,3 +196,16 @@ def test_a_ping_answered_before_a_failure_does_not_bring_the_copy_back() -> None
     r._failed(copy, Unavailable())
     r.check()
     assert copy.state == SUSPECT and copy.failing and copy.standby is not None
+
+
+def test_a_ping_answered_before_a_copy_turned_suspect_does_not_bring_it_back() -> None:
+    # a copy started, was pinged, answered a search (up) before the ping was read, then froze:
+    # the old ping's answer says nothing about the frozen copy
+    r = router([A, B])
+    copy = r.copies[1][0]
+    copy.mark(STARTING)
+    copy.probe = FakeRef(copy.actor, done=True)  # sent and answered while starting
+    copy.mark(UP)  # a search's answer, read first
+    copy.mark(SUSPECT, "overtaken by another copy")
+    r.check()
+    assert copy.state == SUSPECT
