@@ -51,6 +51,7 @@ import httpx2
 
 from bench.bench_load import Server, free_port, latency_stats, load_queries, process_tree
 from bench.common import ROOT, write_result
+from service.processes import command_of
 
 TOKEN = "bench-chaos-token"
 MIX = (("short", 0.60), ("question", 0.25), ("paragraph", 0.15))
@@ -94,7 +95,7 @@ class RayProcess:
             self.proc = subprocess.Popen(self.cmd, env=env, stdout=out, stderr=out)
 
     def raylets(self) -> list[int]:
-        return [pid for pid in process_tree(self.proc.pid) if "raylet" in _cmdline(pid)]
+        return [pid for pid in process_tree(self.proc.pid) if "raylet" in command_of(pid)]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -163,13 +164,6 @@ class Cluster:
                 p.remove()
         self.node = self.head = None
         self.old = []
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _pids(pattern: str) -> list[int]:

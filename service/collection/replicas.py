@@ -219,8 +219,6 @@ class ShardRouter:
                 if new is not None:
                     self._kill(new)
                 new = self._spawn(copy.shard, copy.slot, node)
-            else:
-                node = new.node  # the standby, started already
             self.copies[copy.shard][copy.slot] = new
         log.warning(
             "shard %d copy %d replaced on node %s (%s)", copy.shard, copy.slot, node[:12], why

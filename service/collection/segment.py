@@ -371,11 +371,12 @@ def _merge_postings(
     n_terms = len(final_terms)
     vocab_blob, vocab_offsets = encode_terms(final_terms)
     tf_dtype = np.uint16 if tfs_all.size == 0 or tfs_all.max() <= 0xFFFF else np.int32
+    counts = np.bincount(terms_all, minlength=n_terms)
     arrays: dict[str, np.ndarray] = {
         "vocab_blob": vocab_blob,
         "vocab_offsets": vocab_offsets,
-        "df": np.bincount(terms_all, minlength=n_terms).astype(np.int32),
-        "post_offsets": ptr_from_counts(np.bincount(terms_all, minlength=n_terms)),
+        "df": counts.astype(np.int32),
+        "post_offsets": ptr_from_counts(counts),
         "post_docs": docs_all.astype(np.int32),
         "post_tf": tfs_all.astype(tf_dtype),
     }
