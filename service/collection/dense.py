@@ -29,6 +29,7 @@ from service.collection.reader import Collection, SegmentView, Snapshot
 from service.collection.segment import Segment
 from service.dense.encoders import Encoder
 from service.dense.passages import PassageParams
+from service.dense.sketch import SketchParams
 from service.dense.source import NO_VECTORS, DenseSource
 from service.dense.vectors import DenseVectors, Progress, open_vectors
 from service.errors import ClirError
@@ -87,12 +88,14 @@ class CollectionDense(DenseSource):
                 parts.append((view, vectors))
         return parts, pending
 
-    def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
+    def top(
+        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+    ) -> list[tuple[int, str, float]]:
         seqs, scores, owners = [], [], []
         parts, _ = self._parts()
         for i, (view, vectors) in enumerate(parts):
             live = view.index.live
-            docs, s = vectors.top(query, depth, live)
+            docs, s = vectors.top(query, depth, live, sketch=sketch)
             seqs.append(view.seq[docs].astype(np.int64))
             scores.append(s.astype(np.float32))
             owners.append(np.column_stack([np.full(len(docs), i), docs]))

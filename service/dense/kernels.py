@@ -15,6 +15,7 @@ first use; see :mod:`service.jit`), run in two halves on two threads for large c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
@@ -28,7 +29,7 @@ Float32Array = npt.NDArray[np.float32]
 Int64Array = npt.NDArray[np.int64]
 
 #: Below this many passages one thread scores them all (a thread's start costs more).
-PARALLEL_MIN_PASSAGES = 200_000
+PARALLEL_MIN_PASSAGES = 100_000
 
 
 def quantize(rows: Float32Array) -> tuple[Int8Array, Float32Array]:
@@ -46,13 +47,16 @@ def _doc_scores_kernel(
     doc_ptr: Int64Array,
     query: npt.NDArray[np.int16],
     query_scale: float,
+    docs: Int64Array,
     first: int,
     last: int,
     out: Float32Array,
 ) -> None:
-    """Documents ``first..last-1``: the best passage's score of each into ``out``."""
+    """Documents ``docs[first..last-1]``: the best passage's score of each into ``out`` (at
+    the same positions)."""
     d = codes.shape[1]
-    for doc in range(first, last):
+    for i in range(first, last):
+        doc = docs[i]
         best = -np.inf
         for p in range(doc_ptr[doc], doc_ptr[doc + 1]):
             acc = np.int32(0)
@@ -61,12 +65,27 @@ def _doc_scores_kernel(
             s = np.float64(acc) * np.float64(scales[p]) * query_scale
             if s > best:
                 best = s
-        out[doc] = best
+        out[i] = best
 
 
 @cache
 def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(2, thread_name_prefix="clir-dense")
+
+
+def in_parts(
+    doc_ptr: Int64Array, run: Callable[[int, int], None], docs: Int64Array | None = None
+) -> None:
+    """``run(first, last)`` over the documents (all, or positions in ``docs``): at once when
+    their passages are few, else in two halves of about equal passages on two threads (the
+    kernels release the GIL)."""
+    n = len(doc_ptr) - 1 if docs is None else len(docs)
+    passages = int(doc_ptr[-1]) if docs is None else int(np.sum(doc_ptr[docs + 1] - doc_ptr[docs]))
+    if passages < PARALLEL_MIN_PASSAGES or n < 2:
+        run(0, n)
+        return
+    mid = int(np.searchsorted(doc_ptr, doc_ptr[-1] // 2)) if docs is None else n // 2
+    list(_pool().map(lambda part: run(*part), [(0, mid), (mid, n)]))
 
 
 def doc_scores(
@@ -75,28 +94,26 @@ def doc_scores(
     doc_ptr: Int64Array,
     query: Float32Array,
     engine: Engine = "compiled",
+    docs: Int64Array | None = None,
 ) -> Float32Array:
     """Each document's best passage score (a cosine, up to quantisation) for the L2-normalised
     ``query``; ``doc_ptr``: the passages of document ``i`` are rows ``doc_ptr[i]:doc_ptr[i+1]``
-    (every document has at least one)."""
+    (every document has at least one). ``docs``: score only these documents (the result in
+    their order)."""
     if engine == "reference":
-        return doc_scores_reference(codes, scales, doc_ptr, query)
+        out = doc_scores_reference(codes, scales, doc_ptr, query)
+        return out if docs is None else out[docs]
     qcodes, qscale = quantize(query)
     q16 = qcodes[0].astype(np.int16)
-    n = len(doc_ptr) - 1
-    out = np.empty(n, dtype=np.float32)
+    which = np.arange(len(doc_ptr) - 1, dtype=np.int64) if docs is None else docs
+    out = np.empty(len(which), dtype=np.float32)
     kernel = compiled(_doc_scores_kernel)
-    if len(codes) < PARALLEL_MIN_PASSAGES or n < 2:
-        kernel(codes, scales, doc_ptr, q16, float(qscale[0]), 0, n, out)
-        return out
-    mid = int(np.searchsorted(doc_ptr, doc_ptr[-1] // 2))
-    halves = [(0, mid), (mid, n)]
     scale = float(qscale[0])
 
-    def run(part: tuple[int, int]) -> None:
-        kernel(codes, scales, doc_ptr, q16, scale, part[0], part[1], out)
+    def run(first: int, last: int) -> None:
+        kernel(codes, scales, doc_ptr, q16, scale, which, first, last, out)
 
-    list(_pool().map(run, halves))
+    in_parts(doc_ptr, run, docs)
     return out
 
 

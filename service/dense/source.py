@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from service.dense.sketch import SketchParams
 from service.dense.vectors import DenseVectors
 from service.index.inverted import InvertedIndex
 
@@ -27,8 +28,12 @@ class DenseSource(ABC):
         return f"enc:{self.encoder_signature}|passages:{self.passages_signature}"
 
     @abstractmethod
-    def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
-        """``(docno, doc_id, score)`` of the ``depth`` nearest documents, best first."""
+    def top(
+        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+    ) -> list[tuple[int, str, float]]:
+        """``(docno, doc_id, score)`` of the ``depth`` nearest documents, best first
+        (``sketch``: when a first pass picks the candidates of vectors too large to read
+        whole; :mod:`service.dense.sketch`)."""
 
     @abstractmethod
     def status(self) -> dict[str, Any]:
@@ -44,8 +49,10 @@ class IndexDense(DenseSource):
         self.encoder_signature = vectors.encoder
         self.passages_signature = vectors.params.signature()
 
-    def top(self, query: np.ndarray, depth: int) -> list[tuple[int, str, float]]:
-        docs, scores = self.vectors.top(query, depth)
+    def top(
+        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+    ) -> list[tuple[int, str, float]]:
+        docs, scores = self.vectors.top(query, depth, sketch=sketch)
         return [
             (d, self.index.doc_id(d), float(s))
             for d, s in zip(docs.tolist(), scores.tolist(), strict=True)

@@ -28,6 +28,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ from service.csr import gather_rows
 from service.dense.encoders import Encoder
 from service.dense.kernels import doc_scores, quantize, top_docs
 from service.dense.passages import PassageParams, passages
+from service.dense.sketch import (
+    Sketch,
+    SketchParams,
+    build_sketch,
+    candidates,
+    sketch_scores,
+)
 from service.errors import ConfigurationError, DataFormatError
 from service.index.inverted import InvertedIndex
 from service.index.storage import read_manifest as read_index_manifest
@@ -87,16 +95,30 @@ class DenseVectors:
         """Every document's best-passage score for the query vector."""
         return doc_scores(self.codes, self.scales, self.doc_ptr, query, engine)
 
+    @cached_property
+    def sketch(self) -> Sketch:
+        """The sign sketch of the passages (made on first use, kept in memory: an eighth of
+        the int8 rows)."""
+        return build_sketch(self.codes, self.scales)
+
     def top(
         self,
         query: npt.NDArray[np.float32],
         depth: int,
         live: npt.NDArray[np.bool_] | None = None,
         engine: Engine = "compiled",
+        sketch: SketchParams | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The ``depth`` documents (numbers, best first; ties by number) nearest the query,
-        among those ``live``."""
-        return top_docs(self.scores(query, engine), depth, live)
+        among those ``live``: exact, or — when ``sketch`` applies to vectors this large — the
+        exact scores of the documents its first pass keeps."""
+        if sketch is None or not sketch.applies(self.n_passages, self.n_docs, depth):
+            return top_docs(self.scores(query, engine), depth, live)
+        first = sketch_scores(self.sketch, self.doc_ptr, query, engine)
+        kept = candidates(first, sketch.oversample * depth, live)  # in document order
+        exact = doc_scores(self.codes, self.scales, self.doc_ptr, query, engine, docs=kept)
+        best, scores = top_docs(exact, depth)
+        return kept[best], scores
 
 
 def open_vectors(index_dir: str | Path, *, verify: bool = False) -> DenseVectors | None:

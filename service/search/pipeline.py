@@ -11,7 +11,8 @@ empty result says, how the total is counted, when the dense reader joins) exists
   the merged first ranking). A method's ranking is Hieber & Riezler 2015, §3 (BOW-FD), §5
   (DT, PSQ); feedback is RM3 (Lavrenko & Croft 2001).
 * **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
-  the one the page shows — as an E5 query and takes the exact top documents by their best
+  the one the page shows — as an E5 query (on its own thread, while the first ranking runs:
+  the two need only the decoded query) and takes the exact top documents by their best
   passage (MaxP, Dai & Callan 2019, §3.2); the two rankings are fused
   (:mod:`service.retrieval.fusion`; by default CombSUM of min-max normalised scores, Fox &
   Shaw 1994, chosen on the dev sets over reciprocal rank fusion, Cormack et al. 2009).
@@ -32,12 +33,15 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.dense.encoders import Encoder, encoder_for
+from service.dense.sketch import SketchParams
 from service.dense.source import NO_VECTORS, DenseSource, IndexDense
 from service.errors import ClirError, InvalidInputError
 from service.index.analysis import LONG_STOPWORDS, is_word
@@ -67,6 +71,7 @@ class DenseParams:
     fusion: str = "mix"
     k: float = 60.0
     weight: float = 1.0
+    sketch: SketchParams = field(default_factory=SketchParams)
 
     def fuser(self) -> Fusion:
         if self.fusion == "rrf":
@@ -74,7 +79,7 @@ class DenseParams:
         return get_fusion(self.fusion, weights=(1.0, self.weight))
 
     def signature(self) -> str:
-        return f"dense:{self.fuser().signature()}@{self.depth}"
+        return f"dense:{self.fuser().signature()}@{self.depth}|{self.sketch.signature()}"
 
 
 @dataclass(frozen=True)
@@ -296,6 +301,13 @@ def dense_query_text(translation: list[tuple[str, ...]]) -> str:
     return " ".join(" ".join(s) for s in translation)
 
 
+@cache
+def _embedder() -> ThreadPoolExecutor:
+    """The thread that embeds queries while their first ranking runs (the encoder computes
+    outside the GIL, one text at a time: one thread is all it can use)."""
+    return ThreadPoolExecutor(1, thread_name_prefix="clir-embed")
+
+
 class SearchPipeline:
     """Ranks decoded queries over one store (see the module docstring)."""
 
@@ -349,15 +361,24 @@ class SearchPipeline:
             if dense_source is None or opts.dense is None
             else max(opts.depth, opts.dense.depth)
         )
-        first = stage.rank(query, opts, depth)
+        embedding = None
+        if dense_source is not None:  # the encoder reads while the first ranking runs
+            text = dense_query_text(translation)
+            embedding = _embedder().submit(self.query_vector, dense_source, text)
+        try:
+            first = stage.rank(query, opts, depth)
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
         t1 = time.perf_counter()
         ranking, total, relation = first.ranking, first.total, first.relation
         readers: dict[int, dict[str, int]] = {}
         seconds = {"first": t1 - t0}
-        if dense_source is not None and opts.dense is not None:
-            vector = self.query_vector(dense_source, dense_query_text(translation))
+        if dense_source is not None and opts.dense is not None and embedding is not None:
+            vector = embedding.result()  # "embed": what the wait adds after the first ranking
             t2 = time.perf_counter()
-            dense_hits = dense_source.top(vector, opts.dense.depth)
+            dense_hits = dense_source.top(vector, opts.dense.depth, opts.dense.sketch)
             t3 = time.perf_counter()
             ranking, total, relation, readers = fuse_rankings(
                 ranking, dense_hits, opts.dense, depth, total, relation, dense_source.signature()
@@ -502,7 +523,8 @@ def dense_from_settings(
         "weight": settings.dense_weight,
     }
     s.update({k: v for k, v in overrides.items() if v is not None})
-    return DenseParams(int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]))
+    sketch = SketchParams(settings.dense_sketch_above, settings.dense_sketch_oversample)
+    return DenseParams(int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]), sketch)
 
 
 def store_pipeline(
