@@ -70,7 +70,7 @@ from service.retrieval.explain import Explanation, TrExplanation
 from service.retrieval.feedback import Expansion, FeedbackParams, rerank_weights
 from service.retrieval.psq import ProbabilisticStructuredQuery
 from service.retrieval.runner import load_index
-from service.retrieval.tr import Candidate, TranslationRetrieval, combine_candidates
+from service.retrieval.tr import Candidate, Keep, TranslationRetrieval, combine_candidates
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -445,6 +445,18 @@ class BowFdMethod(Method):
         return scorer.explain(preps, docno, local, v)
 
 
+def _tr_keep(before: Sequence[Candidate], m: int, seq: npt.NDArray[np.int64]) -> Keep | None:
+    """Whether a segment's candidate (its docno, cosine) can enter the top ``m`` that
+    :meth:`TrMethod.merge` keeps, given the candidates ``before`` it of the segments searched
+    already: only if it sorts before their ``m``-th (cosine down, sequence number up). None
+    when fewer than ``m`` came before (anything can enter)."""
+    if len(before) < m:
+        return None
+    last = sorted(before, key=lambda c: (-c.cosine, c.docno))[m - 1]
+    floor = (-last.cosine, last.docno)
+    return lambda docno, cosine: (-cosine, int(seq[docno])) < floor
+
+
 class TrMethod(Method):
     """Translation retrieval (TR paper, Algorithm 1): each translation's top-M candidates by
     cosine are merged to the collection's top M, then combined once."""
@@ -465,9 +477,14 @@ class TrMethod(Method):
         own: Partial | None = None,
     ) -> tuple[Partial, Any]:
         assert isinstance(scorer, TranslationRetrieval)
-        lists = scorer.candidate_lists(plan)
+        keep = None
+        if bound is not None and bound.candidates:
+            keep = [_tr_keep(cands, scorer.max_candidates, view.seq) for cands in bound.candidates]
+        lists = scorer.candidate_lists(plan, keep)
+        seq = view.seq
         by_seq = tuple(
-            tuple(replace(c, docno=int(view.seq[c.docno])) for c in cands) for cands in lists
+            tuple(Candidate(int(seq[c.docno]), c.cosine, c.levenshtein, c.prob) for c in cands)
+            for cands in lists
         )
         info = {"max_candidates": scorer.max_candidates}
         empty = np.zeros(0, np.int64)

@@ -572,7 +572,8 @@ class InvertedIndex:
         if "tokens" not in self._a:
             raise InvalidInputError(f"the index {self.path} was built without token sequences")
         off = self._a["tokens_offsets"]
-        return [self.vocab.term(int(t)) for t in self._a["tokens"][off[docno] : off[docno + 1]]]
+        terms = self.vocab.term_list()
+        return [terms[t] for t in self._a["tokens"][off[docno] : off[docno + 1]].tolist()]
 
     def scored_docs(self, qid: str, hits: Hits) -> list[ScoredDoc]:
         """``hits`` as ScoredDoc records with external ids."""

@@ -46,6 +46,7 @@ class Vocabulary:
         self._offsets = offsets
         self._where = where
         self._ids: dict[str, int] | None = None
+        self._list: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -69,6 +70,13 @@ class Vocabulary:
             )
         return terms
 
+    def term_list(self) -> list[str]:
+        """All terms in id order, decoded once and kept (the id lookup's keys are the same
+        strings): for reading many documents' token sequences."""
+        if self._list is None:
+            self._list = self.terms()
+        return self._list
+
     @property
     def loaded(self) -> bool:
         """Whether the lookup dict has been built."""
@@ -77,7 +85,7 @@ class Vocabulary:
     def build_lookup(self) -> dict[str, int]:
         """Build (once) and return the term → id dict."""
         if self._ids is None:
-            terms = self.terms()
+            terms = self.term_list()
             self._ids = dict(zip(terms, range(len(terms)), strict=True))
         return self._ids
 

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
@@ -234,6 +234,9 @@ def top_by_score(docs: npt.NDArray[np.int32], scores: FloatArray, m: int) -> lis
     return [int(i) for i in keep[order][:m]]
 
 
+Keep = Callable[[int, float], bool]  # (docno, cosine): whether a candidate can still count
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A pool sentence found by one translation: cosine, Levenshtein, Pr(d|t) (unnormalised)."""
@@ -357,12 +360,17 @@ class TranslationRetrieval(Scorer):
     # --- retrieval ------------------------------------------------------------------------------
 
     def candidates(
-        self, tokens: Sequence[str], token_cache: dict[int, Sequence[str]] | None = None
+        self,
+        tokens: Sequence[str],
+        token_cache: dict[int, Sequence[str]] | None = None,
+        keep: Keep | None = None,
     ) -> list[Candidate]:
         """The top-M candidates of one translation by cosine, with ``Pr(d|t)``.
 
         ``token_cache`` keeps pool sentences' forms for E (:func:`levenshtein_form`) between
-        the translations of one query.
+        the translations of one query. ``keep(docno, cosine)``: whether a candidate can still
+        count (a collection's segment: whether it can enter the top M of the segments searched
+        before); one that cannot is left out before its E is computed.
         """
         cache = token_cache if token_cache is not None else {}
         unit = self.levenshtein_unit
@@ -371,6 +379,8 @@ class TranslationRetrieval(Scorer):
         out: list[Candidate] = []
         for i in top_by_score(docs, cos, self.max_candidates):
             d, c = int(docs[i]), float(cos[i])
+            if keep is not None and not keep(d, c):
+                continue
             e = 1.0
             if self.lambda2:
                 if d not in cache:
@@ -381,11 +391,18 @@ class TranslationRetrieval(Scorer):
         return out
 
     def candidate_lists(
-        self, translations: Sequence[tuple[Sequence[str], float]]
+        self,
+        translations: Sequence[tuple[Sequence[str], float]],
+        keep: Sequence[Keep | None] | None = None,
     ) -> list[list[Candidate]]:
-        """Each translation's top-M candidates (pool sentences' tokens read once)."""
+        """Each translation's top-M candidates (pool sentences' tokens read once);
+        ``keep``: per translation, see :meth:`candidates`."""
         cache: dict[int, Sequence[str]] = {}
-        return [self.candidates(tokens, cache) for tokens, _ in translations]
+        keeps = keep if keep is not None else [None] * len(translations)
+        return [
+            self.candidates(tokens, cache, k)
+            for (tokens, _), k in zip(translations, keeps, strict=True)
+        ]
 
     def score_translations(self, translations: Sequence[tuple[Sequence[str], float]]) -> TRResult:
         """Algorithm 1 over ``(t, Pr(t|s))`` pairs; Algorithm 2 when there is one."""
