@@ -1,7 +1,9 @@
 """A sharded collection ranks exactly as one index over the same documents (DT, PSQ, BOW-FD):
 the committed demo index's documents as a collection of 1, 2 and 4 shards (several segments
-per shard, or each shard merged into one), every German dev query decoded by the demo bundle,
-the same documents in the same order and scores equal to the last bit."""
+per shard, or each shard merged into one), every other German dev query (130) decoded by the
+demo bundle, the same documents in the same order and scores equal to the last bit. (Half of
+the dev queries keep the suite within its time budget; every one of them, on the full models,
+is the identity dump's, ``bench/identity_dump.py``, run around a refactor.)"""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def dev_queries(demo: tuple[InvertedIndex, ModelBundle]) -> list[DecodedQuery]:
     if not DEV.is_file():
         pytest.skip(f"{DEV} is absent (../shared/data beside the checkout)")
     decoder = demo[1].decoder()
-    return [decode_query(decoder, q.text, "de", qid=q.qid) for q in read_queries(DEV)]
+    return [decode_query(decoder, q.text, "de", qid=q.qid) for q in list(read_queries(DEV))[::2]]
 
 
 def collection_of(index: InvertedIndex, out: Path, shards: int, *, merge: bool) -> Collection:
@@ -176,7 +178,7 @@ def test_feedback_over_a_collection_ranks_like_one_index(
     for method in methods:
         one = get_scorer(method, index, bundle=bundle, **PARAMS[method])
         many = CollectionScorer(coll, method, bundle=bundle, **PARAMS[method])
-        for q in dev_queries[::4]:
+        for q in dev_queries[::2]:  # every 4th dev query
             a, b = one.rank(q, 20, feedback=feedback), many.rank(q, 20, feedback=feedback)
             assert b.info["expansion"] == a.info["expansion"], (method, q.qid)
             assert [h.doc_id for h in b.hits] == [h.doc_id for h in a.hits], (method, q.qid)
