@@ -13,8 +13,8 @@ what makes the signs informative: E5's vectors share a large common direction (c
 between unrelated texts are 0.7–0.9), and without it most signs are the same for every
 passage — on our real vectors the first pass then kept the exact top 10 only 25 % of the time
 with 10× candidates, against 88 % centred (``bench/README.md``, "Two readers"). A document's
-sketch score is its best passage's agreement with the query's signs (the number of equal
-bits, i.e. the dimension minus the Hamming distance), and the first pass keeps
+sketch score is its best passage's agreement with the query's signs (minus the Hamming
+distance: the number of equal bits, less the dimension), and the first pass keeps
 ``oversample × depth`` documents.
 
 :func:`sketch_scores_reference` is the slow version (Python integers, one passage at a time);
