@@ -538,7 +538,8 @@ def run(args: Params) -> None:
                 "CLIR_SHARD_REPLICAS": str(args.replicas), "CLIR_ADMIN_TOKEN": TOKEN,
                 "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": cluster.env["RAY_AUTH_TOKEN"],
             }  # fmt: skip
-            server = Server(env, work / "server.log", workers=1)
+            # info: the router's standbys and copies up are in the log (``router_log``)
+            server = Server(env, work / "server.log", workers=1, log_level="info")
             server.wait_ready(300)
             report["first_whole_s"] = wait_whole(server.url, args.shards, args.replicas, 120)
             health = HealthWatch(server.url, args.shards, args.replicas)
@@ -579,9 +580,19 @@ def run(args: Params) -> None:
                 health.stop()
             if server is not None:
                 report["server_log_tail"] = _tail(server.log)
+                report["router_log"] = _router_lines(server.log)
                 server.stop()
             cluster.stop()
     write_result(ROOT / args.out, report, args)
+
+
+def _router_lines(path: Path) -> list[str]:
+    """The shard router's lines (standbys, copies up, re-placements), with their times."""
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line[:300] for line in text.splitlines() if "shard " in line and "copy " in line]
 
 
 def _tail(path: Path, n: int = 4000) -> str:

@@ -119,7 +119,9 @@ def process_tree(root: int) -> list[int]:
 class Server:
     """``clir serve`` in a subprocess, on loopback; stopped with SIGTERM (then SIGKILL)."""
 
-    def __init__(self, env: dict[str, str], log: Path, workers: int) -> None:
+    def __init__(
+        self, env: dict[str, str], log: Path, workers: int, log_level: str = "warning"
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -137,7 +139,7 @@ class Server:
                 "--port",
                 str(self.port),
                 "--log-level",
-                "warning",
+                log_level,
                 "--workers",
                 str(workers),
             ],

@@ -35,6 +35,15 @@ class TextFormatter(DefaultFormatter):
         return " ".join([text, *extras]) if extras else text
 
 
+def current_format() -> Literal["json", "text"]:
+    """How this process writes the ``service`` loggers' lines (JSON when their handler's
+    formatter is python-json-logger's): what a child process it starts should write too."""
+    for handler in logging.getLogger("service").handlers:
+        if type(handler.formatter).__name__ == "JsonFormatter":
+            return "json"
+    return "text"
+
+
 def resolve_format(log_format: LogFormat, stream: TextIO | None = None) -> Literal["json", "text"]:
     """``auto``: text when ``stream`` (stderr) is a terminal, JSON otherwise."""
     if log_format != "auto":

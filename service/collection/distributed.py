@@ -53,6 +53,7 @@ from service.collection.searcher import (
     search_plan,
 )
 from service.errors import MissingExtraError
+from service.logs import current_format
 from service.mt.bundle import ModelBundle, load_bundle
 from service.processes import command_of, exit_with, raise_open_files_limit
 from service.retrieval.base import DecodedQuery, Ranking, Relation
@@ -231,7 +232,8 @@ class RaySearcher:
         if isolate:
             config = DriverConfig(
                 address or _running_address(), args, self.shards, replicas, timeout_s,
-                concurrency, remote_worker,
+                concurrency, remote_worker, logging.getLogger("service").getEffectiveLevel(),
+                current_format(),
             )  # fmt: skip
             self.driver = DriverProcess(config, on_event)
         else:

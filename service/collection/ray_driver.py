@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
+import logging.config
 import multiprocessing
 import os
 import signal
@@ -32,6 +33,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
+
+from service.logs import LogFormat, logging_config
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,8 @@ class DriverConfig:
     timeout_s: float
     concurrency: int
     worker: Callable[[Any, int], Any]  # (ray, concurrency) -> the shard worker's actor class
+    log_level: int = logging.INFO  # the child logs as its parent (failovers are at info)
+    log_format: LogFormat = "text"
 
 
 class DriverProcess:
@@ -223,6 +228,13 @@ def _die_with_parent() -> None:
             log.debug("prctl is not available")
 
 
+def log_as(config: DriverConfig) -> None:
+    """Write this (spawned) process's logs as its parent does: without it only warnings reach
+    stderr, and the router's standbys, copies up and re-placements are not in the log."""
+    level = logging.getLevelName(config.log_level)
+    logging.config.dictConfig(logging_config(config.log_format, level, request_ids=False))
+
+
 def router_calls(ray: Any, router: Any) -> dict[str, Callable[..., Any]]:
     """The calls a driver answers: ``ask(method, args, budget)`` (a search's query and plan
     put once into the object store, for every copy to read), ``status``, ``names``."""
@@ -239,6 +251,7 @@ def router_calls(ray: Any, router: Any) -> dict[str, Callable[..., Any]]:
 def serve(conn: Connection, config: DriverConfig) -> None:
     """The driver process: connect, start the shard copies, answer calls until the pipe ends."""
     _die_with_parent()
+    log_as(config)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so that Ray shuts down cleanly
     send_lock = threading.Lock()
 
