@@ -13,6 +13,7 @@ import sys
 from typing import Any, Literal, TextIO
 
 from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import DefaultFormatter
 
 LogFormat = Literal["auto", "json", "text"]
@@ -39,7 +40,7 @@ def current_format() -> Literal["json", "text"]:
     """How this process writes the ``service`` loggers' lines (JSON when their handler's
     formatter is python-json-logger's): what a child process it starts should write too."""
     for handler in logging.getLogger("service").handlers:
-        if type(handler.formatter).__name__ == "JsonFormatter":
+        if isinstance(handler.formatter, JsonFormatter):
             return "json"
     return "text"
 

@@ -11,10 +11,11 @@ asks for, in one place:
   from here; ties in turn).
 * **Failover within the request.** A copy that fails (any Ray error) is replaced in the same
   request by another copy of its shard; a copy that has not answered after the shard's hedge
-  delay — three times its observed 95th percentile, at least :data:`HEDGE_FLOOR_S`, at most
-  half the budget — gets a second copy asked beside it, and the first answer wins (the
-  *hedged request* of Dean & Barroso 2013, "The Tail at Scale", §"Within request short-term
-  adaptations"). Everything stays within the request's budget; a shard is missing from the
+  delay — three times its observed 95th percentile (of the last 200 answers, a copy's first
+  call of a kind, cold, left out), at least :data:`HEDGE_FLOOR_S`, at most half the budget
+  — gets a second copy asked beside it, and the first answer wins (the *hedged request* of
+  Dean & Barroso 2013, "The Tail at Scale", §"Within request short-term adaptations").
+  Everything stays within the request's budget; a shard is missing from the
   answer only when no copy of it answered.
 * **Suspects.** A copy that timed out, or that a hedge overtook, is *suspect*: no query goes
   to it while it is, and a monitor pings it until it answers again — so a frozen worker
@@ -84,6 +85,7 @@ class Copy:
         self.error: str | None = None
         self.failing = False  # suspect because calls fail (not because they hang)
         self.standby: Copy | None = None  # started beside a failing copy, to take its place
+        self.warm: set[tuple[str, Any]] = set()  # the kinds of call it has answered once
 
     def mark(self, state: str, error: str | None = None, failing: bool = False) -> None:
         if state != self.state:
@@ -500,7 +502,12 @@ class _Request:
         if shard in self.done:
             return  # a hedge's loser, late
         self.done[shard] = value
-        router.latency[shard].append(took)
+        # a copy's first call of a kind compiles its kernels and pages its segments in: not
+        # the shard's latency (counted, it would put the hedge delay at seconds for good)
+        kind = (self.method, self.args[0] if self.args and isinstance(self.args[0], str) else None)
+        if kind in copy.warm:
+            router.latency[shard].append(took)
+        copy.warm.add(kind)
         if copy.state != UP:
             copy.mark(UP)
         for other, (s2, c2, sent2) in list(self.pending.items()):

@@ -52,11 +52,13 @@ def _doc_scores_kernel(
     last: int,
     out: Float32Array,
 ) -> None:
-    """Documents ``docs[first..last-1]``: the best passage's score of each into ``out`` (at
-    the same positions)."""
+    """Documents ``docs[first..last-1]`` (positions ``first..last-1`` themselves when
+    ``docs`` is empty): the best passage's score of each into ``out`` (at the same
+    positions)."""
     d = codes.shape[1]
+    every = len(docs) == 0
     for i in range(first, last):
-        doc = docs[i]
+        doc = i if every else docs[i]
         best = -np.inf
         for p in range(doc_ptr[doc], doc_ptr[doc + 1]):
             acc = np.int32(0)
@@ -105,8 +107,9 @@ def doc_scores(
         return out if docs is None else out[docs]
     qcodes, qscale = quantize(query)
     q16 = qcodes[0].astype(np.int16)
-    which = np.arange(len(doc_ptr) - 1, dtype=np.int64) if docs is None else docs
-    out = np.empty(len(which), dtype=np.float32)
+    n = len(doc_ptr) - 1 if docs is None else len(docs)
+    which = np.zeros(0, np.int64) if docs is None else docs  # empty: every document
+    out = np.empty(n, dtype=np.float32)
     kernel = compiled(_doc_scores_kernel)
     scale = float(qscale[0])
 

@@ -375,7 +375,7 @@ class SearchPipeline:
         ranking, total, relation = first.ranking, first.total, first.relation
         readers: dict[int, dict[str, int]] = {}
         seconds = {"first": t1 - t0}
-        if dense_source is not None and opts.dense is not None and embedding is not None:
+        if embedding is not None and dense_source is not None and opts.dense is not None:
             vector = embedding.result()  # "embed": what the wait adds after the first ranking
             t2 = time.perf_counter()
             dense_hits = dense_source.top(vector, opts.dense.depth, opts.dense.sketch)
