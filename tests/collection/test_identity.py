@@ -1,9 +1,11 @@
 """A sharded collection ranks exactly as one index over the same documents (DT, PSQ, BOW-FD):
 the committed demo index's documents as a collection of 1, 2 and 4 shards (several segments
-per shard, or each shard merged into one), every other German dev query (130) decoded by the
-demo bundle, the same documents in the same order and scores equal to the last bit. (Half of
-the dev queries keep the suite within its time budget; every one of them, on the full models,
-is the identity dump's, ``bench/identity_dump.py``, run around a refactor.)"""
+per shard, or each shard merged into one), the same documents in the same order and scores
+equal to the last bit. The queries: every other German dev query (130) decoded by the demo
+bundle, dealt out in turn to the layouts (and to the feedback forms), so that each query is
+checked once, every layout on a quarter of them (the suite's time budget; every query on every
+layout, on the full models, is the identity dump's, ``bench/identity_dump.py``, run around a
+refactor)."""
 
 from __future__ import annotations
 
@@ -54,40 +56,27 @@ def collection_of(index: InvertedIndex, out: Path, shards: int, *, merge: bool) 
 PARAMS = {"dt": {}, "psq": {"nbest": 100}, "bowfd": {}}
 
 
-Single = dict[tuple[str, str], tuple[list[str], list[float], tuple[int, str], str]]
-
-
-@pytest.fixture(scope="module")
-def single(demo: tuple[InvertedIndex, ModelBundle], dev_queries: list[DecodedQuery]) -> Single:
-    """Every dev query ranked by every method over the one index: ids, scores, the count
-    retrieved and the signature."""
-    index, bundle = demo
-    out: Single = {}
-    for method in ("dt", "psq", "bowfd"):
-        scorer = get_scorer(method, index, bundle=bundle, **PARAMS[method])
-        for q in dev_queries:
-            one = scorer.rank(q, 20)
-            out[method, q.qid] = (
-                [h.doc_id for h in one.hits], [h.score for h in one.hits],
-                scorer.retrieved(one, 20, q), one.signature,
-            )  # fmt: skip
-    return out
+def share(queries: list[DecodedQuery], turn: int, of: int = 4) -> list[DecodedQuery]:
+    """The queries dealt to the ``turn``-th of ``of`` layouts (or forms): every ``of``-th."""
+    return queries[turn::of]
 
 
 @pytest.mark.parametrize(
-    ("shards", "merge", "threads"), [(1, False, 1), (2, False, 1), (2, False, 2), (4, True, 4)]
+    ("turn", "shards", "merge", "threads"),
+    [(0, 1, False, 1), (1, 2, False, 1), (2, 2, False, 2), (3, 4, True, 4)],
 )
 def test_sharded_collection_ranks_like_one_index(
     demo: tuple[InvertedIndex, ModelBundle],
     dev_queries: list[DecodedQuery],
-    single: Single,
     tmp_path: Path,
+    turn: int,
     shards: int,
     merge: bool,
     threads: int,
 ) -> None:
     """Shards searched in turn (each bounding the next) or at once in threads (sharing
-    BOW-FD's boards) rank as the one index."""
+    BOW-FD's boards) rank as the one index: ids, scores, the count retrieved and the
+    signature."""
     index, bundle = demo
     coll = collection_of(index, tmp_path / "c", shards, merge=merge)
     snap = coll.snapshot
@@ -95,9 +84,14 @@ def test_sharded_collection_ranks_like_one_index(
     # several segments a shard are merged at search time, or one merged segment a shard
     assert all((len(s) > 1) != merge for s in snap.shards)
     searcher = SnapshotSearcher(bundle, threads=threads)
+    queries = share(dev_queries, turn)
+    assert len(queries) >= 30
     for method in ("dt", "psq", "bowfd"):
-        for q in dev_queries:
-            ids, scores, retrieved, signature = single[method, q.qid]
+        scorer = get_scorer(method, index, bundle=bundle, **PARAMS[method])
+        for q in queries:
+            one = scorer.rank(q, 20)
+            ids, scores = [h.doc_id for h in one.hits], [h.score for h in one.hits]
+            retrieved, signature = scorer.retrieved(one, 20, q), one.signature
             many, (total, relation) = searcher.rank(snap, method, q, 20, params=PARAMS[method])
             assert [h.doc_id for h in many.hits] == ids, (method, q.qid)
             assert [h.score for h in many.hits] == scores, (method, q.qid)
@@ -158,11 +152,14 @@ def test_segments_weigh_forest_words_as_one_index(
     assert got["zzzunheard"] is None
 
 
-@pytest.mark.parametrize("form", ["interpolate", "replace", "rerank", "rerank+interpolate"])
+@pytest.mark.parametrize(
+    ("turn", "form"), list(enumerate(["interpolate", "replace", "rerank", "rerank+interpolate"]))
+)
 def test_feedback_over_a_collection_ranks_like_one_index(
     demo: tuple[InvertedIndex, ModelBundle],
     dev_queries: list[DecodedQuery],
     tmp_path: Path,
+    turn: int,
     form: str,
 ) -> None:
     """RM3 over 2 shards of several segments: the expansion (its terms and weights), the
@@ -178,7 +175,7 @@ def test_feedback_over_a_collection_ranks_like_one_index(
     for method in methods:
         one = get_scorer(method, index, bundle=bundle, **PARAMS[method])
         many = CollectionScorer(coll, method, bundle=bundle, **PARAMS[method])
-        for q in dev_queries[::2]:  # every 4th dev query
+        for q in share(dev_queries, turn):
             a, b = one.rank(q, 20, feedback=feedback), many.rank(q, 20, feedback=feedback)
             assert b.info["expansion"] == a.info["expansion"], (method, q.qid)
             assert [h.doc_id for h in b.hits] == [h.doc_id for h in a.hits], (method, q.qid)
