@@ -24,14 +24,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import ConfigurationError, InternalError, InvalidInputError
-from service.forest.hypergraph import Derivation, DerivationNode, FloatArray, Hypergraph
+from service.forest.hypergraph import (
+    Derivation,
+    DerivationNode,
+    FloatArray,
+    Hyperedge,
+    Hypergraph,
+    prune_unreachable,
+)
 from service.forest.semiring import LOG, TROPICAL, Semiring
 from service.jit import compiled
 
@@ -250,3 +257,42 @@ def fast_viterbi(hg: Hypergraph, weights: Weights) -> Derivation:
     best, back = viterbi_scores(hg, weights)
     tree = tree_from_backpointers(hg, back)
     return hg.derivation(tree, float(best[hg.goal]))
+
+
+# --- what an edge's own words translate, and sub-forests ------------------------------------
+def covered_positions(hg: Hypergraph) -> list[tuple[int, ...]]:
+    """The source positions each edge's own words translate: its span less its tails' spans
+    (a derivation covers every source position with exactly one edge this way, so the
+    posteriors of the edges covering a position sum to one)."""
+    spans = [hg.nodes[v].span for v in range(hg.num_nodes)]
+    out: list[tuple[int, ...]] = []
+    for e in hg.edges:
+        first, last = e.span
+        gaps = [spans[t] for t in e.tails]
+        out.append(tuple(i for i in range(first, last) if not any(a <= i < b for a, b in gaps)))
+    return out
+
+
+def restrict(hg: Hypergraph, keep: Sequence[bool]) -> Hypergraph | None:
+    """The sub-forest of the derivations of the goal that use only edges with ``keep[e]``
+    (nodes and edges renumbered in their order); None when no derivation of the goal is left.
+    """
+    if len(keep) != hg.num_edges:
+        raise InvalidInputError(f"{len(keep)} edge flags for a forest of {hg.num_edges} edges")
+    derivable = [False] * hg.num_nodes
+    for v in range(hg.num_nodes):  # node ids are topological: tails come first
+        derivable[v] = any(
+            keep[e] and all(derivable[t] for t in hg.edges[e].tails) for e in hg.incoming(v)
+        )
+    if not derivable[hg.goal]:
+        return None
+    kept = [
+        e for e in range(hg.num_edges)
+        if keep[e] and derivable[hg.edges[e].head] and all(derivable[t] for t in hg.edges[e].tails)
+    ]  # fmt: skip
+    nodes = [hg.nodes[v] for v in range(hg.num_nodes)]
+    edges = [
+        Hyperedge(i, x.head, x.tails, x.target, x.features, x.span, x.rule_id)
+        for i, x in enumerate(hg.edges[e] for e in kept)
+    ]
+    return prune_unreachable(Hypergraph(nodes, edges, hg.goal))

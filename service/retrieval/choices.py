@@ -1,0 +1,222 @@
+"""The searcher's say in the query's translation: the English alternatives the forest holds for
+each source word, with their posteriors, and the choices that restrict the forest to some.
+
+User-assisted query translation (Oard, He & Wang 2008, "User-assisted query translation for
+interactive cross-language information retrieval", IP&M 44(1), §3): the searcher sees each
+query term's candidate translations and keeps or drops them. Here the candidates are read off
+the +LM translation forest itself (Hieber & Riezler 2015, §3: the hypergraph every method
+ranks with), weighted by the posterior of the hyperedges that translate the word — inside and
+outside scores in the log semiring, :func:`~service.forest.inference.edge_posteriors`.
+
+* **Alternatives.** In every derivation each source position is translated by the own words
+  of exactly one hyperedge (:func:`~service.forest.inference.covered_positions`), so the
+  posteriors of the edges covering a position sum to one. The edges that translate one source
+  word on its own give its options: their English with the function words at either end
+  dropped ("a table" is "table"), the posteriors of the edges giving the same option summed and
+  divided by the mass of the word translated on its own (``alone``: how often the forest
+  translates it so, rather than inside a longer phrase). A word is listed when two options or
+  more reach :data:`MIN_P` and it is translated on its own at least :data:`MIN_ALONE` of the
+  time.
+* **Pins** (``Tabelle=table``): every hyperedge whose own words translate a position of the
+  pinned word must say the pinned English (as consecutive words), so "insert a table" for
+  "fügen Sie eine Tabelle ein" stays and "sheet" goes. **Blocks** (``sheet``): no hyperedge may
+  say the blocked word. The forest is cut to the derivations left before any method reads it,
+  so DT's 1-best, PSQ's n-best and BOW-FD's forest all honour the choices; a pin that matches
+  no source word, or choices that leave no derivation, are refused naming them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from service.errors import InvalidInputError
+from service.forest.hypergraph import Hypergraph
+from service.forest.inference import (
+    covered_positions,
+    edge_posteriors,
+    restrict,
+    viterbi_scores,
+)
+from service.index.analysis import LONG_STOPWORDS, is_word
+from service.retrieval.base import DecodedQuery
+
+MIN_P = 0.05  # an option below this share of its word's own translations is not offered
+MIN_ALONE = 0.1  # a word translated on its own less often than this is not offered
+MAX_OPTIONS = 5
+MAX_CHOICES = 20  # pins and blocks a request may carry
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    english: str
+    p: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"english": self.english, "p": round(self.p, 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """A source word (``span``: its position in sentence ``sentence``, end exclusive) the
+    forest translates in several ways."""
+
+    source: str
+    sentence: int
+    span: tuple[int, int]
+    alone: float  # the posterior of the word translated on its own
+    options: tuple[Option, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "sentence": self.sentence,
+            "span": list(self.span),
+            "alone": round(self.alone, 4),
+            "options": [o.to_json() for o in self.options],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Choices:
+    """What the searcher chose: source word → the English it must be translated as, and
+    English words no translation may use. Normalised (lower case, sorted), so that equal
+    choices have equal signatures and cache keys."""
+
+    pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    blocks: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pins: Mapping[str, str] | None, blocks: Sequence[str] | None) -> Choices:
+        pins, blocks = dict(pins or {}), list(blocks or [])
+        if len(pins) + len(blocks) > MAX_CHOICES:
+            raise InvalidInputError(
+                f"{len(pins) + len(blocks)} pins and blocks; at most {MAX_CHOICES} are allowed"
+            )
+        norm_pins: dict[str, tuple[str, ...]] = {}
+        for source, english in pins.items():
+            src, eng = _words(source), _words(english)
+            if len(src) != 1 or not eng:
+                raise InvalidInputError(
+                    f"pin {_show(source)}={_show(english)}: a pin is one source word and the "
+                    "English it must be translated as"
+                )
+            norm_pins[src[0]] = eng
+        norm_blocks: set[str] = set()
+        for word in blocks:
+            w = _words(word)
+            if len(w) != 1:
+                raise InvalidInputError(f"block {_show(word)}: a block is one English word")
+            norm_blocks.add(w[0])
+        return cls(tuple(sorted(norm_pins.items())), tuple(sorted(norm_blocks)))
+
+    def __bool__(self) -> bool:
+        return bool(self.pins or self.blocks)
+
+    def signature(self) -> str:
+        """``pin:tabelle=table,block:sheet`` (empty without choices)."""
+        parts = [f"pin:{s}={'_'.join(e)}" for s, e in self.pins]
+        parts += [f"block:{b}" for b in self.blocks]
+        return ",".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pins": {s: " ".join(e) for s, e in self.pins}, "blocks": list(self.blocks)}
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.lower().split())
+
+
+def _show(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _content(words: Sequence[str]) -> tuple[str, ...]:
+    """``words`` without the function words and punctuation at either end."""
+    keep = [is_word(w) and w.lower() not in LONG_STOPWORDS for w in words]
+    if not any(keep):
+        return ()
+    first = keep.index(True)
+    last = len(keep) - keep[::-1].index(True)
+    return tuple(words[first:last])
+
+
+def word_options(
+    hg: Hypergraph, weights: Mapping[str, float], length: int
+) -> list[tuple[float, dict[str, float]]]:
+    """For each source position: the posterior of it translated on its own, and the posterior
+    of each option (content English) it is then translated as (not yet divided)."""
+    mu = edge_posteriors(hg, weights)
+    alone = [0.0] * length
+    options: list[dict[str, float]] = [defaultdict(float) for _ in range(length)]
+    for e, covered in enumerate(covered_positions(hg)):
+        if len(covered) != 1 or not 0 <= covered[0] < length:
+            continue
+        i = covered[0]
+        alone[i] += float(mu[e])
+        english = _content(hg.edges[e].target_terminals)
+        if english:
+            options[i][" ".join(english)] += float(mu[e])
+    return [(alone[i], dict(options[i])) for i in range(length)]
+
+
+def alternatives(query: DecodedQuery, min_p: float = MIN_P) -> list[Alternative]:
+    """The source words of ``query`` its forests translate in more than one way (see the
+    module docstring), in sentence and word order."""
+    found: list[Alternative] = []
+    for s, (tokens, forest) in enumerate(zip(query.sentences, query.forests, strict=True)):
+        if not any(_content([t]) for t in tokens):
+            continue
+        for i, (alone, opts) in enumerate(word_options(forest.hypergraph, query.weights,
+                                                       len(tokens))):  # fmt: skip
+            if alone < MIN_ALONE or not is_word(tokens[i]):
+                continue
+            ranked = sorted(((p / alone, e) for e, p in opts.items()), key=lambda x: (-x[0], x[1]))
+            shown = [Option(e, p) for p, e in ranked[:MAX_OPTIONS] if p >= min_p]
+            if len(shown) >= 2:
+                found.append(Alternative(tokens[i], s, (i, i + 1), alone, tuple(shown)))
+    return found
+
+
+def _says(terminals: Sequence[str], english: Sequence[str]) -> bool:
+    n = len(english)
+    words = [t.lower() for t in terminals]
+    return any(tuple(words[k : k + n]) == tuple(english) for k in range(len(words) - n + 1))
+
+
+def apply_choices(query: DecodedQuery, choices: Choices) -> DecodedQuery:
+    """``query`` with each forest cut to the derivations the choices allow (see the module
+    docstring); the query itself without choices."""
+    if not choices:
+        return query
+    pinned = {src for src, _ in choices.pins}
+    seen = {t.lower() for tokens in query.sentences for t in tokens}
+    missing = sorted(pinned - seen)
+    if missing:
+        raise InvalidInputError(
+            f"pin {_show(missing[0])}: no word of the query is {_show(missing[0])} "
+            f"(its words: {', '.join(_show(t) for t in sorted(seen)[:12])})"
+        )
+    pins = dict(choices.pins)
+    blocks = set(choices.blocks)
+    forests = []
+    for tokens, forest in zip(query.sentences, query.forests, strict=True):
+        hg = forest.hypergraph
+        want = {i: pins[t.lower()] for i, t in enumerate(tokens) if t.lower() in pins}
+        keep = []
+        for e, covered in enumerate(covered_positions(hg)):
+            terminals = hg.edges[e].target_terminals
+            ok = not any(w.lower() in blocks for w in terminals)
+            ok = ok and all(_says(terminals, want[i]) for i in covered if i in want)
+            keep.append(ok)
+        cut = restrict(hg, keep)
+        if cut is None:
+            raise InvalidInputError(
+                f"the choices {choices.signature()} leave no translation of "
+                f"{_show(' '.join(tokens))}: the forest has none that says them"
+            )
+        best = float(viterbi_scores(cut, query.weights)[0][cut.goal])
+        forests.append(replace(forest, hypergraph=cut, best_score=best))
+    return replace(query, forests=tuple(forests))

@@ -1,0 +1,148 @@
+"""The alternatives a forest offers for each source word and the searcher's pins and blocks,
+checked against every derivation of a hand-made forest enumerated by brute force, and through
+a decoded query of the toy bundle to the methods that rank with it."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import pytest
+
+from service.errors import InvalidInputError
+from service.forest.inference import covered_positions
+from service.mt.bundle import ModelBundle
+from service.mt.decoder.base import DecodeStats, Forest
+from service.retrieval.base import DecodedQuery, one_best
+from service.retrieval.choices import Choices, alternatives, apply_choices, word_options
+from service.retrieval.query import decode_query
+from tests.forest.forests import TOY_WEIGHTS, brute_force, toy_forest
+
+TOKENS = ("das", "haus", "brennt")
+
+
+def toy_query() -> DecodedQuery:
+    hg = toy_forest()
+    forest = Forest(TOKENS, hg, 0.0, DecodeStats(), use_lm=False)
+    return DecodedQuery("q", "das Haus brennt", "de", (TOKENS,), (forest,), TOY_WEIGHTS, "toy")
+
+
+def reference_options(query: DecodedQuery) -> list[tuple[float, dict[str, float]]]:
+    """Each position's posterior of being translated alone, and of each content English it is
+    then said as, summed over every derivation (the slow, obviously correct version)."""
+    hg = query.forests[0].hypergraph
+    covered = covered_positions(hg)
+    found = brute_force(hg, dict(query.weights))
+    z = sum(math.exp(s) for s, _, _ in found)
+    alone = [0.0] * len(TOKENS)
+    options: list[dict[str, float]] = [defaultdict(float) for _ in TOKENS]
+    for score, _, tree in found:
+        p = math.exp(score) / z
+        for e in tree.preorder():
+            if len(covered[e]) == 1:
+                alone[covered[e][0]] += p
+                words = [w for w in hg.edges[e].target_terminals if w not in {"the", "that", "is"}]
+                if words:
+                    options[covered[e][0]][" ".join(words)] += p
+    return [(alone[i], dict(options[i])) for i in range(len(TOKENS))]
+
+
+def test_word_options_are_the_derivations_posteriors() -> None:
+    q = toy_query()
+    got = word_options(q.forests[0].hypergraph, q.weights, len(TOKENS))
+    want = reference_options(q)
+    for (a, opts), (b, ref) in zip(got, want, strict=True):
+        assert a == pytest.approx(b, abs=1e-12)
+        assert opts.keys() == ref.keys()
+        for k in opts:
+            assert opts[k] == pytest.approx(ref[k], abs=1e-12)
+
+
+def test_alternatives_of_the_toy_query() -> None:
+    (haus, brennt) = alternatives(toy_query())
+    assert (haus.source, haus.span, brennt.source, brennt.span) == (
+        "haus",
+        (1, 2),
+        "brennt",
+        (2, 3),
+    )
+    assert [o.english for o in haus.options] == ["house", "home"]  # house scores higher
+    assert [o.english for o in brennt.options] == ["burns", "burning"]  # "is" dropped
+    ref = reference_options(toy_query())
+    for alt in (haus, brennt):
+        i = alt.span[0]
+        assert alt.alone == pytest.approx(ref[i][0])
+        assert sum(o.p for o in alt.options) == pytest.approx(1.0)  # no other option
+        assert [o.p for o in alt.options] == pytest.approx(
+            [ref[i][1][o.english] / ref[i][0] for o in alt.options]
+        )
+    assert alt.to_json()["options"][1]["english"] == "burning"
+    # "das" is said only as function words: nothing to choose
+    assert alternatives(toy_query(), min_p=0.0)[0].source == "haus"
+
+
+def sentences_of(query: DecodedQuery) -> list[tuple[str, ...]]:
+    return sorted(y for _, y, _ in brute_force(query.forests[0].hypergraph, dict(query.weights)))
+
+
+def test_a_pin_keeps_exactly_the_derivations_that_say_it() -> None:
+    q = toy_query()
+    pinned = apply_choices(q, Choices.of({"Haus": "home"}, None))
+    want = [y for y in sentences_of(q) if "home" in y]
+    assert sentences_of(pinned) == want and want
+    assert one_best(pinned) == [("the", "home", "burns")]
+    # the phrase "the house" translates "haus" too (with "das"): it says "house", so it goes
+    assert all("house" not in y for y in sentences_of(pinned))
+
+
+def test_a_block_removes_every_derivation_using_the_word() -> None:
+    q = toy_query()
+    blocked = apply_choices(q, Choices.of(None, ["HOUSE", "the"]))
+    want = [y for y in sentences_of(q) if "house" not in y and "the" not in y]
+    assert sentences_of(blocked) == want and want
+    assert apply_choices(q, Choices()) is q
+
+
+def test_choices_that_cannot_be_met_are_refused_naming_them() -> None:
+    q = toy_query()
+    with pytest.raises(InvalidInputError, match="pin 'baum': no word of the query is 'baum'"):
+        apply_choices(q, Choices.of({"Baum": "tree"}, None))
+    with pytest.raises(InvalidInputError, match="pin:haus=tree leave no translation"):
+        apply_choices(q, Choices.of({"Haus": "tree"}, None))
+    with pytest.raises(InvalidInputError, match="block:home,block:house leave no translation"):
+        apply_choices(q, Choices.of(None, ["house", "home"]))
+
+
+@pytest.mark.parametrize(
+    ("pins", "blocks", "match"),
+    [
+        ({"das Haus": "the house"}, None, "a pin is one source word"),
+        ({"Haus": " "}, None, "a pin is one source word"),
+        (None, ["two words"], "a block is one English word"),
+        ({f"w{i}": "x" for i in range(21)}, None, "21 pins and blocks; at most 20"),
+    ],
+)
+def test_bad_choices_are_refused(pins: dict[str, str] | None, blocks: list[str] | None,
+                                 match: str) -> None:  # fmt: skip
+    with pytest.raises(InvalidInputError, match=match):
+        Choices.of(pins, blocks)
+
+
+def test_choices_are_normalised_for_signatures_and_keys() -> None:
+    a = Choices.of({"Tabelle": "Table", "Zeile": "row"}, ["sheet", "Sheet"])
+    b = Choices.of({"zeile": "row", "tabelle": "table"}, ["sheet"])
+    assert a == b and hash(a) == hash(b)
+    assert a.signature() == "pin:tabelle=table,pin:zeile=row,block:sheet"
+    assert a.to_json() == {"pins": {"tabelle": "table", "zeile": "row"}, "blocks": ["sheet"]}
+    assert not Choices() and Choices().signature() == ""
+
+
+def test_a_decoded_query_of_the_toy_bundle_honours_a_pin(toy_bundle: ModelBundle) -> None:
+    q = decode_query(toy_bundle.decoder(), "das haus ist groß", "de")
+    alts = {a.source: a for a in alternatives(q, min_p=0.0)}
+    assert alts, "the toy grammar translates some word in two ways"
+    word, alt = next(iter(alts.items()))
+    last = alt.options[-1].english
+    pinned = apply_choices(q, Choices.of({word: last}, None))
+    assert last in " ".join(one_best(pinned)[0])
+    assert pinned.forests[0].hypergraph.num_edges < q.forests[0].hypergraph.num_edges
