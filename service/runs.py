@@ -32,6 +32,7 @@ from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.weights import DEFAULT_STATE_DIR
 from service.records import QrelsDict
 from service.retrieval.base import DecodedQuery, Ranking, Scorer
+from service.retrieval.choices import Choices
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
 from service.retrieval.runner import DEPTH, QueryRun, decoder_for, run_queries
@@ -304,6 +305,7 @@ def search(
     feedback: FeedbackParams | None = None,
     dense: DenseParams | None = None,
     setup: RunSetup | None = None,
+    choices: Choices | None = None,
 ) -> tuple[SearchOutcome, SearchPipeline]:
     """``clir search``: one query, ranked by ``method`` over an index or a collection through
     the search pipeline (the API's answer: hits, count, translation, why nothing was found);
@@ -318,5 +320,5 @@ def search(
         weights_version=bundle.active_weights().version,
     )
     opts = SearchOptions(method, k=k, explain=explain, feedback=feedback, dense=dense,
-                         params=dict(params or {}))  # fmt: skip
+                         params=dict(params or {}), choices=choices or Choices())  # fmt: skip
     return pipe.search(decoded, opts), pipe

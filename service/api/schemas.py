@@ -159,6 +159,16 @@ class SearchRequest(RequestBody):
         "rankings (CLIR_DENSE_FUSION: normalised scores added, or reciprocal rank fusion). "
         "Unset: the service's default (CLIR_DENSE), when the index has vectors.",
     )
+    pins: dict[str, str] = Field(
+        default_factory=dict,
+        description='Source word → the English it must be translated as ({"Tabelle": '
+        '"table"}): every translation the methods read says it there (one of a response\'s '
+        "`alternatives`, or any English the forest has for the word).",
+    )
+    blocks: list[str] = Field(
+        default_factory=list,
+        description='English words no translation may use (["sheet"]).',
+    )
 
     _query_not_blank = field_validator("query")(_not_blank)
 
@@ -174,6 +184,22 @@ class Expansion(BaseModel):
     feedback: str = Field(description="RM3's parameters: rm3(documents,terms,original weight).")
     terms: list[ExpansionTerm] = Field(description="Every term of the expanded query.")
     added: list[str] = Field(description="The terms feedback added to the translation's.")
+
+
+class TranslationOption(BaseModel):
+    english: str
+    p: float = Field(description="Its posterior when the word is translated on its own.")
+
+
+class Alternatives(BaseModel):
+    """A source word the query's translation forest translates in several ways."""
+
+    source: str = Field(description="The word, as the decoder read it (lower case).")
+    sentence: int = Field(description="Which sentence of the query (from 0).")
+    span: list[int] = Field(description="Its position in the sentence: [start, end).")
+    alone: float = Field(description="How often the forest translates it on its own.")
+    options: list[TranslationOption] = Field(description="Its English options, likeliest first.")
+    chosen: str | None = Field(None, description="The option the request pinned, if any.")
 
 
 class SearchHit(BaseModel):
@@ -257,6 +283,14 @@ class SearchResponse(Served):
         description="`on` when the dense reader's ranking was fused with the method's; "
         "otherwise why not (`off`: the request or the service turned it off; the index has no "
         "vectors).",
+    )
+    alternatives: list[Alternatives] = Field(
+        default_factory=list,
+        description="The query's words its translation forest translates in several ways, "
+        "with the posteriors of their English options: pin one (`pins`) to search again.",
+    )
+    choices: dict[str, Any] = Field(
+        default_factory=dict, description="The pins and blocks the results honour."
     )
     empty_reason: str | None = Field(
         None,

@@ -36,6 +36,7 @@ from fastapi import APIRouter
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
 from service.api.metrics import DEGRADED
 from service.api.schemas import (
+    Alternatives,
     Expansion,
     ExpansionTerm,
     SearchHit,
@@ -50,6 +51,7 @@ from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import Hit
+from service.retrieval.choices import Choices
 from service.retrieval.explain import explanation_json
 from service.retrieval.feedback import FeedbackParams
 from service.search.pipeline import (
@@ -73,6 +75,7 @@ def search_options(req: SearchRequest, service: QueryService, settings: Settings
         feedback=feedback_from_settings(settings, req.feedback),
         dense=dense_from_settings(settings, req.dense),
         params=service.method_params(req.method),
+        choices=Choices.of(req.pins, req.blocks),
     )
 
 
@@ -102,6 +105,11 @@ def _result(hit: Hit, out: SearchOutcome) -> SearchHit:
         explanation=explanation_json(hit.explanation),
         readers=out.readers.get(hit.docno, {}),
     )
+
+
+def _alternatives(out: SearchOutcome, choices: Choices) -> list[Alternatives]:
+    pins = {source: " ".join(english) for source, english in choices.pins}
+    return [Alternatives(**a.to_json(), chosen=pins.get(a.source)) for a in out.alternatives]
 
 
 def run_search(
@@ -136,6 +144,8 @@ def run_search(
         expansion=_expansion(out.ranking.info.get("expansion"), opts.feedback),
         empty_reason=out.empty_reason,
         dense=out.dense,
+        alternatives=_alternatives(out, opts.choices),
+        choices=opts.choices.to_json() if opts.choices else {},
         signature=out.ranking.signature,
         **fields,
     )

@@ -211,9 +211,28 @@ def _add_search(verb: VerbAdder) -> None:
     p.add_argument("--no-lm", action="store_true", help="decode without the language model")
     p.add_argument("--explain", action="store_true", help="print each hit's explanation")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--pin", action="append", metavar="WORD=ENGLISH",
+        help="translate the source WORD only as ENGLISH (repeatable; see the alternatives)",
+    )  # fmt: skip
+    p.add_argument(
+        "--block", action="append", metavar="ENGLISH", help="no translation may use this word"
+    )
     _add_param_flag(p)
     _add_feedback_flags(p)
     _add_dense_flags(p)
+
+
+def _choices(args: argparse.Namespace) -> Any:
+    from service.retrieval.choices import Choices
+
+    pins: dict[str, str] = {}
+    for pair in args.pin or []:
+        source, eq, english = pair.partition("=")
+        if not eq:
+            raise InvalidInputError(f"--pin {pair!r}: write it as WORD=ENGLISH (Tabelle=table)")
+        pins[source] = english
+    return Choices.of(pins, args.block)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -232,8 +251,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
         feedback=_feedback(args),
         dense=_dense(args),
         setup=_run_setup(),
+        choices=_choices(args),
     )
     translation = " ".join(" ".join(s) for s in out.translation)
+    alternatives = [a.to_json() for a in out.alternatives]
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
         # written against 0.1 and go in 0.2
@@ -256,6 +277,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             "total_relation": out.relation,
             "dense": out.dense,
             "empty_reason": out.empty_reason,
+            "alternatives": alternatives,
             "info": out.ranking.info,
             "results": results,
             "hits": results,
@@ -265,6 +287,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return 0
     print(f"# {out.ranking.signature}", file=sys.stderr)
     print(f"# translation: {translation}; dense: {out.dense}", file=sys.stderr)
+    for a in out.alternatives:  # what --pin can choose
+        shown = " · ".join(f"{o.english} ({o.p:.2f})" for o in a.options)
+        print(f"# {a.source}: {shown}", file=sys.stderr)
     if out.empty_reason:
         print(f"# {out.empty_reason}", file=sys.stderr)
     for r, h in enumerate(out.hits, 1):

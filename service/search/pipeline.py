@@ -48,6 +48,7 @@ from service.index.analysis import LONG_STOPWORDS, is_word
 from service.index.inverted import InvertedIndex
 from service.records import Doc
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, one_best
+from service.retrieval.choices import Alternative, Choices, alternatives, apply_choices
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.fusion import Fusion, RankedList, get_fusion
 
@@ -93,6 +94,7 @@ class SearchOptions:
     feedback: FeedbackParams | None = None
     dense: DenseParams | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    choices: Choices = field(default_factory=Choices)  # the searcher's pins and blocks
 
     @property
     def depth(self) -> int:
@@ -130,6 +132,8 @@ class SearchOutcome:
     weighted: Callable[[Iterable[str]], set[str]]
     doc: Callable[[int], Doc]  # a hit's document, from the commit the search ranked
     seconds: dict[str, float] = field(default_factory=dict)
+    # the source words the forest translates in several ways (before the choices)
+    alternatives: list[Alternative] = field(default_factory=list)
 
 
 class FirstStage(ABC):
@@ -353,6 +357,9 @@ class SearchPipeline:
                 f"k must be at least 1 and offset at least 0: {opts.k}, {opts.offset}"
             )
         t0 = time.perf_counter()
+        offered = alternatives(query)
+        query = apply_choices(query, opts.choices)  # before any method reads the forests
+        seconds = {"alternatives": time.perf_counter() - t0}
         translation = one_best(query)
         stage = self.stage.pin()  # one commit from the first ranking to the page
         dense_source, dense_state = (None, "off") if opts.dense is None else stage.dense()
@@ -374,7 +381,7 @@ class SearchPipeline:
         t1 = time.perf_counter()
         ranking, total, relation = first.ranking, first.total, first.relation
         readers: dict[int, dict[str, int]] = {}
-        seconds = {"first": t1 - t0}
+        seconds["first"] = t1 - t0 - seconds["alternatives"]
         if embedding is not None and dense_source is not None and opts.dense is not None:
             vector = embedding.result()  # "embed": what the wait adds after the first ranking
             t2 = time.perf_counter()
@@ -406,6 +413,8 @@ class SearchPipeline:
                 reason += f": no document holds {', '.join(missing)} (the query's translation: "
                 reason += f"{' '.join(words)!r})"
         ranking = replace(ranking, hits=ranking.hits[: opts.depth])
+        if opts.choices:
+            ranking = replace(ranking, signature=f"{ranking.signature}|{opts.choices.signature()}")
         return SearchOutcome(
             ranking=ranking,
             hits=hits[opts.offset : opts.depth],
@@ -421,6 +430,7 @@ class SearchPipeline:
             weighted=stage.weighted,
             doc=stage.doc,
             seconds=seconds,
+            alternatives=offered,
         )
 
 

@@ -1070,6 +1070,57 @@ def test_the_search_lives_in_the_address(page: WebDriver) -> None:
     assert not page.find_element(By.ID, "panel-translate").get_attribute("hidden")
 
 
+def alternative_buttons(driver: WebDriver) -> dict[str, list[tuple[str, bool]]]:
+    """Each word offered, its options and whether each is pressed (chosen); empty while
+    they are being redrawn."""
+    out: dict[str, list[tuple[str, bool]]] = {}
+    try:
+        for group in driver.find_elements(By.CSS_SELECTOR, "#search-alternatives .alternative"):
+            word = group.find_element(By.CSS_SELECTOR, ".source").text.rstrip(": ")
+            out[word] = [
+                (b.text, b.get_attribute("aria-pressed") == "true")
+                for b in group.find_elements(By.CSS_SELECTOR, "button.option")
+            ]
+    except StaleElementReferenceException:
+        return {}
+    return out
+
+
+@pytest.mark.browser
+def test_a_words_translation_is_chosen_with_one_click_and_kept_in_the_address(
+    page: WebDriver, live_server: LiveServer
+) -> None:
+    """The question's "Tabelle" offered as table or sheet; a click on "sheet" searches again
+    with it pinned (the translation says it, the option is pressed), the address keeps it
+    through a reload, back returns to the forest's own choice, a second click unpins."""
+    search(page, QUERY)
+    api = live_server.post("/v1/search", {"query": QUERY, "lang": "de", "k": 10})
+    offered = alternative_buttons(page)
+    assert offered == {
+        a["source"]: [(o["english"], False) for o in a["options"]] for a in api["alternatives"]
+    }
+    assert [o for o, _ in offered["tabelle"]][:2] == ["table", "sheet"]
+    first = result_titles(page)
+    screenshot(page, "alternatives.png")
+    page.find_element(By.XPATH, "//*[@id='search-alternatives']//button[text()='sheet']").click()
+    wait(page).until(lambda d: "pin=tabelle%3Asheet" in d.current_url)
+    wait(page).until(lambda d: ("sheet", True) in alternative_buttons(d).get("tabelle", []))
+    body = {"query": QUERY, "lang": "de", "k": 10, "pins": {"tabelle": "sheet"}}
+    pinned = live_server.post("/v1/search", body)
+    wait(page).until(lambda d: result_titles(d) == [h["title"] for h in pinned["results"]])
+    assert "sheet" in page.find_element(By.ID, "search-translation").text.split()
+    assert result_titles(page) != first  # the pin changed what was found
+    page.refresh()
+    wait(page).until(lambda d: ("sheet", True) in alternative_buttons(d).get("tabelle", []))
+    page.back()
+    wait(page).until(lambda d: "pin=" not in d.current_url and result_titles(d) == first)
+    assert all(not pressed for opts in alternative_buttons(page).values() for _, pressed in opts)
+    page.forward()
+    wait(page).until(lambda d: ("sheet", True) in alternative_buttons(d).get("tabelle", []))
+    page.find_element(By.XPATH, "//*[@id='search-alternatives']//button[text()='sheet']").click()
+    wait(page).until(lambda d: "pin=" not in d.current_url and result_titles(d) == first)
+
+
 @pytest.mark.browser
 def test_a_reference_sentence_opens_its_page_and_back_returns_to_it(
     page: WebDriver, live_server: LiveServer

@@ -326,3 +326,44 @@ def test_readyz_tells_the_page_whether_feedback_is_offered(
     coll = make_client(doc_indexes=[out], feedback=True)
     assert coll.get("/readyz").json()["feedback"] == {"offered": True, "default": True}
     assert make_client(doc_indexes=[]).get("/readyz").json()["feedback"]["offered"] is False
+
+
+@pytest.mark.parametrize("method", ["bowfd", "dt", "psq"])
+def test_alternatives_are_offered_and_a_pin_is_honoured(client: TestClient, method: str) -> None:
+    """The response lists the words the forest translates in several ways; pinning one's
+    least likely option searches again with every translation saying it (DT's 1-best too),
+    the signature and the alternatives saying so."""
+    body = search(client, method=method, feedback=False)
+    alts = body["alternatives"]
+    assert isinstance(alts, list) and alts, "the toy forest of HOUSE offers a choice"
+    alt = alts[0]
+    assert alt["chosen"] is None and len(alt["options"]) >= 2
+    ps = [o["p"] for o in alt["options"]]
+    assert ps == sorted(ps, reverse=True) and sum(ps) <= 1.0 + 1e-6
+    option = alt["options"][-1]["english"]
+    pinned = search(client, method=method, feedback=False, pins={alt["source"]: option})
+    assert option in str(pinned["translation"]).split()
+    assert str(pinned["signature"]).endswith(f"|pin:{alt['source']}={option}")
+    assert pinned["choices"] == {"pins": {alt["source"]: option}, "blocks": []}
+    again = {a["source"]: a for a in pinned["alternatives"]}  # offered as before, one chosen
+    assert again[alt["source"]]["chosen"] == option
+    assert again[alt["source"]]["options"] == alt["options"]
+    blocked = search(client, method=method, feedback=False, blocks=[option])
+    assert option not in str(blocked["translation"]).split()
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ({"pins": {"baum": "tree"}}, "pin 'baum': no word of the query is 'baum'"),
+        ({"pins": {"haus": "zebra"}}, "pin:haus=zebra leave no translation"),
+        ({"pins": {"das haus": "house"}}, "a pin is one source word"),
+        ({"blocks": ["big house"]}, "a block is one English word"),
+    ],
+)
+def test_choices_that_cannot_be_met_are_422_naming_them(
+    client: TestClient, body: dict[str, object], match: str
+) -> None:
+    r = client.post("/v1/search", json={"query": HOUSE, "lang": "de", **body})
+    assert r.status_code == 422, r.text
+    assert match in r.text

@@ -2,7 +2,10 @@
  * The search tab (POST /v1/search, Hieber & Riezler 2015, §3: BOW-FD, DT, PSQ with the
  * derivation that retrieved each document): results with snippets and explanations, pages,
  * and the search as the page's address (?q=…&lang=…&method=…), restored on reload, from a
- * shared link and on back and forward.
+ * shared link and on back and forward. Under the query, the words its translation forest
+ * translates in several ways, each option a button: a click searches again with the word
+ * pinned to it (Oard, He & Wang 2008: user-assisted query translation), and the address keeps
+ * the pins (&pin=word:english).
  */
 
 import { ApiError, busyText, callApi, pageLimits } from "./api.js";
@@ -38,9 +41,61 @@ function searchAddress(request, offset) {
   if (request.feedback !== pageLimits.feedback.default) params.set("fb", request.feedback ? "1" : "0");
   // dn=1 / dn=0: the dense reader's switch, when it differs from the service's default
   if (request.dense !== pageLimits.dense.default) params.set("dn", request.dense ? "1" : "0");
+  for (const source of Object.keys(request.pins || {}).sort()) {
+    params.append("pin", source + ":" + request.pins[source]);
+  }
   const page = Math.floor(offset / request.k) + 1;
   if (page > 1) params.set("page", String(page));
   return "?" + params.toString();
+}
+
+/** The pins of an address: pin=word:english, repeated. */
+function pinsOf(params) {
+  const pins = {};
+  for (const value of params.getAll("pin")) {
+    const at = value.indexOf(":");
+    if (at > 0 && at < value.length - 1) pins[value.slice(0, at)] = value.slice(at + 1);
+  }
+  return pins;
+}
+
+/** Each word with several translations, its options as buttons (the pinned one pressed). */
+function renderAlternatives(alternatives, request) {
+  const box = byId("search-alternatives");
+  clear(box);
+  const shown = Array.isArray(alternatives) ? alternatives : [];
+  box.hidden = shown.length === 0;
+  if (!shown.length) return;
+  box.append(el("span", { className: "label", text: "Translated as: " }));
+  shown.forEach(function (alt, at) {
+    const group = el("span", { className: "alternative" });
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", "Translations of " + alt.source);
+    group.append(el("span", { className: "source", text: String(alt.source) + ": " }));
+    (alt.options || []).forEach(function (option, i) {
+      if (i > 0) group.append(" · ");
+      const chosen = alt.chosen === option.english;
+      const button = el("button", {
+        type: "button",
+        className: "option" + (chosen ? " chosen" : ""),
+        text: String(option.english),
+        title: (chosen ? "Chosen: click to let the search choose again. " : "Search again with “" +
+          alt.source + "” translated only as “" + option.english + "”. ") +
+          "Posterior " + fmt(option.p, 2),
+      });
+      button.setAttribute("aria-pressed", chosen ? "true" : "false");
+      button.addEventListener("click", function () {
+        const pins = Object.assign({}, request.pins || {});
+        if (chosen) delete pins[alt.source];
+        else pins[alt.source] = option.english;
+        searchState.request = Object.assign({}, request, { pins: pins });
+        runSearch(0, false);
+      });
+      group.append(button);
+    });
+    if (at < shown.length - 1) group.append("; ");
+    box.append(group);
+  });
 }
 
 /** Show the search the address names (a reload, a shared link, back and forward). */
@@ -75,7 +130,7 @@ export function restoreSearch() {
   const dn = params.get("dn");
   byId("search-dense").checked = pageLimits.dense.offered &&
     (dn === "1" || (dn !== "0" && pageLimits.dense.default));
-  const request = readSearchForm();
+  const request = Object.assign(readSearchForm(), { pins: pinsOf(params) });
   const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
   const offset = (page - 1) * request.k;
   if (searchState.shown === searchAddress(request, offset)) return; // on screen already
@@ -92,6 +147,7 @@ function readSearchForm() {
     k: Number.isFinite(k) ? k : 10,
     feedback: pageLimits.feedback.offered && byId("search-feedback").checked,
     dense: pageLimits.dense.offered && byId("search-dense").checked,
+    pins: {}, // a query typed anew lets the search choose every word's translation
   };
 }
 
@@ -164,6 +220,8 @@ function clearSearch() {
   translation.hidden = true;
   byId("search-expansion").textContent = "";
   byId("search-expansion").hidden = true;
+  clear(byId("search-alternatives"));
+  byId("search-alternatives").hidden = true;
   clear(byId("search-meta"));
   byId("search-details").open = false;
   byId("search-details").hidden = true;
@@ -227,6 +285,7 @@ async function runSearch(offset, focusResults, record) {
       el("span", { className: "translation", text: String(response.translation || "") }),
     );
     translation.hidden = false;
+    renderAlternatives(response.alternatives, request);
     const expansion = byId("search-expansion");
     const added = response.expansion && Array.isArray(response.expansion.added) ? response.expansion.added : [];
     expansion.replaceChildren(
