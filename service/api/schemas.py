@@ -189,6 +189,9 @@ class Expansion(BaseModel):
 class TranslationOption(BaseModel):
     english: str
     p: float = Field(description="Its posterior when the word is translated on its own.")
+    cue: str | None = Field(
+        None, description="The title of a document that uses it (where its words weigh most)."
+    )
 
 
 class Alternatives(BaseModel):

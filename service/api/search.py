@@ -109,7 +109,12 @@ def _result(hit: Hit, out: SearchOutcome) -> SearchHit:
 
 def _alternatives(out: SearchOutcome, choices: Choices) -> list[Alternatives]:
     pins = {source: " ".join(english) for source, english in choices.pins}
-    return [Alternatives(**a.to_json(), chosen=pins.get(a.source)) for a in out.alternatives]
+    shown = []
+    for a in out.alternatives:
+        fields = a.to_json()
+        fields["options"] = [o | {"cue": out.cues.get(o["english"])} for o in fields["options"]]
+        shown.append(Alternatives(**fields, chosen=pins.get(a.source)))
+    return shown
 
 
 def run_search(

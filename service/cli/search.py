@@ -255,6 +255,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
     )
     translation = " ".join(" ".join(s) for s in out.translation)
     alternatives = [a.to_json() for a in out.alternatives]
+    for alt in alternatives:
+        for o in alt["options"]:
+            o["cue"] = out.cues.get(o["english"])
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
         # written against 0.1 and go in 0.2

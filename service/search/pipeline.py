@@ -132,8 +132,13 @@ class SearchOutcome:
     weighted: Callable[[Iterable[str]], set[str]]
     doc: Callable[[int], Doc]  # a hit's document, from the commit the search ranked
     seconds: dict[str, float] = field(default_factory=dict)
-    # the source words the forest translates in several ways (before the choices)
+    # the source words the forest translates in several ways (before the choices), and for
+    # each option's English the title of a document that uses it
     alternatives: list[Alternative] = field(default_factory=list)
+    cues: dict[str, str] = field(default_factory=dict)
+
+
+CUE_DEPTH = 8  # a segment's best documents read for a live one
 
 
 class FirstStage(ABC):
@@ -158,6 +163,12 @@ class FirstStage(ABC):
     @abstractmethod
     def dense(self) -> tuple[DenseSource | None, str]:
         """The store's dense vectors, or None and why there are none."""
+
+    @abstractmethod
+    def cue(self, english: str) -> str | None:
+        """The title of the document the English words weigh most in (BM25): where a
+        searcher sees a translation option used (Oard, He & Wang 2008, §3, "cues"); None
+        when no document holds them."""
 
     def pin(self) -> FirstStage:
         """This stage held to the store as it is now, for one search: every step of the
@@ -195,6 +206,10 @@ class IndexStage(FirstStage):
 
     def doc(self, docno: int) -> Doc:
         return self.index.doc(docno)
+
+    def cue(self, english: str) -> str | None:
+        hits = self.index.bm25_topk(self.index.tokenize(english), 1)
+        return self.index.doc(int(hits.docs[0])).title if len(hits.docs) else None
 
     @property
     def n_docs(self) -> int:
@@ -282,6 +297,20 @@ class CollectionStage(FirstStage):
     def doc(self, docno: int) -> Doc:
         view, number = self._snap().locate_seq(docno)
         return view.index.doc(number)
+
+    def cue(self, english: str) -> str | None:
+        """Each segment's best live document by its own statistics, the best of them (a cue
+        needs no global weights)."""
+        best: tuple[float, str] | None = None
+        for view in self._snap().views():
+            hits = view.index.bm25_topk(view.index.tokenize(english), CUE_DEPTH)
+            gone = set() if view.deleted is None else set(view.deleted.tolist())
+            for doc, score in zip(hits.docs.tolist(), hits.scores.tolist(), strict=True):
+                if doc not in gone:
+                    if best is None or score > best[0]:
+                        best = (score, view.index.doc(doc).title)
+                    break
+        return None if best is None else best[1]
 
     @property
     def n_docs(self) -> int:
@@ -431,7 +460,18 @@ class SearchPipeline:
             doc=stage.doc,
             seconds=seconds,
             alternatives=offered,
+            cues=cues_of(stage, offered),
         )
+
+
+def cues_of(stage: FirstStage, offered: Iterable[Alternative]) -> dict[str, str]:
+    """Each option's cue (:meth:`FirstStage.cue`), by its English."""
+    cues: dict[str, str] = {}
+    for english in dict.fromkeys(o.english for a in offered for o in a.options):
+        cue = stage.cue(english)
+        if cue is not None:
+            cues[english] = cue
+    return cues
 
 
 def fuse_rankings(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.collection import build_collection
+from service.collection import CollectionWriter, build_collection
 from service.data import write_docs
 from service.index import build_docs_index
 from service.index.build import build_params
@@ -367,3 +367,35 @@ def test_choices_that_cannot_be_met_are_422_naming_them(
     r = client.post("/v1/search", json={"query": HOUSE, "lang": "de", **body})
     assert r.status_code == 422, r.text
     assert match in r.text
+
+
+def holds(doc: Doc, english: str) -> bool:
+    words = f"{doc.title} {doc.text}".lower().split()
+    return all(w in words for w in english.lower().split())
+
+
+def test_each_option_comes_with_a_document_that_uses_it(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    """A cue: the title of the document the option's words weigh most in, from the index or
+    the collection (never a deleted document)."""
+    by_title = {d.title: d for d in TOY_DOCS}
+    body = search(make_client(), feedback=False)
+    options = [o for a in body["alternatives"] for o in a["options"]]  # type: ignore[union-attr]
+    assert options and all(o["cue"] is not None for o in options)
+    for o in options:
+        assert holds(by_title[o["cue"]], o["english"]), o
+    out = tmp_path / "coll"
+    build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
+    coll = make_client(doc_indexes=[out])
+    cues = {o["english"]: o["cue"] for a in search(coll, feedback=False)["alternatives"]
+            for o in a["options"]}  # type: ignore[union-attr]  # fmt: skip
+    assert cues == {o["english"]: o["cue"] for o in options}
+    english, title = next(iter(cues.items()))
+    with CollectionWriter(out) as w:  # the cue's document deleted: another is shown, or none
+        w.delete([by_title[title].id])
+        w.commit()
+    after = {o["english"]: o["cue"] for a in search(coll, feedback=False)["alternatives"]
+             for o in a["options"]}  # type: ignore[union-attr]  # fmt: skip
+    assert after[english] != title
+    assert after[english] is None or holds(by_title[after[english]], english)

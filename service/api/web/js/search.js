@@ -81,7 +81,7 @@ function renderAlternatives(alternatives, request) {
         text: String(option.english),
         title: (chosen ? "Chosen: click to let the search choose again. " : "Search again with “" +
           alt.source + "” translated only as “" + option.english + "”. ") +
-          "Posterior " + fmt(option.p, 2),
+          "Posterior " + fmt(option.p, 2) + (option.cue ? ". Used in: " + option.cue : ""),
       });
       button.setAttribute("aria-pressed", chosen ? "true" : "false");
       button.addEventListener("click", function () {
