@@ -106,6 +106,13 @@ PAIRS: tuple[Pair, ...] = (
          (".tokenize(", ".reference(")),
     Pair("compound splitting", "service.text.compounds:best_split",
          "service.text.compounds:best_split_reference", "tests/text/test_compounds.py"),
+    Pair("edge posteriors (inside-outside)", "service.forest.inference:fast_edge_posteriors",
+         "service.forest.inference:edge_posteriors", "tests/forest/test_restrict.py"),
+    Pair("one-word positions", "service.forest.inference:single_positions",
+         "service.forest.inference:covered_positions", "tests/forest/test_restrict.py"),
+    Pair("translation alternatives", "service.retrieval.choices:word_options",
+         "service.retrieval.choices:word_options", "tests/retrieval/test_choices.py",
+         ('engine="reference"', "word_options")),
     Pair("snippet window", "service.api.snippets:best_window",
          "service.api.snippets:best_window_reference", "tests/api/test_snippets.py"),
 )  # fmt: skip

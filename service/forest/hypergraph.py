@@ -295,6 +295,7 @@ class Hypergraph:
         "_incoming",
         "_parts",
         "_renumber",
+        "_spans",
         "_weights_cache",
         "edges",
         "goal",
@@ -334,6 +335,7 @@ class Hypergraph:
         self._renumber = _renumber
         self._feature_matrices: dict[tuple[str, ...], FloatArray] = {}
         self._weights_cache: OrderedDict[tuple[tuple[str, float], ...], FloatArray] = OrderedDict()
+        self._spans: tuple[IntArray, IntArray] | None = None
 
     @classmethod
     def from_arrays(
@@ -341,11 +343,13 @@ class Hypergraph:
         arrays: HypergraphArrays,
         node: Callable[[int], Node],
         edge: Callable[[int], Hyperedge],
+        spans: tuple[IntArray, IntArray] | None = None,
     ) -> Hypergraph:
         """A forest given by its arrays (trusted: nodes in topological order, ids dense).
 
         ``node(v)`` and ``edge(e)`` make the objects on first access; every algorithm that
-        reads :meth:`arrays` never asks for them.
+        reads :meth:`arrays` never asks for them. ``spans``: the nodes' and the edges' source
+        spans as ``[V, 2]`` and ``[E, 2]`` arrays (:meth:`spans`), when the maker has them.
         """
         hg = cls.__new__(cls)
         hg.nodes = LazySequence(arrays.num_nodes, node)
@@ -357,6 +361,7 @@ class Hypergraph:
         hg._renumber = None
         hg._feature_matrices = {}
         hg._weights_cache = OrderedDict()
+        hg._spans = spans
         return hg
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -419,6 +424,17 @@ class Hypergraph:
             self._arrays = parts.arrays(self.num_nodes, self.goal, self._incoming, self._renumber)
             self._parts = None
         return self._arrays
+
+    def spans(self) -> tuple[IntArray, IntArray]:
+        """The source span of every node and of every edge, as ``[V, 2]`` and ``[E, 2]``
+        int64 arrays (``[start, end)``; an edge's is its head's); built once."""
+        if self._spans is None:
+            node = np.array([v.span for v in self.nodes], dtype=np.int64).reshape(-1, 2)
+            edge = np.array([e.span for e in self.edges], dtype=np.int64).reshape(-1, 2)
+            _readonly(node)
+            _readonly(edge)
+            self._spans = (node, edge)
+        return self._spans
 
     def feature_matrix(self, names: Sequence[str]) -> FloatArray:
         """The dense ``[E × len(names)]`` matrix of edge features (absent: 0), cached per list.

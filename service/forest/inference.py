@@ -260,6 +260,117 @@ def fast_viterbi(hg: Hypergraph, weights: Weights) -> Derivation:
 
 
 # --- what an edge's own words translate, and sub-forests ------------------------------------
+def _posteriors_kernel(
+    in_ptr: NDArray[np.int64],
+    in_edges: NDArray[np.int64],
+    tail_ptr: NDArray[np.int64],
+    tail_nodes: NDArray[np.int64],
+    w: FloatArray,
+    goal: int,
+    alpha: FloatArray,
+    beta: FloatArray,
+    mu: FloatArray,
+) -> None:  # pragma: no cover - compiled by numba; the Python body is the same algorithm
+    num_nodes = in_ptr.shape[0] - 1
+    num_edges = w.shape[0]
+    inside_e = np.empty(num_edges)
+    for v in range(num_nodes):  # inside, log semiring: log-sum-exp over incoming edges
+        top = -np.inf
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[p]
+            s = w[e]
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                s += alpha[tail_nodes[q]]
+            inside_e[e] = s
+            if s > top:
+                top = s
+        if top == -np.inf:
+            alpha[v] = -np.inf
+            continue
+        total = 0.0
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            total += np.exp(inside_e[in_edges[p]] - top)
+        alpha[v] = top + np.log(total)
+    for v in range(num_nodes):
+        beta[v] = -np.inf
+    beta[goal] = 0.0
+    for v in range(num_nodes - 1, -1, -1):  # outside: heads before their tails
+        if beta[v] == -np.inf:
+            continue
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[p]
+            if inside_e[e] == -np.inf:
+                continue
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                t = tail_nodes[q]
+                c = beta[v] + inside_e[e] - alpha[t]  # w(e) + the other tails' inside
+                if c > beta[t]:
+                    beta[t] = c + np.log1p(np.exp(beta[t] - c))
+                elif c > -np.inf:
+                    beta[t] = beta[t] + np.log1p(np.exp(c - beta[t]))
+    z = alpha[goal]
+    for v in range(num_nodes):
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[p]
+            if inside_e[e] == -np.inf or beta[v] == -np.inf:
+                mu[e] = 0.0
+            else:
+                mu[e] = np.exp(beta[v] + inside_e[e] - z)
+
+
+def fast_edge_posteriors(hg: Hypergraph, weights: Weights) -> FloatArray:
+    """:func:`edge_posteriors` computed by a compiled inside–outside pass over the arrays."""
+    a = hg.arrays()
+    w = np.require(resolve_edge_weights(hg, weights), dtype=np.float64, requirements=["C"])
+    alpha = np.empty(hg.num_nodes)
+    beta = np.empty(hg.num_nodes)
+    mu = np.zeros(hg.num_edges)
+    compiled(_posteriors_kernel)(
+        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, w, hg.goal, alpha, beta, mu
+    )
+    if alpha[hg.goal] == -math.inf:
+        raise InternalError(f"the forest has no derivation of its goal node {hg.goal}")
+    return mu
+
+
+def _single_position_kernel(
+    edge_span: NDArray[np.int64],
+    tail_ptr: NDArray[np.int64],
+    tail_nodes: NDArray[np.int64],
+    node_span: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled by numba; the Python body is the same algorithm
+    for e in range(edge_span.shape[0]):
+        i, j = edge_span[e, 0], edge_span[e, 1]
+        own = j - i
+        for q in range(tail_ptr[e], tail_ptr[e + 1]):
+            t = tail_nodes[q]
+            own -= node_span[t, 1] - node_span[t, 0]
+        out[e] = -1
+        if own != 1:
+            continue
+        for pos in range(i, j):
+            gap = False
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                t = tail_nodes[q]
+                if node_span[t, 0] <= pos < node_span[t, 1]:
+                    gap = True
+                    break
+            if not gap:
+                out[e] = pos
+                break
+
+
+def single_positions(hg: Hypergraph) -> NDArray[np.int64]:
+    """For each edge, the one source position its own words translate, or −1 when they
+    translate none or several (:func:`covered_positions`, compiled, for the one-word case)."""
+    a = hg.arrays()
+    node_span, edge_span = hg.spans()
+    out = np.empty(hg.num_edges, dtype=np.int64)
+    compiled(_single_position_kernel)(edge_span, a.tail_ptr, a.tail_nodes, node_span, out)
+    return out
+
+
 def covered_positions(hg: Hypergraph) -> list[tuple[int, ...]]:
     """The source positions each edge's own words translate: its span less its tails' spans
     (a derivation covers every source position with exactly one edge this way, so the

@@ -1,6 +1,6 @@
-"""The source positions an edge's own words translate, and a forest cut to the derivations
-that use only some edges (the searcher's pins and blocks): checked against every derivation
-enumerated by brute force."""
+"""The source positions an edge's own words translate, a forest cut to the derivations that
+use only some edges (the searcher's pins and blocks), and the compiled edge posteriors: checked
+against every derivation enumerated by brute force and against the generic inside–outside."""
 
 from __future__ import annotations
 
@@ -9,9 +9,23 @@ import random
 import pytest
 from hypothesis import given, settings
 
-from service.errors import InvalidInputError
-from service.forest.inference import covered_positions, restrict
-from tests.forest.forests import SEEDS, TOY_WEIGHTS, brute_force, random_forest, toy_forest
+from service.errors import InternalError, InvalidInputError
+from service.forest.inference import (
+    covered_positions,
+    edge_posteriors,
+    fast_edge_posteriors,
+    restrict,
+    single_positions,
+)
+from service.mt.bundle import ModelBundle
+from tests.forest.forests import (
+    SEEDS,
+    TOY_WEIGHTS,
+    brute_force,
+    random_forest,
+    random_weights,
+    toy_forest,
+)
 
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
 
@@ -56,3 +70,40 @@ def test_restrict_checks_its_flags() -> None:
     assert restrict(hg, [True] * hg.num_edges) is not None
     with pytest.raises(InvalidInputError, match="3 edge flags for a forest of 13 edges"):
         restrict(hg, [True] * 3)
+
+
+@PROPERTY
+@given(seed=SEEDS)
+def test_fast_edge_posteriors_equal_the_generic_ones(seed: int) -> None:
+    """The compiled inside–outside pass (log-sum-exp per node) against the semiring one,
+    on random forests with shared subforests, ties and nodes without derivations."""
+    rng = random.Random(seed)
+    hg = random_forest(rng)
+    weights = random_weights(rng)
+    try:
+        want = edge_posteriors(hg, weights)
+    except InternalError:
+        with pytest.raises(InternalError, match="no derivation of its goal"):
+            fast_edge_posteriors(hg, weights)
+        return
+    assert fast_edge_posteriors(hg, weights) == pytest.approx(want, abs=1e-9)
+
+
+def test_single_positions_are_the_one_word_covered_positions() -> None:
+    hg = toy_forest()
+    want = [c[0] if len(c) == 1 else -1 for c in covered_positions(hg)]
+    assert single_positions(hg).tolist() == want
+    assert want.count(-1) == 7  # the swap, "the house" and the glue edges
+
+
+def test_an_array_backed_forest_s_spans_are_its_objects(toy_bundle: ModelBundle) -> None:
+    """The compiled decoder hands its spans over; they equal the nodes' and edges' own, and
+    the one-word positions agree with the object-built reference."""
+    forest = toy_bundle.decoder().forest(("das", "haus", "ist", "groß"))
+    hg = forest.hypergraph
+    assert hg.array_backed and hg._spans is not None
+    node_span, edge_span = hg.spans()
+    assert node_span.tolist() == [list(hg.nodes[v].span) for v in range(hg.num_nodes)]
+    assert edge_span.tolist() == [list(hg.edges[e].span) for e in range(hg.num_edges)]
+    want = [c[0] if len(c) == 1 else -1 for c in covered_positions(hg)]
+    assert single_positions(hg).tolist() == want and max(want) == 3

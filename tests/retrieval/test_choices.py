@@ -146,3 +146,21 @@ def test_a_decoded_query_of_the_toy_bundle_honours_a_pin(toy_bundle: ModelBundle
     pinned = apply_choices(q, Choices.of({word: last}, None))
     assert last in " ".join(one_best(pinned)[0])
     assert pinned.forests[0].hypergraph.num_edges < q.forests[0].hypergraph.num_edges
+
+
+@pytest.mark.parametrize(
+    "text", ["das haus ist groß", "das auto ist alt", "ein großes haus", "haus haus"]
+)
+def test_compiled_word_options_equal_the_reference(toy_bundle: ModelBundle, text: str) -> None:
+    """The compiled inside–outside and one-word positions over the arrays against the
+    object-by-object reference, on the compiled decoder's array-backed forests."""
+    q = decode_query(toy_bundle.decoder(), text, "de")
+    for tokens, forest in zip(q.sentences, q.forests, strict=True):
+        hg = forest.hypergraph
+        fast = word_options(hg, q.weights, len(tokens), engine="compiled")
+        ref = word_options(hg, q.weights, len(tokens), engine="reference")
+        assert [a for a, _ in fast] == pytest.approx([a for a, _ in ref], abs=1e-9)
+        for (_, f), (_, r) in zip(fast, ref, strict=True):
+            assert f.keys() == r.keys()
+            assert [f[k] for k in f] == pytest.approx([r[k] for k in f], abs=1e-9)
+        assert any(opts for _, opts in ref)  # not a comparison of empty tables

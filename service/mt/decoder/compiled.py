@@ -365,7 +365,11 @@ class _ArrayForest:
         self.rule = edges.rule
         self.ei, self.ej = edges.i, edges.j
         self.arrays = arrays
-        return Hypergraph.from_arrays(arrays, self.node, self.edge)
+        spans = (
+            np.stack([self.nodes.i, self.nodes.j], axis=1).astype(np.int64),
+            np.stack([edges.i, edges.j], axis=1).astype(np.int64),
+        )
+        return Hypergraph.from_arrays(arrays, self.node, self.edge, spans)
 
     def portable_edges(self) -> PortableEdges:
         """:meth:`edge` as a picklable object (a forest sent to a shard worker): the arrays,
