@@ -14,6 +14,7 @@ are checked by the handlers, so that tests and deployments can change them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -30,6 +31,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from service.retrieval.base import document_methods
+from service.retrieval.choices import Alternative, Choices
 from service.text.languages import normalize_language
 
 if TYPE_CHECKING:
@@ -131,6 +133,14 @@ class Served(BaseModel):
 # --- search ------------------------------------------------------------------------------------
 
 
+PINS = (
+    'Source word → the English it must be translated as ({"Tabelle": "table"}): every '
+    "translation read from the forest says it there (one of a response's `alternatives`, or "
+    "any English the forest has for the word)."
+)
+BLOCKS = 'English words no translation may use (["sheet"]).'
+
+
 class SearchRequest(RequestBody):
     """A German or Chinese query against the English document collection."""
 
@@ -159,16 +169,8 @@ class SearchRequest(RequestBody):
         "rankings (CLIR_DENSE_FUSION: normalised scores added, or reciprocal rank fusion). "
         "Unset: the service's default (CLIR_DENSE), when the index has vectors.",
     )
-    pins: dict[str, str] = Field(
-        default_factory=dict,
-        description='Source word → the English it must be translated as ({"Tabelle": '
-        '"table"}): every translation the methods read says it there (one of a response\'s '
-        "`alternatives`, or any English the forest has for the word).",
-    )
-    blocks: list[str] = Field(
-        default_factory=list,
-        description='English words no translation may use (["sheet"]).',
-    )
+    pins: dict[str, str] = Field(default_factory=dict, description=PINS)
+    blocks: list[str] = Field(default_factory=list, description=BLOCKS)
 
     _query_not_blank = field_validator("query")(_not_blank)
 
@@ -203,6 +205,19 @@ class Alternatives(BaseModel):
     alone: float = Field(description="How often the forest translates it on its own.")
     options: list[TranslationOption] = Field(description="Its English options, likeliest first.")
     chosen: str | None = Field(None, description="The option the request pinned, if any.")
+
+    @classmethod
+    def listed(
+        cls, offered: Sequence[Alternative], choices: Choices, cues: Mapping[str, str]
+    ) -> list[Alternatives]:
+        """The offered alternatives, each option with its cue, the pinned one chosen."""
+        pins = {source: " ".join(english) for source, english in choices.pins}
+        shown = []
+        for a in offered:
+            fields = a.to_json()
+            fields["options"] = [o | {"cue": cues.get(o["english"])} for o in fields["options"]]
+            shown.append(cls(**fields, chosen=pins.get(a.source)))
+        return shown
 
 
 class SearchHit(BaseModel):
@@ -319,6 +334,8 @@ class TranslateRequest(RequestBody):
     )
     lang: Language
     nbest: int = Field(1, ge=1, le=100, description="Translations per sentence.")
+    pins: dict[str, str] = Field(default_factory=dict, description=PINS)
+    blocks: list[str] = Field(default_factory=list, description=BLOCKS)
 
     _query_not_blank = field_validator("query")(_not_blank)
 
@@ -355,6 +372,10 @@ class TranslateResponse(BaseModel):
     )
 
     sentences: list[SentenceTranslations]
+    alternatives: list[Alternatives] = Field(
+        default_factory=list,
+        description="The text's words its forest translates in several ways (see search).",
+    )
     weights_version: str
     timings: Timings = Field(description="rank_ms: reading the n-best lists off the forests.")
     cached: bool = Field(description="The text's forests came from the cache.")

@@ -107,16 +107,6 @@ def _result(hit: Hit, out: SearchOutcome) -> SearchHit:
     )
 
 
-def _alternatives(out: SearchOutcome, choices: Choices) -> list[Alternatives]:
-    pins = {source: " ".join(english) for source, english in choices.pins}
-    shown = []
-    for a in out.alternatives:
-        fields = a.to_json()
-        fields["options"] = [o | {"cue": out.cues.get(o["english"])} for o in fields["options"]]
-        shown.append(Alternatives(**fields, chosen=pins.get(a.source)))
-    return shown
-
-
 def run_search(
     req: SearchRequest,
     service: QueryService,
@@ -149,7 +139,7 @@ def run_search(
         expansion=_expansion(out.ranking.info.get("expansion"), opts.feedback),
         empty_reason=out.empty_reason,
         dense=out.dense,
-        alternatives=_alternatives(out, opts.choices),
+        alternatives=Alternatives.listed(out.alternatives, opts.choices, out.cues),
         choices=opts.choices.to_json() if opts.choices else {},
         signature=out.ranking.signature,
         **fields,

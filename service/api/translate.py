@@ -1,4 +1,6 @@
-"""``POST /v1/translate``: n-best translations per sentence (:mod:`service.mt.translate`)."""
+"""``POST /v1/translate``: n-best translations per sentence (:mod:`service.mt.translate`), the
+words the forest translates in several ways, and the searcher's pins and blocks
+(:mod:`service.retrieval.choices`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from fastapi import APIRouter
 
 from service.api.deps import ResourcesDep, ServiceDep
 from service.api.schemas import (
+    Alternatives,
     ScoredTranslation,
     SentenceTranslations,
     TranslateRequest,
@@ -16,6 +19,7 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.mt.bundle import ModelBundle
 from service.mt.translate import forest_translations
+from service.retrieval.choices import Choices, alternatives, apply_choices
 
 router = APIRouter(prefix="/v1", tags=["translate"])
 
@@ -27,10 +31,12 @@ def run_translate(
     through the query cache (as asked, not as a search's question rewrite), so translating
     a text again, suggesting for it or searching it decodes it once."""
     t0 = time.perf_counter()
+    choices = Choices.of(req.pins, req.blocks)
     decoded = service.decode(bundle, req.query, search=False)
     t1 = time.perf_counter()
-    query = decoded.query
     with decoded.lock:  # a cached forest's caches are filled by one request at a time
+        offered = alternatives(decoded.query)
+        query = apply_choices(decoded.query, choices)
         sentences = [
             forest_translations(
                 source, forest, query.weights, req.nbest, service.settings.kbest_time_budget_s
@@ -46,6 +52,7 @@ def run_translate(
             )
             for s in sentences
         ],
+        alternatives=Alternatives.listed(offered, choices, {}),
         **decoded.response_fields(t0, t1, t2),
     )
 

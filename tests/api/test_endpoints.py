@@ -32,6 +32,28 @@ def test_translate_nbest(client: TestClient) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_translate_offers_alternatives_and_honours_pins_and_blocks(client: TestClient) -> None:
+    """The same alternatives as a search; a pin makes every one of the n best say it, a block
+    makes none use the word; a pin no word matches is a 422 naming it."""
+    body = {"text": "das haus ist groß", "lang": "de", "nbest": 5}
+    r = client.post("/v1/translate", json=body)
+    assert r.status_code == 200, r.text
+    alts = r.json()["alternatives"]
+    assert alts and all(len(a["options"]) >= 2 and a["chosen"] is None for a in alts)
+    search = client.post("/v1/search", json={"query": body["text"], "lang": "de"}).json()
+    strip = [{k: v for k, v in a.items() if k != "options"} for a in search["alternatives"]]
+    assert strip == [{k: v for k, v in a.items() if k != "options"} for a in alts]
+    word, option = alts[0]["source"], alts[0]["options"][-1]["english"]
+    pinned = client.post("/v1/translate", json={**body, "pins": {word: option}}).json()
+    nbest = [t["text"].split() for t in pinned["sentences"][0]["nbest"]]
+    assert nbest and all(option in words for words in nbest)
+    assert {a["source"]: a["chosen"] for a in pinned["alternatives"]}[word] == option
+    blocked = client.post("/v1/translate", json={**body, "blocks": [option]}).json()
+    assert all(option not in t["text"].split() for t in blocked["sentences"][0]["nbest"])
+    r = client.post("/v1/translate", json={**body, "pins": {"baum": "tree"}})
+    assert r.status_code == 422 and "pin 'baum'" in r.text
+
+
 def test_translate_two_sentences(client: TestClient) -> None:
     r = client.post(
         "/v1/translate", json={"text": "Das Haus ist groß. Das Auto ist rot.", "lang": "de"}
