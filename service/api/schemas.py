@@ -14,7 +14,7 @@ are checked by the handlers, so that tests and deployments can change them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -208,14 +208,22 @@ class Alternatives(BaseModel):
 
     @classmethod
     def listed(
-        cls, offered: Sequence[Alternative], choices: Choices, cues: Mapping[str, str]
+        cls,
+        offered: Sequence[Alternative],
+        choices: Choices,
+        cue: Callable[[str], str | None] | None = None,
     ) -> list[Alternatives]:
-        """The offered alternatives, each option with its cue, the pinned one chosen."""
+        """The offered alternatives, each option with its ``cue`` (the title of a document
+        that uses it), the pinned one chosen."""
         pins = {source: " ".join(english) for source, english in choices.pins}
+        cues: dict[str, str | None] = {}
         shown = []
         for a in offered:
             fields = a.to_json()
-            fields["options"] = [o | {"cue": cues.get(o["english"])} for o in fields["options"]]
+            for o in fields["options"]:
+                if cue is not None and o["english"] not in cues:
+                    cues[o["english"]] = cue(o["english"])
+                o["cue"] = cues.get(o["english"])
             shown.append(cls(**fields, chosen=pins.get(a.source)))
         return shown
 

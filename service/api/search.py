@@ -139,7 +139,7 @@ def run_search(
         expansion=_expansion(out.ranking.info.get("expansion"), opts.feedback),
         empty_reason=out.empty_reason,
         dense=out.dense,
-        alternatives=Alternatives.listed(out.alternatives, opts.choices, out.cues),
+        alternatives=Alternatives.listed(out.alternatives, opts.choices, out.cue),
         choices=opts.choices.to_json() if opts.choices else {},
         signature=out.ranking.signature,
         **fields,

@@ -52,7 +52,7 @@ def run_translate(
             )
             for s in sentences
         ],
-        alternatives=Alternatives.listed(offered, choices, {}),
+        alternatives=Alternatives.listed(offered, choices),
         **decoded.response_fields(t0, t1, t2),
     )
 

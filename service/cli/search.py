@@ -257,7 +257,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     alternatives = [a.to_json() for a in out.alternatives]
     for alt in alternatives:
         for o in alt["options"]:
-            o["cue"] = out.cues.get(o["english"])
+            o["cue"] = out.cue(o["english"])
     if args.json:
         # the REST vocabulary (`results`, `id`); `hits` and `doc_id` repeat them for scripts
         # written against 0.1 and go in 0.2

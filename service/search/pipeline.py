@@ -132,10 +132,9 @@ class SearchOutcome:
     weighted: Callable[[Iterable[str]], set[str]]
     doc: Callable[[int], Doc]  # a hit's document, from the commit the search ranked
     seconds: dict[str, float] = field(default_factory=dict)
-    # the source words the forest translates in several ways (before the choices), and for
-    # each option's English the title of a document that uses it
+    # the source words the forest translates in several ways (before the choices)
     alternatives: list[Alternative] = field(default_factory=list)
-    cues: dict[str, str] = field(default_factory=dict)
+    cue: Callable[[str], str | None] = field(default=lambda _english: None)  # FirstStage.cue
 
 
 CUE_DEPTH = 8  # a segment's best documents read for a live one
@@ -460,18 +459,8 @@ class SearchPipeline:
             doc=stage.doc,
             seconds=seconds,
             alternatives=offered,
-            cues=cues_of(stage, offered),
+            cue=stage.cue,
         )
-
-
-def cues_of(stage: FirstStage, offered: Iterable[Alternative]) -> dict[str, str]:
-    """Each option's cue (:meth:`FirstStage.cue`), by its English."""
-    cues: dict[str, str] = {}
-    for english in dict.fromkeys(o.english for a in offered for o in a.options):
-        cue = stage.cue(english)
-        if cue is not None:
-            cues[english] = cue
-    return cues
 
 
 def fuse_rankings(
