@@ -17,8 +17,9 @@ asks for, in one place:
   Dean & Barroso 2013, "The Tail at Scale", §"Within request short-term adaptations").
   Everything stays within the request's budget; a shard is missing from the
   answer only when no copy of it answered.
-* **Suspects.** A copy that timed out, or that a hedge overtook, is *suspect*: no query goes
-  to it while it is, and a monitor pings it until it answers again — so a frozen worker
+* **Suspects.** A copy that timed out, or that a hedge overtook (its first, cold call of a
+  kind excused), is *suspect*: no query goes to it while another copy can take it, and a
+  monitor pings it until it answers again — so a frozen worker
   (``SIGSTOP``) costs one request, not every one. A copy suspect for longer than
   :data:`SUSPECT_REPLACE_S` is replaced.
 * **Standbys.** A copy whose calls fail (Ray: unavailable — restarting, or its node lost
@@ -260,14 +261,22 @@ class ShardRouter:
 
     # --- routing ------------------------------------------------------------------------------
 
-    def _choose(self, shard: int, tried: Sequence[Copy]) -> Copy | None:
+    def _choose(self, shard: int, tried: Sequence[Copy], last_resort: bool = True) -> Copy | None:
         """The copy of ``shard`` to ask next: up before starting, the least loaded, in turn;
-        never a suspect, a dead one or one tried already."""
+        never a dead one or one tried already; a suspect whose calls do not fail (slow, or
+        frozen) only as the ``last_resort`` — when no other copy is left, it may still answer
+        within the budget, rather than the shard going unanswered."""
         turn = next(self._turn)
         with self._lock:
             cs = self.copies[shard]
-            order = {UP: 0, STARTING: 1}
-            ok = [c for c in cs if c.state in order and all(c is not t for t in tried)]
+            order = {UP: 0, STARTING: 1, SUSPECT: 2}
+            ok = [
+                c for c in cs
+                if c.state in order and all(c is not t for t in tried)
+                and (c.state != SUSPECT or not c.failing)
+            ]  # fmt: skip
+            if not last_resort:
+                ok = [c for c in ok if c.state != SUSPECT]
             if not ok:
                 return None
             n = len(cs)
@@ -462,16 +471,19 @@ class _Request:
 
     def __init__(self, router: ShardRouter, method: str, args: tuple[Any, ...], n: int) -> None:
         self.router, self.method, self.args, self.n = router, method, args, n
+        # a kind of call (its method, and a search's method): a copy's first one is cold
+        self.kind = (method, args[0] if args and isinstance(args[0], str) else None)
         self.pending: dict[Any, tuple[int, Copy, float]] = {}
         self.tried: list[list[Copy]] = [[] for _ in range(n)]
         self.errors: list[list[str]] = [[] for _ in range(n)]
         self.done: dict[int, Any] = {}
         self.hedge_at: list[float] = []
 
-    def send(self, shard: int) -> bool:
-        """Send to a copy of ``shard`` not tried yet; False when none is left."""
+    def send(self, shard: int, last_resort: bool = True) -> bool:
+        """Send to a copy of ``shard`` not tried yet; False when none is left (a suspect only
+        as the ``last_resort``: never for a hedge)."""
         router = self.router
-        copy = router._choose(shard, self.tried[shard])
+        copy = router._choose(shard, self.tried[shard], last_resort)
         if copy is None:
             return False
         self.tried[shard].append(copy)
@@ -480,7 +492,7 @@ class _Request:
         except router.ray.exceptions.RayError as exc:  # a handle of an actor known dead
             router._failed(copy, exc)
             self.errors[shard].append(f"copy {copy.slot} failed ({type(exc).__name__})")
-            return self.send(shard)
+            return self.send(shard, last_resort)
         copy.inflight += 1
         self.pending[ref] = (shard, copy, time.monotonic())
         return True
@@ -504,10 +516,9 @@ class _Request:
         self.done[shard] = value
         # a copy's first call of a kind compiles its kernels and pages its segments in: not
         # the shard's latency (counted, it would put the hedge delay at seconds for good)
-        kind = (self.method, self.args[0] if self.args and isinstance(self.args[0], str) else None)
-        if kind in copy.warm:
+        if self.kind in copy.warm:
             router.latency[shard].append(took)
-        copy.warm.add(kind)
+        copy.warm.add(self.kind)
         if copy.state != UP:
             copy.mark(UP)
         for other, (s2, c2, sent2) in list(self.pending.items()):
@@ -515,15 +526,19 @@ class _Request:
                 self.pending.pop(other)
                 c2.inflight -= 1
                 router._cancel(other)
-                if time.monotonic() - sent2 > took:
+                if time.monotonic() - sent2 <= took:
+                    continue
+                if self.kind in c2.warm:
                     router._suspect(c2, "overtaken by another copy")
+                else:  # its cold call, excused once: the next one of the kind counts
+                    c2.warm.add(self.kind)
 
     def hedge(self, now: float) -> None:
         """Send once more, to a second copy, for each shard past its hedge time."""
         for s in range(self.n):
             if s not in self.done and now >= self.hedge_at[s] and self.asked(s):
                 self.hedge_at[s] = float("inf")  # one hedge a shard
-                if self.send(s):
+                if self.send(s, last_resort=False):
                     self.router._event("hedge", s)
 
     def expire(self, budget: float) -> None:

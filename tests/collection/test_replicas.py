@@ -33,11 +33,13 @@ class FakePing:
         return FakeRef(self.actor)
 
 
-@dataclass
+@dataclass(eq=False)
 class FakeActor:
     node: str
     killed: bool = False
     answers: bool = False  # its pings are answered (it has started)
+    dies: bool = False  # its calls fail: ActorDiedError
+    calls: int = 0  # searches sent to it
 
     @property
     def ping(self) -> FakePing:
@@ -45,6 +47,7 @@ class FakeActor:
 
     @property
     def partial(self) -> FakePing:  # a search: answered as a ping is
+        self.calls += 1
         return FakePing(self)
 
 
@@ -75,14 +78,37 @@ class FakeRay:
     def kill(self, actor: FakeActor, no_restart: bool = True) -> None:
         actor.killed = True
 
+    class exceptions:  # as ray.exceptions
+        class RayError(Exception):
+            pass
+
+        class ActorDiedError(RayError):
+            pass
+
+        class ActorUnavailableError(RayError):
+            pass
+
+        class ActorUnschedulableError(RayError):
+            pass
+
+        class NodeDiedError(RayError):
+            pass
+
     def wait(
         self, refs: list[FakeRef], num_returns: int = 1, timeout: float = 0
     ) -> tuple[list[FakeRef], list[Any]]:
-        ready = [r for r in refs if r.done or (r.actor.answers and not r.actor.killed)]
+        ready = [
+            r for r in refs if r.done or r.actor.dies or (r.actor.answers and not r.actor.killed)
+        ]
         return ready, [r for r in refs if r not in ready]
 
     def get(self, ref: FakeRef) -> bool:
+        if ref.actor.dies:
+            raise self.exceptions.ActorDiedError("died")
         return True
+
+    def cancel(self, ref: FakeRef, force: bool = False) -> None:
+        pass
 
 
 def router(nodes: list[str], shards: int = 2, replicas: int = 2) -> ShardRouter:
@@ -231,3 +257,53 @@ def test_a_copy_s_first_call_of_a_kind_is_not_the_shard_s_latency() -> None:
     assert [sorted(m for _, m in c.warm) for c in r.copies[0]] == [["bowfd", "dt"]] * 2
     # 12 answers; each copy's first dt and first bowfd left out
     assert len(r.latency[0]) == 12 - 2 * 2
+
+
+def answering(r: ShardRouter) -> ShardRouter:
+    for cs in r.copies:
+        for c in cs:
+            c.actor.answers = True
+    return r
+
+
+def test_a_suspect_is_the_last_resort_of_a_failover_never_of_a_hedge() -> None:
+    """The only other copy dies: the request fails over to the suspect (slow, not failing),
+    which answers — the shard is not dropped while a copy can still answer. A hedge never
+    goes to a suspect."""
+    r = answering(router([A, B], shards=1))
+    live, suspect = r.copies[0]
+    suspect.mark(SUSPECT, "overtaken by another copy")
+    live.actor.dies = True
+    assert r.ask("partial", ("dt", "q"), budget=1.0) == [(0, True, None)]
+    assert live.state == DEAD and suspect.actor.calls == 1
+    r = answering(router([A, B], shards=1))
+    slow, suspect = r.copies[0]
+    slow.actor.answers = False  # never answers: hedged after half the budget
+    suspect.mark(SUSPECT, "overtaken by another copy")
+    [(_, value, why)] = r.ask("partial", ("dt", "q"), budget=0.1)
+    assert value is None and why == "no copy answered (copy 0 timed out after 0.1 s)"
+    assert suspect.actor.calls == 0
+    failing = answering(router([A, B], shards=1))
+    gone, broken = failing.copies[0]
+    broken.mark(SUSPECT, "ActorUnavailableError", failing=True)  # its calls fail: not tried
+    gone.actor.dies = True
+    [(_, value, why)] = failing.ask("partial", ("dt", "q"), budget=1.0)
+    assert value is None and broken.actor.calls == 0
+
+
+def test_a_cold_copy_overtaken_is_excused_once() -> None:
+    """A copy whose first search of a method is overtaken by a hedge (compiling, paging in)
+    stays up; overtaken again on a later one, it is suspect."""
+    r = answering(router([A, B], shards=1))
+    cold = r.copies[0][0]
+    cold.actor.answers = False
+    overtaken = 0
+    for _ in range(8):
+        calls = cold.actor.calls
+        assert r.ask("partial", ("dt", "q"), budget=0.1) == [(0, True, None)]
+        if cold.actor.calls > calls:  # it was asked first and the hedge overtook it
+            overtaken += 1
+            assert cold.state == (UP if overtaken == 1 else SUSPECT), overtaken
+        if cold.state == SUSPECT:
+            break
+    assert overtaken == 2 and ("partial", "dt") in cold.warm
