@@ -32,6 +32,7 @@ from bench.bench_querysets import QUERYSETS, english_pages, load_set
 from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, percentile, write_result
 from service.data import load_queries
 from service.data.querysets import ceiling_queries
+from service.errors import InvalidInputError
 from service.evaluation import evaluate, randomization_test
 from service.index.analysis import LONG_STOPWORDS
 from service.mt.bundle import load_bundle
@@ -108,6 +109,7 @@ def run(p: Params) -> dict[str, Any]:
         cost_ms: list[float] = []
         offered_n = clicked_n = 0
         clicks: dict[str, str] = {}
+        refused: dict[str, str] = {}  # clicks on an offered option the service refused
         for i, qid in enumerate(qids):
             decoded = decode_query(decoder, queries[qid], p.lang, qid=qid)
             t0 = time.perf_counter()
@@ -122,11 +124,15 @@ def run(p: Params) -> dict[str, Any]:
             if chosen is not None:
                 clicked_n += 1
                 clicks[qid] = f"{chosen[0]}={chosen[1]}"
-                again = pipe.search(decoded, SearchOptions(
-                    p.method, k=1000, feedback=feedback, dense=dense,
-                    choices=Choices.of({chosen[0]: chosen[1]}, None),
-                ))  # fmt: skip
-                after[qid] = {h.doc_id: h.score for h in again.ranking.hits}
+                try:
+                    again = pipe.search(decoded, SearchOptions(
+                        p.method, k=1000, feedback=feedback, dense=dense,
+                        choices=Choices.of({chosen[0]: chosen[1]}, None),
+                    ))  # fmt: skip
+                except InvalidInputError as exc:  # the searcher would see this refusal
+                    refused[qid] = str(exc)
+                else:
+                    after[qid] = {h.doc_id: h.score for h in again.ranking.hits}
             if i % 25 == 0:
                 print(f"{p.lang} {name}: {i}/{len(qids)}, {clicked_n} clicks", flush=True)
         judged = {q: qrels[q] for q in qids}
@@ -157,13 +163,15 @@ def run(p: Params) -> dict[str, Any]:
                 for m in METRICS
             },
             "clicks": clicks,
+            "refused": refused,
         }
         entry["share_of_ceiling_map"] = {
             k: entry[k]["map"] / ceiling["map"] if ceiling["map"] else None
             for k in ("before", "after")
         }
         result["sets"][name] = entry
-        print(name, {k: v for k, v in entry.items() if k != "clicks"}, flush=True)
+        print(name, {k: v for k, v in entry.items() if k not in ("clicks", "refused")},
+              len(refused), "refused", flush=True)  # fmt: skip
     write_result(out, result, p)
     print(out)
     return result
