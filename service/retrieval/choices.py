@@ -21,8 +21,10 @@ outside scores in the log semiring, :func:`~service.forest.inference.edge_poster
   pinned word must say the pinned English (as consecutive words), so "insert a table" for
   "fügen Sie eine Tabelle ein" stays and "sheet" goes. **Blocks** (``sheet``): no hyperedge may
   say the blocked word. The forest is cut to the derivations left before any method reads it,
-  so DT's 1-best, PSQ's n-best and BOW-FD's forest all honour the choices; a pin that matches
-  no source word, or choices that leave no derivation, are refused naming them.
+  so DT's 1-best, PSQ's n-best and BOW-FD's forest all honour the choices. A pin holds at
+  each occurrence of its word the forest can translate so (another keeps its own readings); a
+  pin that matches no source word, that no occurrence can say, or choices that leave no
+  derivation, are refused naming them.
 """
 
 from __future__ import annotations
@@ -221,12 +223,30 @@ def apply_choices(query: DecodedQuery, choices: Choices) -> DecodedQuery:
         )
     pins = dict(choices.pins)
     blocks = set(choices.blocks)
-    forests = []
-    for tokens, forest in zip(query.sentences, query.forests, strict=True):
+    covered_of = [covered_positions(f.hypergraph) for f in query.forests]
+    # a pin holds where its word can say it: a word twice in the query, one occurrence of
+    # which the forest translates only otherwise, keeps that one's own translations
+    can = [set[int]() for _ in query.forests]
+    for s, (tokens, forest) in enumerate(zip(query.sentences, query.forests, strict=True)):
         hg = forest.hypergraph
-        want = {i: pins[t.lower()] for i, t in enumerate(tokens) if t.lower() in pins}
+        for e, covered in enumerate(covered_of[s]):
+            for i in covered:
+                word = tokens[i].lower()
+                if word in pins and _says(hg.edges[e].target_terminals, pins[word]):
+                    can[s].add(i)
+    for source, english in choices.pins:
+        if not any(t.lower() == source for s, tokens in enumerate(query.sentences)
+                   for i, t in enumerate(tokens) if i in can[s]):  # fmt: skip
+            raise InvalidInputError(
+                f"pin {source}={' '.join(english)}: no translation of {_show(source)} in the "
+                "forest says it (see the alternatives)"
+            )
+    forests = []
+    for s, (tokens, forest) in enumerate(zip(query.sentences, query.forests, strict=True)):
+        hg = forest.hypergraph
+        want = {i: pins[tokens[i].lower()] for i in can[s]}
         keep = []
-        for e, covered in enumerate(covered_positions(hg)):
+        for e, covered in enumerate(covered_of[s]):
             terminals = hg.edges[e].target_terminals
             ok = not any(w.lower() in blocks for w in terminals)
             ok = ok and all(_says(terminals, want[i]) for i in covered if i in want)

@@ -356,7 +356,7 @@ def test_alternatives_are_offered_and_a_pin_is_honoured(client: TestClient, meth
     ("body", "match"),
     [
         ({"pins": {"baum": "tree"}}, "pin 'baum': no word of the query is 'baum'"),
-        ({"pins": {"haus": "zebra"}}, "pin:haus=zebra leave no translation"),
+        ({"pins": {"haus": "zebra"}}, "pin haus=zebra: no translation of 'haus'"),
         ({"pins": {"das haus": "house"}}, "a pin is one source word"),
         ({"blocks": ["big house"]}, "a block is one English word"),
     ],

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
 from service.errors import InvalidInputError
+from service.forest.hypergraph import HypergraphBuilder
 from service.forest.inference import covered_positions
 from service.mt.bundle import ModelBundle
 from service.mt.decoder.base import DecodeStats, Forest
+from service.mt.rules import GLUE, nt, target_yield
 from service.retrieval.base import DecodedQuery, one_best
 from service.retrieval.choices import Choices, alternatives, apply_choices, word_options
 from service.retrieval.query import decode_query
-from tests.forest.forests import TOY_WEIGHTS, brute_force, toy_forest
+from tests.forest.forests import TOY_WEIGHTS, P, brute_force, toy_forest
 
 TOKENS = ("das", "haus", "brennt")
 
@@ -107,7 +110,7 @@ def test_choices_that_cannot_be_met_are_refused_naming_them() -> None:
     q = toy_query()
     with pytest.raises(InvalidInputError, match="pin 'baum': no word of the query is 'baum'"):
         apply_choices(q, Choices.of({"Baum": "tree"}, None))
-    with pytest.raises(InvalidInputError, match="pin:haus=tree leave no translation"):
+    with pytest.raises(InvalidInputError, match="pin haus=tree: no translation of 'haus'"):
         apply_choices(q, Choices.of({"Haus": "tree"}, None))
     with pytest.raises(InvalidInputError, match="block:home,block:house leave no translation"):
         apply_choices(q, Choices.of(None, ["house", "home"]))
@@ -164,3 +167,18 @@ def test_compiled_word_options_equal_the_reference(toy_bundle: ModelBundle, text
             assert f.keys() == r.keys()
             assert [f[k] for k in f] == pytest.approx([r[k] for k in f], abs=1e-9)
         assert any(opts for _, opts in ref)  # not a comparison of empty tables
+
+
+def test_a_pin_holds_where_its_word_can_say_it() -> None:
+    """ "haus" twice: the first can be "home", the second only "house" — the pin keeps the
+    second's own reading rather than refusing the option it offered (seen by bench click)."""
+    b = HypergraphBuilder()
+    x = b.add_node("X", (0, 1))
+    b.add_edge(x, [], ["house"], {P: -0.5}, rule_id=0)
+    goal = b.add_node("S", (0, 1))
+    b.add_edge(goal, [x], target_yield([nt(1)]), {GLUE: 1})
+    only_house = Forest(("haus",), b.build(goal), 0.0, DecodeStats(), use_lm=False)
+    q = toy_query()
+    two = replace(q, sentences=(*q.sentences, ("haus",)), forests=(*q.forests, only_house))
+    pinned = apply_choices(two, Choices.of({"haus": "home"}, None))
+    assert one_best(pinned) == [("the", "home", "burns"), ("house",)]
