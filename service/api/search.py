@@ -120,8 +120,9 @@ def run_search(
     opts = search_options(req, service, settings)
     t1 = time.perf_counter()
     pipeline = service.pipeline(index, bundle)
-    with decoded.lock:
+    with decoded.lock:  # a cached forest's caches are filled by one request at a time
         out = pipeline.search(decoded.query, opts)
+        offered = out.alternatives
     service.metrics.observe_shards(out.ranking.info.get("shard_seconds", {}))
     results = [_result(hit, out) for hit in out.hits]
     t2 = time.perf_counter()
@@ -139,7 +140,7 @@ def run_search(
         expansion=_expansion(out.ranking.info.get("expansion"), opts.feedback),
         empty_reason=out.empty_reason,
         dense=out.dense,
-        alternatives=Alternatives.listed(out.alternatives, opts.choices, out.cue),
+        alternatives=Alternatives.listed(offered, opts.choices, out.cue),
         choices=opts.choices.to_json() if opts.choices else {},
         signature=out.ranking.signature,
         **fields,

@@ -542,12 +542,12 @@ def reachable(hg: Hypergraph) -> tuple[list[int], list[int]]:
     return sorted(seen), [e.id for e in hg.edges if e.head in seen]
 
 
-def _renumbered_node(v: Node, new: Mapping[int, int] | Sequence[int]) -> Node:
+def renumbered_node(v: Node, new: Mapping[int, int] | Sequence[int]) -> Node:
     """Node ``v`` with the id ``new[v.id]``."""
     return Node(new[v.id], v.label, v.span, v.state)
 
 
-def _renumbered_edge(eid: int, e: Hyperedge, new: Mapping[int, int] | Sequence[int]) -> Hyperedge:
+def renumbered_edge(eid: int, e: Hyperedge, new: Mapping[int, int] | Sequence[int]) -> Hyperedge:
     """Edge ``e`` as edge ``eid``, its head and tails renumbered by ``new`` (old id -> new id)."""
     return Hyperedge(
         eid, new[e.head], tuple(new[t] for t in e.tails), e.target, e.features, e.span, e.rule_id
@@ -568,8 +568,8 @@ def prune_unreachable(hg: Hypergraph) -> Hypergraph:
     if len(nodes) == hg.num_nodes and len(edges) == hg.num_edges:
         return hg
     new = {old: i for i, old in enumerate(nodes)}
-    kept_nodes = [_renumbered_node(hg.nodes[old], new) for old in nodes]
-    kept_edges = [_renumbered_edge(i, hg.edges[old], new) for i, old in enumerate(edges)]
+    kept_nodes = [renumbered_node(hg.nodes[old], new) for old in nodes]
+    kept_edges = [renumbered_edge(i, hg.edges[old], new) for i, old in enumerate(edges)]
     return Hypergraph(kept_nodes, kept_edges, new[hg.goal])
 
 
@@ -727,8 +727,8 @@ class HypergraphBuilder:
         for pos, old in enumerate(order):
             new[old] = pos
         self.renumbering = new
-        nodes = [_renumbered_node(self._nodes[o], new) for o in order]
-        edges = [_renumbered_edge(e.id, e, new) for e in self._edges]
+        nodes = [renumbered_node(self._nodes[o], new) for o in order]
+        edges = [renumbered_edge(e.id, e, new) for e in self._edges]
         return Hypergraph(nodes, edges, new[goal], self._parts, new)
 
 

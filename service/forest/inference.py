@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from service.csr import gather_rows, ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.hypergraph import (
     Derivation,
@@ -37,7 +38,11 @@ from service.forest.hypergraph import (
     FloatArray,
     Hyperedge,
     Hypergraph,
+    HypergraphArrays,
+    Node,
     prune_unreachable,
+    renumbered_edge,
+    renumbered_node,
 )
 from service.forest.semiring import LOG, TROPICAL, Semiring
 from service.jit import compiled
@@ -384,7 +389,7 @@ def covered_positions(hg: Hypergraph) -> list[tuple[int, ...]]:
     return out
 
 
-def restrict(hg: Hypergraph, keep: Sequence[bool]) -> Hypergraph | None:
+def restrict(hg: Hypergraph, keep: Sequence[bool] | NDArray[np.bool_]) -> Hypergraph | None:
     """The sub-forest of the derivations of the goal that use only edges with ``keep[e]``
     (nodes and edges renumbered in their order); None when no derivation of the goal is left.
     """
@@ -407,3 +412,133 @@ def restrict(hg: Hypergraph, keep: Sequence[bool]) -> Hypergraph | None:
         for i, x in enumerate(hg.edges[e] for e in kept)
     ]
     return prune_unreachable(Hypergraph(nodes, edges, hg.goal))
+
+
+def covering_edges(hg: Hypergraph, position: int) -> NDArray[np.bool_]:
+    """Which edges' own words translate source ``position`` (:func:`covered_positions` for one
+    position, over the arrays): its span holds the position and none of its tails' spans does."""
+    a = hg.arrays()
+    node_span, edge_span = hg.spans()
+    inside = (edge_span[:, 0] <= position) & (position < edge_span[:, 1])
+    spans = node_span[a.tail_nodes]
+    gap = (spans[:, 0] <= position) & (position < spans[:, 1])
+    owner = np.repeat(np.arange(hg.num_edges), np.diff(a.tail_ptr))
+    gapped = np.bincount(owner[gap], minlength=hg.num_edges) > 0
+    return np.asarray(inside & ~gapped)
+
+
+def _restrict_kernel(
+    in_ptr: NDArray[np.int64],
+    in_edges: NDArray[np.int64],
+    tail_ptr: NDArray[np.int64],
+    tail_nodes: NDArray[np.int64],
+    keep: NDArray[np.bool_],
+    goal: int,
+    node_out: NDArray[np.bool_],
+    edge_out: NDArray[np.bool_],
+) -> bool:  # pragma: no cover - compiled by numba; the Python body is the same algorithm
+    num_nodes = in_ptr.shape[0] - 1
+    derivable = np.zeros(num_nodes, dtype=np.bool_)
+    usable = np.zeros(keep.shape[0], dtype=np.bool_)  # kept, and every tail derivable
+    for v in range(num_nodes):  # topological: tails first
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[p]
+            if not keep[e]:
+                continue
+            ok = True
+            for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                if not derivable[tail_nodes[q]]:
+                    ok = False
+                    break
+            if ok:
+                usable[e] = True
+                derivable[v] = True
+    if not derivable[goal]:
+        return False
+    node_out[goal] = True
+    for v in range(goal, -1, -1):  # reachable from the goal through usable edges
+        if not node_out[v]:
+            continue
+        for p in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[p]
+            if usable[e]:
+                edge_out[e] = True
+                for q in range(tail_ptr[e], tail_ptr[e + 1]):
+                    node_out[tail_nodes[q]] = True
+    return True
+
+
+class _Restricted:
+    """Makes the nodes and edges of a restricted forest from its parent's, renumbered."""
+
+    def __init__(self, hg: Hypergraph, nodes: NDArray[np.int64], edges: NDArray[np.int64],
+                 new: NDArray[np.int64]) -> None:  # fmt: skip
+        self.hg, self.old_nodes, self.old_edges = hg, nodes.tolist(), edges.tolist()
+        self.new = new.tolist()
+
+    def node(self, v: int) -> Node:
+        return renumbered_node(self.hg.nodes[self.old_nodes[v]], self.new)
+
+    def edge(self, e: int) -> Hyperedge:
+        return renumbered_edge(e, self.hg.edges[self.old_edges[e]], self.new)
+
+
+def _compact(ids: NDArray[np.int64], names: Sequence[str], sort: bool) -> tuple[
+    NDArray[np.int64], tuple[str, ...]
+]:  # fmt: skip
+    """``ids`` into ``names`` renumbered over the names they use: in first-seen order, or in
+    the names' sorted order (as :class:`HypergraphArrays` orders words and features)."""
+    used, first = np.unique(ids, return_index=True)
+    order = used[np.argsort(first, kind="stable")] if not sort else np.array(
+        sorted(used.tolist(), key=names.__getitem__), dtype=np.int64)  # fmt: skip
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    return remap[ids], tuple(names[i] for i in order.tolist())
+
+
+def fast_restrict(hg: Hypergraph, keep: NDArray[np.bool_] | Sequence[bool]) -> Hypergraph | None:
+    """:func:`restrict` over the arrays: the same sub-forest (nodes and edges in their order,
+    words first-seen, features sorted), made without building the forest's objects; its
+    nodes and edges are its parent's, renumbered, made when asked for."""
+    keep = np.asarray(keep, dtype=np.bool_)
+    if keep.shape != (hg.num_edges,):
+        raise InvalidInputError(f"{len(keep)} edge flags for a forest of {hg.num_edges} edges")
+    a = hg.arrays()
+    node_in = np.zeros(hg.num_nodes, dtype=np.bool_)
+    edge_in = np.zeros(hg.num_edges, dtype=np.bool_)
+    if not compiled(_restrict_kernel)(
+        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, keep, hg.goal, node_in, edge_in
+    ):
+        return None
+    nodes, edges = np.flatnonzero(node_in), np.flatnonzero(edge_in)
+    new = np.full(hg.num_nodes, -1, dtype=np.int64)
+    new[nodes] = np.arange(len(nodes))
+    heads = new[a.edge_head[edges]]
+    tail_ptr, at = gather_rows(a.tail_ptr, edges)
+    term_ptr, term_at = gather_rows(a.term_ptr, edges)
+    term_ids, vocabulary = _compact(a.term_ids[term_at], a.vocabulary, sort=False)
+    feat_ptr, feat_at = gather_rows(a.feat_ptr, edges)
+    feat_ids, feature_names = _compact(a.feat_ids[feat_at], a.feature_names, sort=True)
+    in_edges = np.argsort(heads, kind="stable")  # each node's edges in edge order
+    arrays = HypergraphArrays(
+        num_nodes=len(nodes),
+        num_edges=len(edges),
+        goal=int(new[hg.goal]),
+        edge_head=heads,
+        tail_ptr=tail_ptr,
+        tail_nodes=new[a.tail_nodes[at]],
+        in_ptr=ptr_from_counts(np.bincount(heads, minlength=len(nodes))),
+        in_edges=in_edges.astype(np.int64),
+        term_ptr=term_ptr,
+        term_ids=term_ids,
+        vocabulary=vocabulary,
+        feat_ptr=feat_ptr,
+        feat_ids=feat_ids,
+        feat_vals=a.feat_vals[feat_at],
+        feature_names=feature_names,
+    )
+    node_span, edge_span = hg.spans()
+    made = _Restricted(hg, nodes, edges, new)
+    return Hypergraph.from_arrays(
+        arrays, made.node, made.edge, (node_span[nodes], edge_span[edges])
+    )

@@ -36,13 +36,16 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from service.errors import InvalidInputError
 from service.forest.hypergraph import Hypergraph
 from service.forest.inference import (
     covered_positions,
+    covering_edges,
     edge_posteriors,
     fast_edge_posteriors,
+    fast_restrict,
     restrict,
     single_positions,
     viterbi_scores,
@@ -208,9 +211,13 @@ def _says(terminals: Sequence[str], english: Sequence[str]) -> bool:
     return any(tuple(words[k : k + n]) == tuple(english) for k in range(len(words) - n + 1))
 
 
-def apply_choices(query: DecodedQuery, choices: Choices) -> DecodedQuery:
+def apply_choices(
+    query: DecodedQuery, choices: Choices, engine: Engine = "compiled"
+) -> DecodedQuery:
     """``query`` with each forest cut to the derivations the choices allow (see the module
-    docstring); the query itself without choices."""
+    docstring); the query itself without choices. ``engine="reference"`` checks edge by edge
+    over the forest's objects (the slow, obviously correct version); ``"compiled"`` reads the
+    arrays (the same cut, without making the forest's objects)."""
     if not choices:
         return query
     pinned = {src for src, _ in choices.pins}
@@ -221,37 +228,24 @@ def apply_choices(query: DecodedQuery, choices: Choices) -> DecodedQuery:
             f"pin {_show(missing[0])}: no word of the query is {_show(missing[0])} "
             f"(its words: {', '.join(_show(t) for t in sorted(seen)[:12])})"
         )
-    pins = dict(choices.pins)
-    blocks = set(choices.blocks)
-    covered_of = [covered_positions(f.hypergraph) for f in query.forests]
+    cut_by = _edges_kept if engine == "compiled" else _edges_kept_reference
     # a pin holds where its word can say it: a word twice in the query, one occurrence of
     # which the forest translates only otherwise, keeps that one's own translations
-    can = [set[int]() for _ in query.forests]
-    for s, (tokens, forest) in enumerate(zip(query.sentences, query.forests, strict=True)):
-        hg = forest.hypergraph
-        for e, covered in enumerate(covered_of[s]):
-            for i in covered:
-                word = tokens[i].lower()
-                if word in pins and _says(hg.edges[e].target_terminals, pins[word]):
-                    can[s].add(i)
+    cuts = [
+        cut_by(forest.hypergraph, tokens, choices)
+        for tokens, forest in zip(query.sentences, query.forests, strict=True)
+    ]
     for source, english in choices.pins:
-        if not any(t.lower() == source for s, tokens in enumerate(query.sentences)
-                   for i, t in enumerate(tokens) if i in can[s]):  # fmt: skip
+        if not any(tokens[i].lower() == source for tokens, (can, _) in
+                   zip(query.sentences, cuts, strict=True) for i in can):  # fmt: skip
             raise InvalidInputError(
                 f"pin {source}={' '.join(english)}: no translation of {_show(source)} in the "
                 "forest says it (see the alternatives)"
             )
     forests = []
-    for s, (tokens, forest) in enumerate(zip(query.sentences, query.forests, strict=True)):
+    for tokens, forest, (_, keep) in zip(query.sentences, query.forests, cuts, strict=True):
         hg = forest.hypergraph
-        want = {i: pins[tokens[i].lower()] for i in can[s]}
-        keep = []
-        for e, covered in enumerate(covered_of[s]):
-            terminals = hg.edges[e].target_terminals
-            ok = not any(w.lower() in blocks for w in terminals)
-            ok = ok and all(_says(terminals, want[i]) for i in covered if i in want)
-            keep.append(ok)
-        cut = restrict(hg, keep)
+        cut = fast_restrict(hg, keep) if engine == "compiled" else restrict(hg, keep)
         if cut is None:
             raise InvalidInputError(
                 f"the choices {choices.signature()} leave no translation of "
@@ -260,3 +254,61 @@ def apply_choices(query: DecodedQuery, choices: Choices) -> DecodedQuery:
         best = float(viterbi_scores(cut, query.weights)[0][cut.goal])
         forests.append(replace(forest, hypergraph=cut, best_score=best))
     return replace(query, forests=tuple(forests))
+
+
+def _edges_kept_reference(
+    hg: Hypergraph, tokens: Sequence[str], choices: Choices
+) -> tuple[set[int], list[bool]]:
+    """The positions of pinned words some edge translates as pinned (where the pin holds),
+    and which edges the choices keep: edge by edge, over the forest's objects."""
+    pins = dict(choices.pins)
+    blocks = set(choices.blocks)
+    covered = covered_positions(hg)
+    can = {
+        i for e, positions in enumerate(covered) for i in positions
+        if (word := tokens[i].lower()) in pins and _says(hg.edges[e].target_terminals, pins[word])
+    }  # fmt: skip
+    want = {i: pins[tokens[i].lower()] for i in can}
+    keep = []
+    for e, positions in enumerate(covered):
+        terminals = hg.edges[e].target_terminals
+        ok = not any(w.lower() in blocks for w in terminals)
+        keep.append(ok and all(_says(terminals, want[i]) for i in positions if i in want))
+    return can, keep
+
+
+def _edges_kept(
+    hg: Hypergraph, tokens: Sequence[str], choices: Choices
+) -> tuple[set[int], NDArray[np.bool_]]:
+    """:func:`_edges_kept_reference` over the forest's arrays."""
+    pins = dict(choices.pins)
+    a = hg.arrays()
+    lower = [w.lower() for w in a.vocabulary]
+    owner = np.repeat(np.arange(hg.num_edges), np.diff(a.term_ptr))  # each target word's edge
+
+    def having(words: set[str]) -> NDArray[np.bool_]:  # edges with one of ``words``
+        ids = [i for i, w in enumerate(lower) if w in words]
+        hit = np.isin(a.term_ids, ids)
+        return np.bincount(owner[hit], minlength=hg.num_edges) > 0
+
+    keep = ~having(set(choices.blocks)) if choices.blocks else np.ones(hg.num_edges, np.bool_)
+    saying: dict[str, NDArray[np.bool_]] = {}
+    can = set()
+    for i, token in enumerate(tokens):
+        word = token.lower()
+        if word not in pins:
+            continue
+        if word not in saying:
+            english = pins[word]
+            says = having({english[0]})
+            if len(english) > 1:  # consecutive words: checked on the edges that have the first
+                ptr, ids = a.term_ptr, a.term_ids
+                for e in np.flatnonzero(says).tolist():
+                    terms = [lower[t] for t in ids[ptr[e] : ptr[e + 1]].tolist()]
+                    says[e] = _says(terms, english)
+            saying[word] = says
+        covering = covering_edges(hg, i)
+        if (covering & saying[word]).any():
+            can.add(i)
+            keep &= ~covering | saying[word]
+    return can, keep

@@ -5,15 +5,19 @@ against every derivation enumerated by brute force and against the generic insid
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
 from service.errors import InternalError, InvalidInputError
 from service.forest.inference import (
     covered_positions,
+    covering_edges,
     edge_posteriors,
     fast_edge_posteriors,
+    fast_restrict,
     restrict,
     single_positions,
 )
@@ -65,11 +69,47 @@ def test_restrict_keeps_exactly_the_derivations_of_kept_edges(seed: int) -> None
     assert cut.num_edges <= sum(keep)  # edges no derivation of the goal can use are gone
 
 
-def test_restrict_checks_its_flags() -> None:
+@PROPERTY
+@given(seed=SEEDS)
+def test_fast_restrict_makes_the_reference_forest(seed: int) -> None:
+    """Over the arrays, the same sub-forest as the reference's objects: the same arrays (words
+    first-seen, features sorted), spans, nodes and hyperedges, renumbered alike."""
+    rng = random.Random(seed)
+    hg = random_forest(rng)
+    keep = [rng.random() < rng.choice([0.5, 0.8, 1.0]) for _ in range(hg.num_edges)]
+    ref, fast = restrict(hg, keep), fast_restrict(hg, keep)
+    if ref is None:
+        assert fast is None
+        return
+    assert fast is not None and fast.array_backed
+    x, y = ref.arrays(), fast.arrays()
+    for name in x.__dataclass_fields__:
+        u, v = getattr(x, name), getattr(y, name)
+        assert np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v, name
+    assert all(np.array_equal(s, t) for s, t in zip(ref.spans(), fast.spans(), strict=True))
+    assert list(ref.nodes) == list(fast.nodes)
+    assert list(ref.edges) == list(fast.edges)
+    assert [fast.incoming(v) for v in range(fast.num_nodes)] == [
+        ref.incoming(v) for v in range(ref.num_nodes)
+    ]
+
+
+@PROPERTY
+@given(seed=SEEDS)
+def test_covering_edges_are_the_covered_positions(seed: int) -> None:
+    hg = random_forest(random.Random(seed))
+    covered = covered_positions(hg)
+    last = max(int(hg.spans()[0][:, 1].max()), 1)
+    for i in range(-1, last + 1):
+        assert covering_edges(hg, i).tolist() == [i in c for c in covered]
+
+
+@pytest.mark.parametrize("cut", [restrict, fast_restrict])
+def test_restrict_checks_its_flags(cut: Any) -> None:
     hg = toy_forest()
-    assert restrict(hg, [True] * hg.num_edges) is not None
+    assert cut(hg, [True] * hg.num_edges) is not None
     with pytest.raises(InvalidInputError, match="3 edge flags for a forest of 13 edges"):
-        restrict(hg, [True] * 3)
+        cut(hg, [True] * 3)
 
 
 @PROPERTY

@@ -5,14 +5,18 @@ a decoded query of the toy bundle to the methods that rank with it."""
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import replace
+from typing import Any
 
+import numpy as np
 import pytest
 
 from service.errors import InvalidInputError
 from service.forest.hypergraph import HypergraphBuilder
 from service.forest.inference import covered_positions
+from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder.base import DecodeStats, Forest
 from service.mt.rules import GLUE, nt, target_yield
@@ -22,6 +26,7 @@ from service.retrieval.query import decode_query
 from tests.forest.forests import TOY_WEIGHTS, P, brute_force, toy_forest
 
 TOKENS = ("das", "haus", "brennt")
+ENGINES = pytest.mark.parametrize("engine", ["reference", "compiled"])
 
 
 def toy_query() -> DecodedQuery:
@@ -88,9 +93,10 @@ def sentences_of(query: DecodedQuery) -> list[tuple[str, ...]]:
     return sorted(y for _, y, _ in brute_force(query.forests[0].hypergraph, dict(query.weights)))
 
 
-def test_a_pin_keeps_exactly_the_derivations_that_say_it() -> None:
+@ENGINES
+def test_a_pin_keeps_exactly_the_derivations_that_say_it(engine: Engine) -> None:
     q = toy_query()
-    pinned = apply_choices(q, Choices.of({"Haus": "home"}, None))
+    pinned = apply_choices(q, Choices.of({"Haus": "home"}, None), engine=engine)
     want = [y for y in sentences_of(q) if "home" in y]
     assert sentences_of(pinned) == want and want
     assert one_best(pinned) == [("the", "home", "burns")]
@@ -98,22 +104,24 @@ def test_a_pin_keeps_exactly_the_derivations_that_say_it() -> None:
     assert all("house" not in y for y in sentences_of(pinned))
 
 
-def test_a_block_removes_every_derivation_using_the_word() -> None:
+@ENGINES
+def test_a_block_removes_every_derivation_using_the_word(engine: Engine) -> None:
     q = toy_query()
-    blocked = apply_choices(q, Choices.of(None, ["HOUSE", "the"]))
+    blocked = apply_choices(q, Choices.of(None, ["HOUSE", "the"]), engine=engine)
     want = [y for y in sentences_of(q) if "house" not in y and "the" not in y]
     assert sentences_of(blocked) == want and want
-    assert apply_choices(q, Choices()) is q
+    assert apply_choices(q, Choices(), engine=engine) is q
 
 
-def test_choices_that_cannot_be_met_are_refused_naming_them() -> None:
+@ENGINES
+def test_choices_that_cannot_be_met_are_refused_naming_them(engine: Engine) -> None:
     q = toy_query()
     with pytest.raises(InvalidInputError, match="pin 'baum': no word of the query is 'baum'"):
-        apply_choices(q, Choices.of({"Baum": "tree"}, None))
+        apply_choices(q, Choices.of({"Baum": "tree"}, None), engine=engine)
     with pytest.raises(InvalidInputError, match="pin haus=tree: no translation of 'haus'"):
-        apply_choices(q, Choices.of({"Haus": "tree"}, None))
+        apply_choices(q, Choices.of({"Haus": "tree"}, None), engine=engine)
     with pytest.raises(InvalidInputError, match="block:home,block:house leave no translation"):
-        apply_choices(q, Choices.of(None, ["house", "home"]))
+        apply_choices(q, Choices.of(None, ["house", "home"]), engine=engine)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +177,8 @@ def test_compiled_word_options_equal_the_reference(toy_bundle: ModelBundle, text
         assert any(opts for _, opts in ref)  # not a comparison of empty tables
 
 
-def test_a_pin_holds_where_its_word_can_say_it() -> None:
+@ENGINES
+def test_a_pin_holds_where_its_word_can_say_it(engine: Engine) -> None:
     """ "haus" twice: the first can be "home", the second only "house" — the pin keeps the
     second's own reading rather than refusing the option it offered (seen by bench click)."""
     b = HypergraphBuilder()
@@ -180,5 +189,58 @@ def test_a_pin_holds_where_its_word_can_say_it() -> None:
     only_house = Forest(("haus",), b.build(goal), 0.0, DecodeStats(), use_lm=False)
     q = toy_query()
     two = replace(q, sentences=(*q.sentences, ("haus",)), forests=(*q.forests, only_house))
-    pinned = apply_choices(two, Choices.of({"haus": "home"}, None))
+    pinned = apply_choices(two, Choices.of({"haus": "home"}, None), engine=engine)
     assert one_best(pinned) == [("the", "home", "burns"), ("house",)]
+
+
+def same_forest(a: object, b: object) -> bool:
+    """Two forests with the same arrays, spans, nodes and hyperedges."""
+    from service.forest.hypergraph import Hypergraph
+
+    assert isinstance(a, Hypergraph) and isinstance(b, Hypergraph)
+    x, y = a.arrays(), b.arrays()
+    for name in x.__dataclass_fields__:
+        u, v = getattr(x, name), getattr(y, name)
+        if not (np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v):
+            return False
+    spans = all(np.array_equal(s, t) for s, t in zip(a.spans(), b.spans(), strict=True))
+    return spans and list(a.nodes) == list(b.nodes) and list(a.edges) == list(b.edges)
+
+
+@pytest.mark.parametrize(
+    ("text", "choose"),
+    [
+        ("das haus ist groß", lambda alts: ({alts[0].source: alts[0].options[-1].english}, None)),
+        ("haus haus", lambda alts: ({alts[0].source: alts[0].options[0].english}, None)),
+        ("ein großes haus", lambda alts: (None, [alts[0].options[0].english.split()[0]])),
+        (
+            "das auto ist alt",
+            lambda alts: (
+                {a.source: a.options[-1].english for a in alts[:2]},
+                [alts[-1].options[0].english],
+            ),
+        ),
+    ],
+)
+def test_compiled_choices_cut_the_forest_as_the_reference(
+    toy_bundle: ModelBundle, text: str, choose: Any
+) -> None:
+    """The choices applied over the arrays against edge by edge over the objects, on the
+    compiled decoder's array-backed forests: the same forests, node for node and edge for
+    edge, or the same refusal."""
+    q = decode_query(toy_bundle.decoder(), text, "de")
+    alts = alternatives(q, min_p=0.0)
+    assert alts, "the toy grammar translates some word in two ways"
+    choices = Choices.of(*choose(alts))
+    try:
+        ref = apply_choices(q, choices, engine="reference")
+    except InvalidInputError as exc:
+        with pytest.raises(InvalidInputError, match=re.escape(str(exc))):
+            apply_choices(q, choices, engine="compiled")
+        return
+    fast = apply_choices(q, choices, engine="compiled")
+    assert fast.forests[0].hypergraph.num_edges < q.forests[0].hypergraph.num_edges
+    for f, r in zip(fast.forests, ref.forests, strict=True):
+        assert same_forest(f.hypergraph, r.hypergraph)
+        assert f.best_score == pytest.approx(r.best_score, abs=1e-12)
+    assert one_best(fast) == one_best(ref)
