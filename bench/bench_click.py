@@ -19,7 +19,7 @@ pin to the forests (ms per click). Every ranking goes
 through the search pipeline with the service's defaults (BOW-FD, feedback on, the dense reader
 ``--dense``).
 
-Run: ``.venv/bin/python -m bench click de`` (full models and ``indexes/docs``).
+Run: ``.venv/bin/python -m bench click --lang de`` (full models and ``indexes/docs``).
 """
 
 from __future__ import annotations

@@ -228,24 +228,37 @@ def apply_choices(
             f"pin {_show(missing[0])}: no word of the query is {_show(missing[0])} "
             f"(its words: {', '.join(_show(t) for t in sorted(seen)[:12])})"
         )
-    cut_by = _edges_kept if engine == "compiled" else _edges_kept_reference
+    masks_of = _masks if engine == "compiled" else _masks_reference
+    cut_by = fast_restrict if engine == "compiled" else restrict
     # a pin holds where its word can say it: a word twice in the query, one occurrence of
     # which the forest translates only otherwise, keeps that one's own translations
-    cuts = [
-        cut_by(forest.hypergraph, tokens, choices)
+    masks = [
+        masks_of(forest.hypergraph, tokens, choices)
         for tokens, forest in zip(query.sentences, query.forests, strict=True)
     ]
     for source, english in choices.pins:
-        if not any(tokens[i].lower() == source for tokens, (can, _) in
-                   zip(query.sentences, cuts, strict=True) for i in can):  # fmt: skip
+        if not any(tokens[i].lower() == source for tokens, (_, held) in
+                   zip(query.sentences, masks, strict=True) for i in held):  # fmt: skip
             raise InvalidInputError(
                 f"pin {source}={' '.join(english)}: no translation of {_show(source)} in the "
                 "forest says it (see the alternatives)"
             )
     forests = []
-    for tokens, forest, (_, keep) in zip(query.sentences, query.forests, cuts, strict=True):
+    for tokens, forest, (unblocked, held) in zip(query.sentences, query.forests, masks,
+                                                 strict=True):  # fmt: skip
         hg = forest.hypergraph
-        cut = fast_restrict(hg, keep) if engine == "compiled" else restrict(hg, keep)
+        keep = unblocked.copy()
+        for ok in held.values():
+            keep &= ok
+        cut = cut_by(hg, keep)
+        if cut is None and len(held) > 1:
+            # each occurrence can say the pin, but the (pruned) forest holds no derivation
+            # saying it at all of them together: held at each in turn where the others allow
+            keep = unblocked.copy()
+            for ok in held.values():
+                if cut_by(hg, keep & ok) is not None:
+                    keep &= ok
+            cut = cut_by(hg, keep)
         if cut is None:
             raise InvalidInputError(
                 f"the choices {choices.signature()} leave no translation of "
@@ -256,31 +269,31 @@ def apply_choices(
     return replace(query, forests=tuple(forests))
 
 
-def _edges_kept_reference(
-    hg: Hypergraph, tokens: Sequence[str], choices: Choices
-) -> tuple[set[int], list[bool]]:
-    """The positions of pinned words some edge translates as pinned (where the pin holds),
-    and which edges the choices keep: edge by edge, over the forest's objects."""
+Masks = tuple[NDArray[np.bool_], dict[int, NDArray[np.bool_]]]
+
+
+def _masks_reference(hg: Hypergraph, tokens: Sequence[str], choices: Choices) -> Masks:
+    """Which edges say no blocked word, and for each position of a pinned word that some edge
+    translates as pinned (where the pin holds), which edges leave it to others or say the pin:
+    edge by edge, over the forest's objects."""
     pins = dict(choices.pins)
     blocks = set(choices.blocks)
     covered = covered_positions(hg)
-    can = {
-        i for e, positions in enumerate(covered) for i in positions
-        if (word := tokens[i].lower()) in pins and _says(hg.edges[e].target_terminals, pins[word])
-    }  # fmt: skip
-    want = {i: pins[tokens[i].lower()] for i in can}
-    keep = []
-    for e, positions in enumerate(covered):
-        terminals = hg.edges[e].target_terminals
-        ok = not any(w.lower() in blocks for w in terminals)
-        keep.append(ok and all(_says(terminals, want[i]) for i in positions if i in want))
-    return can, keep
+    terminals = [hg.edges[e].target_terminals for e in range(hg.num_edges)]
+    unblocked = [not any(w.lower() in blocks for w in terms) for terms in terminals]
+    held = {}
+    for i, token in enumerate(tokens):
+        if (word := token.lower()) in pins:
+            ok = [
+                i not in covered[e] or _says(terminals[e], pins[word]) for e in range(len(covered))
+            ]
+            if any(i in covered[e] and ok[e] for e in range(len(covered))):
+                held[i] = np.array(ok, dtype=np.bool_)
+    return np.array(unblocked, dtype=np.bool_).reshape(-1), held
 
 
-def _edges_kept(
-    hg: Hypergraph, tokens: Sequence[str], choices: Choices
-) -> tuple[set[int], NDArray[np.bool_]]:
-    """:func:`_edges_kept_reference` over the forest's arrays."""
+def _masks(hg: Hypergraph, tokens: Sequence[str], choices: Choices) -> Masks:
+    """:func:`_masks_reference` over the forest's arrays."""
     pins = dict(choices.pins)
     a = hg.arrays()
     lower = [w.lower() for w in a.vocabulary]
@@ -291,9 +304,9 @@ def _edges_kept(
         hit = np.isin(a.term_ids, ids)
         return np.bincount(owner[hit], minlength=hg.num_edges) > 0
 
-    keep = ~having(set(choices.blocks)) if choices.blocks else np.ones(hg.num_edges, np.bool_)
+    unblocked = ~having(set(choices.blocks))
     saying: dict[str, NDArray[np.bool_]] = {}
-    can = set()
+    held = {}
     for i, token in enumerate(tokens):
         word = token.lower()
         if word not in pins:
@@ -309,6 +322,5 @@ def _edges_kept(
             saying[word] = says
         covering = covering_edges(hg, i)
         if (covering & saying[word]).any():
-            can.add(i)
-            keep &= ~covering | saying[word]
-    return can, keep
+            held[i] = ~covering | saying[word]
+    return unblocked, held

@@ -244,3 +244,28 @@ def test_compiled_choices_cut_the_forest_as_the_reference(
         assert same_forest(f.hypergraph, r.hypergraph)
         assert f.best_score == pytest.approx(r.best_score, abs=1e-12)
     assert one_best(fast) == one_best(ref)
+
+
+@ENGINES
+def test_a_pin_no_derivation_says_at_every_occurrence_holds_where_the_others_allow(
+    engine: Engine,
+) -> None:
+    """ "haus haus": each occurrence can be "home", but the (pruned) forest holds no derivation
+    saying it at both (seen by bench click on a Chinese query): the pin holds at the first,
+    the second keeps the reading left to it, rather than refusing the option offered."""
+    b = HypergraphBuilder()
+    leaves = {}
+    for span in ((0, 1), (1, 2)):
+        for english in ("home", "house"):
+            leaves[span, english] = b.add_node("X", span)
+            b.add_edge(leaves[span, english], [], [english], {P: -0.5}, rule_id=0)
+    goal = b.add_node("S", (0, 2))
+    for first, second in (("home", "house"), ("house", "home")):
+        tails = [leaves[(0, 1), first], leaves[(1, 2), second]]
+        b.add_edge(goal, tails, target_yield([nt(1), nt(2)]), {GLUE: 1})
+    forest = Forest(("haus", "haus"), b.build(goal), 0.0, DecodeStats(), use_lm=False)
+    q = DecodedQuery("q", "haus haus", "de", (forest.tokens,), (forest,), TOY_WEIGHTS, "toy")
+    pinned = apply_choices(q, Choices.of({"haus": "home"}, None), engine=engine)
+    assert sentences_of(pinned) == [("home", "house")]
+    with pytest.raises(InvalidInputError, match="block:house leave no translation"):
+        apply_choices(q, Choices.of({"haus": "home"}, ["house"]), engine=engine)
