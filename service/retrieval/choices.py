@@ -22,9 +22,12 @@ outside scores in the log semiring, :func:`~service.forest.inference.edge_poster
   "fügen Sie eine Tabelle ein" stays and "sheet" goes. **Blocks** (``sheet``): no hyperedge may
   say the blocked word. The forest is cut to the derivations left before any method reads it,
   so DT's 1-best, PSQ's n-best and BOW-FD's forest all honour the choices. A pin holds at
-  each occurrence of its word the forest can translate so (another keeps its own readings); a
-  pin that matches no source word, that no occurrence can say, or choices that leave no
-  derivation, are refused naming them.
+  each occurrence of its word the forest can translate so (another keeps its own readings);
+  where the cube-pruned forest holds no derivation saying it at all of them together, it holds
+  at each in turn where the others allow. A pin that matches no source word, that no
+  occurrence can say, or choices that leave no derivation, are refused naming them. Both the
+  cut (:func:`~service.forest.inference.fast_restrict`) and the edges it keeps are computed
+  over the forest's arrays; ``engine="reference"`` is the object-by-object version.
 """
 
 from __future__ import annotations
