@@ -217,6 +217,15 @@ class Settings(BaseSettings):
         "where there are enough; a copy that fails or is slow is retried on another within the "
         "request. Default (unset): 2 on a cluster of two or more alive nodes, else 1.",
     )
+    shard_spares: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="Spare Ray workers kept on each node, the bundle loaded and no shard "
+        "opened: a copy lost is replaced by a spare adopting its shard (milliseconds) instead "
+        "of a new worker loading the bundle (seconds). Default (unset): as many as the most "
+        "copies a node holds, none when each shard has one copy on one node.",
+    )
     collection_lock_timeout_s: float = Field(
         30.0, gt=0, description="How long an add or delete waits for the collection's writer."
     )

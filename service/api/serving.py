@@ -457,7 +457,8 @@ class QueryService:
                     timeout_s=self.settings.search_shard_timeout_s,
                     state_root=self.settings.weights_state_dir,
                     concurrency=self.settings.max_concurrency,
-                    replicas=self.settings.shard_replicas, local=local, on_event=count,
+                    replicas=self.settings.shard_replicas, spares=self.settings.shard_spares,
+                    local=local, on_event=count,
                 )  # fmt: skip
             return searcher
 

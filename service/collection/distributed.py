@@ -52,7 +52,7 @@ from service.collection.searcher import (
     get_method,
     search_plan,
 )
-from service.errors import MissingExtraError
+from service.errors import InternalError, MissingExtraError
 from service.logs import current_format
 from service.mt.bundle import ModelBundle, load_bundle
 from service.processes import command_of, exit_with, raise_open_files_limit
@@ -62,23 +62,59 @@ from service.retrieval.explain import Explanation
 log = logging.getLogger(__name__)
 
 
+ADOPT_WAIT_S = 30.0  # how long a call to a spare waits for the adoption sent before it
+
+
 class ShardWorker:
-    """One shard of a collection, searched in its own process (the Ray actor's class)."""
+    """One shard of a collection, searched in its own process (the Ray actor's class).
+
+    Started with ``shard=None`` it is a *spare*: its bundle loaded and no shard opened, it
+    waits to :meth:`adopt` one (the router keeps one a node, so a copy lost is replaced by
+    opening a shard, not by starting a process and loading a bundle). A call that needs the
+    shard waits for the adoption (sent first) for at most :data:`ADOPT_WAIT_S`.
+    """
 
     def __init__(
-        self, path: str, shard: int, bundle_path: str | None, state_root: str | None
+        self, path: str, shard: int | None, bundle_path: str | None, state_root: str | None
     ) -> None:
-        self.shard = shard
+        self.path = path
+        self.shard = -1 if shard is None else shard
+        self._adopted = threading.Event()
+        self._adopt_lock = threading.Lock()
+        self._collection: Collection | None = None
         raise_open_files_limit()  # the shard's segments are memory-mapped, a descriptor each
         raylet = os.getppid()
         if "raylet" in command_of(raylet):  # a Ray worker: it dies with its node's raylet
             exit_with(raylet, "raylet-watch")
         sweep_boards()  # what workers killed mid-query left in shared memory
-        self.collection = Collection(path, shards=[shard])
         bundle = None
         if bundle_path is not None:
             bundle = load_bundle(bundle_path, state_root=state_root)
         self.searcher = SnapshotSearcher(bundle)
+        if shard is not None:
+            self.adopt(shard)
+
+    def adopt(self, shard: int) -> bool:
+        """Open ``shard`` and serve it from now on (a spare becomes a copy); refused for a
+        worker that holds another shard."""
+        with self._adopt_lock:
+            if self._adopted.is_set():
+                if shard != self.shard:
+                    raise InternalError(f"this worker holds shard {self.shard}, not {shard}")
+                return True
+            self._collection = Collection(self.path, shards=[shard])
+            self.shard = shard
+            self._adopted.set()
+        return True
+
+    @property
+    def collection(self) -> Collection:
+        """The shard's collection, once adopted (waits for an adoption in flight)."""
+        if not self._adopted.wait(ADOPT_WAIT_S) or self._collection is None:
+            raise InternalError(
+                f"this worker holds no shard: a spare not adopted within {ADOPT_WAIT_S:g} s"
+            )
+        return self._collection
 
     def ping(self) -> bool:
         """Answers at once: the worker is not frozen (the router's probe of a suspect)."""
@@ -89,8 +125,9 @@ class ShardWorker:
         return os.getpid()
 
     def status(self) -> dict[str, Any]:
-        self.collection.refresh()
-        snap = self.collection.snapshot
+        collection = self.collection
+        collection.refresh()
+        snap = collection.snapshot
         views = snap.shards[self.shard]
         import ray  # a shard worker runs inside Ray
 
@@ -116,8 +153,9 @@ class ShardWorker:
         ``explain_final`` this shard holds); ``count``: see
         :meth:`~service.collection.searcher.Method.partial`."""
         t0 = time.perf_counter()
-        self.collection.refresh()
-        snap = self.collection.snapshot
+        collection = self.collection
+        collection.refresh()
+        snap = collection.snapshot
         kept: dict[str, Any] = {}
         views = snap.shards[self.shard]
         part = self.searcher.shard_partial(
@@ -168,7 +206,7 @@ class LocalDriver:
         remote = config.worker(ray, config.concurrency)
         self.router = ShardRouter(
             ray, remote, config.args, config.shards, replicas=config.replicas,
-            timeout_s=config.timeout_s, on_event=on_event,
+            timeout_s=config.timeout_s, on_event=on_event, spares=config.spares,
         )  # fmt: skip
         self._calls = router_calls(ray, self.router)
         self.connected = threading.Event()
@@ -202,6 +240,7 @@ class RaySearcher:
         state_root: str | Path | None = None,
         concurrency: int = 8,
         replicas: int | None = None,
+        spares: int | None = None,
         local: SnapshotSearcher | None = None,
         isolate: bool = True,
         on_event: OnEvent | None = None,
@@ -209,6 +248,8 @@ class RaySearcher:
         """``concurrency``: searches a shard worker runs at once, in its threads (one at a
         time would queue a cheap DT search behind a paragraph's BOW-FD, past the timeout).
         ``replicas``: copies of each shard (default: 2 on two or more nodes, else 1).
+        ``spares``: workers with the bundle loaded kept on each node to adopt a lost copy's
+        shard (default: as many as the most copies a node holds, none on a lone copy).
         ``local``: the searcher of answers in process (default: one of ``bundle``).
         ``isolate``: the Ray driver in a process of its own (:mod:`.ray_driver`), so this
         process outlives the cluster; False runs it here (Ray initialised here: tests)."""
@@ -233,7 +274,7 @@ class RaySearcher:
             config = DriverConfig(
                 address or _running_address(), args, self.shards, replicas, timeout_s,
                 concurrency, remote_worker, logging.getLogger("service").getEffectiveLevel(),
-                current_format(),
+                current_format(), spares,
             )  # fmt: skip
             self.driver = DriverProcess(config, on_event)
         else:
@@ -242,8 +283,9 @@ class RaySearcher:
             if not ray.is_initialized():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             config = DriverConfig(
-                address, args, self.shards, replicas, timeout_s, concurrency, remote_worker
-            )
+                address, args, self.shards, replicas, timeout_s, concurrency, remote_worker,
+                spares=spares,
+            )  # fmt: skip
             self.driver = LocalDriver(ray, config, on_event)
 
     # --- state --------------------------------------------------------------------------------

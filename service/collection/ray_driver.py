@@ -60,6 +60,7 @@ class DriverConfig:
     worker: Callable[[Any, int], Any]  # (ray, concurrency) -> the shard worker's actor class
     log_level: int = logging.INFO  # the child logs as its parent (failovers are at info)
     log_format: LogFormat = "text"
+    spares: int | None = None  # spare workers a node (None: the router's default)
 
 
 class DriverProcess:
@@ -272,6 +273,7 @@ def serve(conn: Connection, config: DriverConfig) -> None:
         router = ShardRouter(
             ray, remote, config.args, config.shards, replicas=config.replicas,
             timeout_s=config.timeout_s, on_event=lambda *e: send(("event", e)),
+            spares=config.spares,
         )  # fmt: skip
     except Exception as exc:  # reported to the API, which retries
         send(("error", f"{type(exc).__name__}: {exc}"[:500]))

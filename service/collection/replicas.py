@@ -27,6 +27,12 @@ asks for, in one place:
   :meth:`ShardRouter._place` picks; the standby takes the copy's place as soon as it answers a
   ping, and is stopped if the copy answers first. So a lost copy costs the time a worker takes
   to start, not that plus a wait to be sure.
+* **Spares.** Once a node's copies are up, the router starts a spare worker there — its
+  bundle loaded, no shard opened — and a copy to be started on that node (a replacement, a
+  standby) adopts it instead: it opens its shard, in milliseconds, where a new worker takes a
+  process, its imports and the bundle (10 s on two saturated cores in the chaos benchmark).
+  Another spare is started behind it. A spare is not restarted by Ray in place (it would come
+  back without its shard); a copy made from one is re-placed as any copy that died.
 * **Re-placement.** A copy whose actor died, cannot be scheduled, or whose node is gone is
   started again on a node alive now (pinned there: a preference is dropped whenever the
   scheduler has not yet heard of a node's resources, and every copy would then land on the
@@ -126,6 +132,7 @@ class ShardRouter:
         timeout_s: float = 10.0,
         on_event: OnEvent | None = None,
         monitor: bool = True,
+        spares: int | None = None,
     ) -> None:
         self.ray = ray
         self._remote = remote
@@ -141,6 +148,8 @@ class ShardRouter:
         self._stop = threading.Event()
         nodes = self.alive_nodes()
         self.replicas = replicas or (2 if len(nodes) >= 2 else 1)
+        self.spares: dict[str, list[Copy]] = {}  # node -> workers with a bundle, no shard
+        self._spares_wanted = spares
         self.latency: list[deque[float]] = [deque(maxlen=200) for _ in range(shards)]
         self.copies: list[list[Copy]] = [
             [self._spawn(s, c, nodes[(s + c) % len(nodes)]) for c in range(self.replicas)]
@@ -158,15 +167,72 @@ class ShardRouter:
         return sorted(x["NodeID"] for x in self.ray.nodes() if x.get("Alive"))
 
     def _spawn(self, shard: int, slot: int, node: str) -> Copy:
+        """A copy of ``shard`` on ``node``: the node's spare, adopting the shard, when it has
+        one up; else a new worker."""
+        with self._lock:
+            spare = next((c for c in self.spares.get(node, []) if c.state == UP), None)
+            if spare is not None:
+                self.spares[node].remove(spare)
+                spare.shard, spare.slot = shard, slot
+                spare.mark(STARTING)
+                spare.probe = spare.actor.adopt.remote(shard)  # its answer marks the copy up
+                log.info("shard %d copy %d: the spare on node %s adopts it (%s)",
+                         shard, slot, node[:12], spare.name)  # fmt: skip
+                self._wake.set()  # the monitor probes it, and starts the next spare
+                return spare
+        return self._start(shard, slot, node)
+
+    def _start(self, shard: int, slot: int, node: str) -> Copy:
+        """A new worker on ``node``: a copy of ``shard``, or a spare (``shard`` −1)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        name = f"clir-{self._tag}-s{shard}-c{slot}-{next(self._names)}"
+        what = f"s{shard}-c{slot}" if shard >= 0 else "spare"
+        name = f"clir-{self._tag}-{what}-{next(self._names)}"
         where = NodeAffinitySchedulingStrategy(node, soft=False)
         path, bundle_path, state = self._args
-        actor = self._remote.options(
-            scheduling_strategy=where, name=name, namespace=NAMESPACE
-        ).remote(path, shard, bundle_path, state)
+        options: dict[str, Any] = {"scheduling_strategy": where, "name": name,
+                                   "namespace": NAMESPACE}  # fmt: skip
+        if shard < 0:  # Ray would restart it as a spare, even once it holds a shard
+            options["max_restarts"] = 0
+        actor = self._remote.options(**options).remote(
+            path, shard if shard >= 0 else None, bundle_path, state
+        )
         return Copy(shard, slot, actor, node, name)
+
+    @property
+    def spares_per_node(self) -> int:
+        """Spares kept on each node: as asked, else as many as the most copies a node holds
+        (a node lost then has each of its copies adopted on another)."""
+        if self._spares_wanted is not None:
+            return self._spares_wanted
+        held: dict[str, int] = {}
+        for c in (c for cs in self.copies for c in cs):
+            held[c.node] = held.get(c.node, 0) + 1
+        return max(held.values(), default=0) if len(held) > 1 or self.replicas > 1 else 0
+
+    def _keep_spares(self, alive: set[str]) -> None:
+        """The spares wanted up on every live node whose copies are all up (a spare started
+        beside a copy still loading would slow it): the gone are dropped, the starting
+        probed."""
+        now = time.monotonic()
+        for node, spares in list(self.spares.items()):
+            for spare in list(spares):
+                stale = spare.state == STARTING and now - spare.since > START_S
+                if node not in alive or spare.state == DEAD or stale:
+                    spares.remove(spare)
+                    self._kill(spare)
+                elif spare.state != UP:
+                    self._probe(spare)
+        wanted = self.spares_per_node
+        busy = {c.node for cs in self.copies for c in cs if c.state != UP}
+        for cs in self.copies:
+            busy |= {c.standby.node for c in cs if c.standby is not None}
+        for node in sorted(alive - busy):
+            if now - self._bad_nodes.get(node, -BAD_NODE_S) < BAD_NODE_S:
+                continue
+            if len(self.spares.get(node, [])) < wanted:  # one a round: a start loads the node
+                self.spares.setdefault(node, []).append(self._start(-1, -1, node))
+                log.info("spare worker started on node %s", node[:12])
 
     def _place(self, shard: int, failed: Copy | None = None) -> str | None:
         """A node alive now for a new copy of ``shard`` (replacing ``failed``): not the
@@ -394,6 +460,7 @@ class ShardRouter:
                     self._stand_by(copy)
                 self._probe(copy)
         self._rebalance(alive)
+        self._keep_spares(alive)
 
     def _probe(self, copy: Copy) -> None:
         if copy.probe is None:
@@ -462,7 +529,9 @@ class ShardRouter:
             for c in (copy, copy.standby):
                 if c is not None:
                     self._kill(c)
-        self.copies = []
+        for spare in (c for spares in self.spares.values() for c in spares):
+            self._kill(spare)
+        self.copies, self.spares = [], {}
 
 
 class _Request:

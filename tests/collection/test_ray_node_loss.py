@@ -1,8 +1,8 @@
 """A node lost under load (its raylet killed with SIGKILL) on a real two-node Ray cluster on
 this machine, two copies of every shard, one on each node: no answer is degraded — the copy
 on the other node answers within the same request — and the lost copies are started again on
-the node alive, so every shard is whole again (today a copy pinned to a dead node stays
-unschedulable for good). The driver runs in its own process, as in test_ray_cluster.py."""
+the node alive — by the spare workers waiting there, which adopt their shards — so every
+shard is whole again (today a copy pinned to a dead node stays unschedulable for good). The driver runs in its own process, as in test_ray_cluster.py."""
 
 from __future__ import annotations
 
@@ -87,6 +87,11 @@ def whole():
 while not whole() and time.monotonic() < deadline:
     searcher.status(5)
     time.sleep(0.2)
+# the spares the node that stays keeps to adopt lost copies (started once the copies are up)
+while (sum(c.state == "up" for c in router.spares.get(head_node, [])) < router.spares_per_node
+       and time.monotonic() < deadline):
+    time.sleep(0.2)
+spares = sum(c.state == "up" for c in router.spares.get(head_node, []))
 before = [[c.node for c in cs] for cs in router.copies]
 local = SnapshotSearcher(bundle)
 qs = [decode_query(bundle.decoder(), t, "de", qid=f"q{i}") for i, t in enumerate(QUERIES)]
@@ -117,7 +122,9 @@ while time.monotonic() - t_kill < 90:
     if whole_at is not None and len(answers) >= 20:
         break
 after = [[c.node for c in cs] for cs in router.copies]
+adopted = [c.name for cs in router.copies for c in cs if "-spare-" in c.name]
 report = {"before": before, "after": after, "answers": answers, "whole_at": whole_at,
+          "spares": spares, "adopted": adopted,
           "events": events, "alive": len([n for n in ray.nodes() if n.get("Alive")])}
 print("REPORT " + json.dumps(report))
 searcher.close()
@@ -151,6 +158,8 @@ def test_a_lost_node_costs_no_answer_and_its_copies_come_back(
     # the two lost copies, each once; at most one more per shard: a copy on the node alive
     # whose call failed in the turmoil gets a standby, which may answer before it does
     assert 2 <= sum(kind == "replacement" for kind, _ in report["events"]) <= 4
+    # both lost copies adopted by the spares waiting on the node alive (no bundle loaded)
+    assert report["spares"] == 2 and len(report["adopted"]) >= 2, report["adopted"]
     slowest = max(a["seconds"] for a in answers)
     print(
         f"\nnode lost: {len(answers)} answers, {len(degraded)} degraded, slowest "

@@ -40,6 +40,9 @@ class FakeActor:
     answers: bool = False  # its pings are answered (it has started)
     dies: bool = False  # its calls fail: ActorDiedError
     calls: int = 0  # searches sent to it
+    shard: int | None = None  # the shard it was started with (None: a spare)
+    adopted: list[int] = field(default_factory=list)  # the shards it was asked to adopt
+    options: dict[str, Any] = field(default_factory=dict)  # its actor options
 
     @property
     def ping(self) -> FakePing:
@@ -50,6 +53,19 @@ class FakeActor:
         self.calls += 1
         return FakePing(self)
 
+    @property
+    def adopt(self) -> FakeAdopt:
+        return FakeAdopt(self)
+
+
+@dataclass
+class FakeAdopt:
+    actor: FakeActor
+
+    def remote(self, shard: int) -> FakeRef:
+        self.actor.adopted.append(shard)
+        return FakeRef(self.actor)
+
 
 @dataclass
 class FakeRemote:
@@ -58,12 +74,15 @@ class FakeRemote:
     started: list[FakeActor] = field(default_factory=list)
     _node: str = ""
 
-    def options(self, *, scheduling_strategy: Any, **_: Any) -> FakeRemote:
+    _options: dict[str, Any] = field(default_factory=dict)
+
+    def options(self, *, scheduling_strategy: Any, **options: Any) -> FakeRemote:
         self._node = scheduling_strategy.node_id
+        self._options = options
         return self
 
-    def remote(self, *_: Any) -> FakeActor:
-        actor = FakeActor(self._node)
+    def remote(self, _path: str, shard: int | None, *_: Any) -> FakeActor:
+        actor = FakeActor(self._node, shard=shard, options=self._options)
         self.started.append(actor)
         return actor
 
@@ -111,9 +130,11 @@ class FakeRay:
         pass
 
 
-def router(nodes: list[str], shards: int = 2, replicas: int = 2) -> ShardRouter:
+def router(
+    nodes: list[str], shards: int = 2, replicas: int = 2, spares: int | None = 0
+) -> ShardRouter:
     r = ShardRouter(FakeRay(nodes), FakeRemote(), ("c", None, None), shards,
-                    replicas=replicas, monitor=False)  # fmt: skip
+                    replicas=replicas, monitor=False, spares=spares)  # fmt: skip
     for cs in r.copies:
         for c in cs:
             c.mark(UP)
@@ -307,3 +328,60 @@ def test_a_cold_copy_overtaken_is_excused_once() -> None:
         if cold.state == SUSPECT:
             break
     assert overtaken == 2 and ("partial", "dt") in cold.warm
+
+
+def spares_up(r: ShardRouter, rounds: int = 8) -> dict[str, list[FakeActor]]:
+    """Monitor rounds until the spares have started and answered: each node's spare actors."""
+    for _ in range(rounds):
+        r.check()
+        for spare in (c for cs in r.spares.values() for c in cs):
+            spare.actor.answers = True
+    r.check()
+    return {n: [c.actor for c in cs] for n, cs in r.spares.items()}
+
+
+def test_spares_start_once_the_copies_are_up_as_many_as_a_node_holds_copies() -> None:
+    r = router([A, B], spares=None)  # 2 shards x 2 copies: 2 copies a node
+    starting = router([A, B], spares=None)
+    starting.copies[0][0].mark(STARTING)
+    starting.check()
+    assert not starting.spares.get(A) and len(starting.spares[B]) == 1  # A still loading
+    spares = spares_up(r)
+    assert {n: len(cs) for n, cs in spares.items()} == {A: 2, B: 2}
+    assert all(a.shard is None and a.options["max_restarts"] == 0
+               for cs in spares.values() for a in cs)  # fmt: skip
+    assert all(c.state == UP for cs in r.spares.values() for c in cs)
+    lone = router([A], replicas=1, spares=None)
+    assert spares_up(lone) == {}  # one copy a shard on one node: nothing to adopt it for
+
+
+def test_a_copy_killed_is_replaced_by_its_node_s_spare_adopting_the_shard() -> None:
+    r = router([A, B], spares=1)
+    spares = spares_up(r)
+    remote = r._remote
+    started = len(remote.started)
+    dead = r.copies[0][0]  # on A
+    dead.mark(DEAD, "ActorDiedError")
+    r.check()
+    new = r.copies[0][0]
+    assert new.actor is spares[A][0] and new.actor.adopted == [0]
+    assert (new.shard, new.slot, new.node, new.state) == (0, 0, A, STARTING)
+    assert dead.actor.killed and len(remote.started) == started  # no worker started for it
+    r.check()  # its adoption answered: up
+    assert new.state == UP
+    r.check()  # and another spare behind it
+    assert len(remote.started) == started + 1 and remote.started[-1].shard is None
+
+
+def test_a_lost_node_s_copies_are_all_adopted_by_the_spares_of_the_node_alive() -> None:
+    r = router([A, B], spares=None)
+    spares = spares_up(r)
+    remote = r._remote
+    started = len(remote.started)
+    r.ray.alive = [A]
+    r.check()
+    assert placement(r) == [[A, A], [A, A]]
+    adopted = {c.actor for cs in r.copies for c in cs if c.actor.adopted}
+    assert adopted == set(spares[A])  # both of A's spares, no new worker for a copy
+    assert all(a.shard is None for a in remote.started[started:])  # only spares started since
+    assert B not in r.spares or not r.spares[B]
