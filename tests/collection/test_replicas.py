@@ -3,7 +3,8 @@ cluster). A copy killed on a healthy node comes back there, so a shard's copies 
 different nodes; a copy on a node whose copies all fail (a node lost before the cluster says
 so) goes elsewhere; a shard whose copies came to share a node is spread again when a node is
 free — the chaos benchmark lost a shard with a node after a killed copy had been re-placed
-beside its twin."""
+beside its twin. Spares: started once a node's copies are up, as many as a node holds copies;
+a copy lost is replaced by its node's spare adopting the shard, not by a new worker."""
 
 from __future__ import annotations
 
