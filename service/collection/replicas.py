@@ -202,13 +202,16 @@ class ShardRouter:
     @property
     def spares_per_node(self) -> int:
         """Spares kept on each node: as asked, else as many as the most copies a node holds
-        (a node lost then has each of its copies adopted on another)."""
+        (a node lost then has each of its copies adopted on another); on one node, one for
+        a copy lost there when shards have copies to fail over to, else none."""
         if self._spares_wanted is not None:
             return self._spares_wanted
         held: dict[str, int] = {}
         for c in (c for cs in self.copies for c in cs):
             held[c.node] = held.get(c.node, 0) + 1
-        return max(held.values(), default=0) if len(held) > 1 or self.replicas > 1 else 0
+        if len(held) <= 1:
+            return 1 if self.replicas > 1 else 0
+        return max(held.values())
 
     def _keep_spares(self, alive: set[str]) -> None:
         """The spares wanted up on every live node whose copies are all up (a spare started

@@ -2,7 +2,8 @@
 this machine, two copies of every shard, one on each node: no answer is degraded — the copy
 on the other node answers within the same request — and the lost copies are started again on
 the node alive — by the spare workers waiting there, which adopt their shards — so every
-shard is whole again (today a copy pinned to a dead node stays unschedulable for good). The driver runs in its own process, as in test_ray_cluster.py."""
+shard is whole again (a copy pinned to a dead node once stayed unschedulable for good). The
+driver runs in its own process, as in test_ray_cluster.py."""
 
 from __future__ import annotations
 

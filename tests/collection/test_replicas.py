@@ -354,6 +354,8 @@ def test_spares_start_once_the_copies_are_up_as_many_as_a_node_holds_copies() ->
     assert all(c.state == UP for cs in r.spares.values() for c in cs)
     lone = router([A], replicas=1, spares=None)
     assert spares_up(lone) == {}  # one copy a shard on one node: nothing to adopt it for
+    one_node = router([A], replicas=2, spares=None)  # four copies on A: one spare for a loss
+    assert {n: len(cs) for n, cs in spares_up(one_node).items()} == {A: 1}
 
 
 def test_a_copy_killed_is_replaced_by_its_node_s_spare_adopting_the_shard() -> None:
