@@ -224,7 +224,7 @@ class ShardRouter:
                 if node not in alive or spare.state == DEAD or stale:
                     spares.remove(spare)
                     self._kill(spare)
-                elif spare.state != UP:
+                else:  # an idle spare up is pinged too: one that died is not adopted
                     self._probe(spare)
         wanted = self.spares_per_node
         busy = {c.node for cs in self.copies for c in cs if c.state != UP}
@@ -478,7 +478,8 @@ class ShardRouter:
         except self.ray.exceptions.RayError as exc:
             self._failed(copy, exc)
             return
-        log.info("shard %d copy %d up on node %s", copy.shard, copy.slot, copy.node[:12])
+        if copy.state != UP:
+            log.info("shard %d copy %d up on node %s", copy.shard, copy.slot, copy.node[:12])
         copy.mark(UP)
 
     # --- status -------------------------------------------------------------------------------

@@ -388,3 +388,19 @@ def test_a_lost_node_s_copies_are_all_adopted_by_the_spares_of_the_node_alive() 
     assert adopted == set(spares[A])  # both of A's spares, no new worker for a copy
     assert all(a.shard is None for a in remote.started[started:])  # only spares started since
     assert B not in r.spares or not r.spares[B]
+
+
+def test_a_spare_that_dies_or_whose_node_goes_is_dropped_and_another_started() -> None:
+    r = router([A, B], spares=1)
+    spares = spares_up(r)
+    remote = r._remote
+    spares[A][0].dies = True
+    for _ in range(3):  # a ping sent, its failure read (dead), the spare dropped and replaced
+        r.check()
+    assert spares[A][0].killed and r.spares[A][0].actor is not spares[A][0]
+    assert remote.started[-1].shard is None and remote.started[-1].node == A
+    r.ray.alive = [A]
+    r.check()
+    assert spares[B][0].killed and not r.spares.get(B)
+    r.close()  # every spare ever started is gone with the router
+    assert all(a.killed for a in remote.started if a.shard is None)
