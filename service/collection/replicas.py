@@ -23,8 +23,7 @@ asks for, in one place:
   (``SIGSTOP``) costs one request, not every one. A copy suspect for longer than
   :data:`SUSPECT_REPLACE_S` is replaced.
 * **Standbys.** A copy whose calls fail (Ray: unavailable — restarting, or its node lost
-  before the cluster's health checks say so, ~15 s), or a suspect that has not answered a ping
-  for :data:`STANDBY_AFTER_S` (frozen, or its calls hang), gets a standby started on the node
+  before the cluster's health checks say so, ~15 s) gets a standby started at once on the node
   :meth:`ShardRouter._place` picks; the standby takes the copy's place as soon as it answers a
   ping, and is stopped if the copy answers first. So a lost copy costs the time a worker takes
   to start, not that plus a wait to be sure.
@@ -66,7 +65,6 @@ MIN_SAMPLES = 10  # below this many answers, hedge after half the budget
 MONITOR_S = 0.5  # how often the monitor looks at the nodes and probes suspects
 SUSPECT_REPLACE_S = 6.0  # a copy that has not answered a ping this long is started again
 FAILING_REPLACE_S = 3.0  # a copy whose calls and pings fail this long is started elsewhere
-STANDBY_AFTER_S = 3.0  # a suspect whose pings go unanswered this long gets a standby
 BAD_NODE_S = 60.0  # a node whose copies all failed gets no copy moved to it for this long
 START_S = 300.0  # a copy still starting (loading its bundle) after this long is replaced
 
@@ -461,11 +459,7 @@ class ShardRouter:
             elif copy.state == STARTING and now - copy.since > START_S:
                 self.replace(copy, f"not started within {START_S:g} s")
             elif copy.state in (SUSPECT, STARTING):
-                # failing, or silent: a busy worker answers a ping at once (its threads), a
-                # frozen one or one cut off with its node does not (calls to a lost node's
-                # workers may hang rather than fail until the cluster says the node is dead)
-                silent = now - copy.since > STANDBY_AFTER_S
-                if copy.state == SUSPECT and (copy.failing or silent):
+                if copy.state == SUSPECT and copy.failing:
                     self._stand_by(copy)
                 self._probe(copy)
         self._rebalance(alive)

@@ -15,14 +15,7 @@ import pytest
 
 pytest.importorskip("ray")  # the scheduling strategy class comes from Ray
 
-from service.collection.replicas import (
-    DEAD,
-    STANDBY_AFTER_S,
-    STARTING,
-    SUSPECT,
-    UP,
-    ShardRouter,
-)
+from service.collection.replicas import DEAD, STARTING, SUSPECT, UP, ShardRouter
 
 A, B, C = "a" * 56, "b" * 56, "c" * 56  # node ids: hex, as Ray checks
 
@@ -411,23 +404,3 @@ def test_a_spare_that_dies_or_whose_node_goes_is_dropped_and_another_started() -
     assert spares[B][0].killed and not r.spares.get(B)
     r.close()  # every spare ever started is gone with the router
     assert all(a.killed for a in remote.started if a.shard is None)
-
-
-def test_a_suspect_silent_for_a_while_gets_a_standby_a_spare_adopting_its_shard() -> None:
-    """A busy copy answers a ping at once; one that has not for STANDBY_AFTER_S is frozen or
-    cut off with its node (calls to a lost node's workers may hang until the cluster says it
-    is dead): its standby is its node's spare, which takes its place when it answers."""
-    r = router([A, B], spares=1)
-    spares = spares_up(r)
-    silent = r.copies[0][0]  # on A
-    silent.mark(SUSPECT, "no answer within 10 s")
-    silent.probe = FakeRef(silent.actor)  # a ping outstanding, unanswered
-    r.check()
-    assert silent.standby is None  # not yet: a busy copy gets no standby
-    silent.since -= STANDBY_AFTER_S + 0.1
-    r.check()
-    assert silent.standby is not None and silent.standby.actor is spares[A][0]
-    assert spares[A][0].adopted == [0]
-    r.check()  # the adoption answered: the standby is up
-    r.check()  # and takes the silent copy's place
-    assert r.copies[0][0].actor is spares[A][0] and silent.actor.killed
