@@ -69,9 +69,9 @@ class ShardWorker:
     """One shard of a collection, searched in its own process (the Ray actor's class).
 
     Started with ``shard=None`` it is a *spare*: its bundle loaded and no shard opened, it
-    waits to :meth:`adopt` one (the router keeps one a node, so a copy lost is replaced by
-    opening a shard, not by starting a process and loading a bundle). A call that needs the
-    shard waits for the adoption (sent first) for at most :data:`ADOPT_WAIT_S`.
+    waits to :meth:`adopt` one (the router keeps spares on each node, so a copy lost is
+    replaced by opening a shard, not by starting a process and loading a bundle). A call that
+    needs the shard waits for the adoption (sent first) for at most :data:`ADOPT_WAIT_S`.
     """
 
     def __init__(

@@ -27,12 +27,15 @@ asks for, in one place:
   :meth:`ShardRouter._place` picks; the standby takes the copy's place as soon as it answers a
   ping, and is stopped if the copy answers first. So a lost copy costs the time a worker takes
   to start, not that plus a wait to be sure.
-* **Spares.** Once a node's copies are up, the router starts a spare worker there — its
-  bundle loaded, no shard opened — and a copy to be started on that node (a replacement, a
-  standby) adopts it instead: it opens its shard, in milliseconds, where a new worker takes a
-  process, its imports and the bundle (10 s on two saturated cores in the chaos benchmark).
-  Another spare is started behind it. A spare is not restarted by Ray in place (it would come
-  back without its shard); a copy made from one is re-placed as any copy that died.
+* **Spares.** Once a node's copies are up, the router starts spare workers there — the
+  bundle loaded, no shard opened; as many as the most copies a node holds, so that a node lost
+  has each of its copies adopted elsewhere (:attr:`ShardRouter.spares_per_node`) — and a copy
+  to be started on that node (a replacement, a standby) is a spare adopting its shard: it opens
+  it, in milliseconds, where a new worker takes a process, its imports and the bundle (10 s on
+  two saturated cores in the chaos benchmark). Another spare is started behind it, and idle
+  spares are pinged as suspects are, so a dead one is replaced rather than adopted. A spare is
+  not restarted by Ray in place (it would come back without its shard); a copy made from one
+  is re-placed as any copy that died.
 * **Re-placement.** A copy whose actor died, cannot be scheduled, or whose node is gone is
   started again on a node alive now (pinned there: a preference is dropped whenever the
   scheduler has not yet heard of a node's resources, and every copy would then land on the
