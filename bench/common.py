@@ -22,7 +22,7 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -153,3 +153,12 @@ class Help:
 
     text: str
     positional: bool = False
+
+
+def write_per_language(
+    name: str, measure: Callable[[str], Mapping[str, Any]], langs: Sequence[str]
+) -> None:
+    """An experiment's ``main``: ``measure(lang)`` for each language asked (default de and
+    zh), written to ``bench/results/<name>_<lang>.json``."""
+    for lang in langs or ("de", "zh"):
+        write_result(RESULTS_DIR / f"{name}_{lang}.json", measure(lang))

@@ -29,7 +29,7 @@ import Stemmer
 
 from bench.bench_feedback import Runs
 from bench.bench_querysets import load_set
-from bench.common import RESULTS_DIR, ROOT, write_result
+from bench.common import ROOT, write_per_language
 from service.evaluation import evaluate, randomization_test
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
@@ -103,10 +103,5 @@ def measure(lang: str) -> dict[str, Any]:
     return result
 
 
-def main(langs: list[str]) -> None:
-    for lang in langs or ["de", "zh"]:
-        write_result(RESULTS_DIR / f"conflation_{lang}.json", measure(lang))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    write_per_language("conflation", measure, sys.argv[1:])

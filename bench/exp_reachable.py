@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.bench_feedback import Runs, english_queries, hits_of
 from bench.bench_querysets import english_pages, load_set
-from bench.common import RESULTS_DIR, ROOT, write_result
+from bench.common import ROOT, write_per_language
 from service.data.querysets import mate
 from service.evaluation import evaluate, randomization_test
 from service.index.inverted import InvertedIndex
@@ -123,10 +123,5 @@ def measure(lang: str) -> dict[str, Any]:
     return result
 
 
-def main(langs: list[str]) -> None:
-    for lang in langs or ["de", "zh"]:
-        write_result(RESULTS_DIR / f"reachable_{lang}.json", measure(lang))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    write_per_language("reachable", measure, sys.argv[1:])

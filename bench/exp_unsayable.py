@@ -39,7 +39,8 @@ import Stemmer
 
 from bench.bench_feedback import Runs, english_queries
 from bench.bench_querysets import load_set
-from bench.common import DATA, RESULTS_DIR, ROOT, write_result
+from bench.common import DATA, ROOT, write_per_language
+from bench.exp_reachable import forest_terms
 from service.evaluation import evaluate, randomization_test
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
@@ -97,7 +98,7 @@ def measure(lang: str) -> dict[str, Any]:
         unknown_tokens: Counter[str] = Counter()
         for qid, text in queries.items():
             q = decode_query(decoder, text, bundle.src, qid=qid)
-            yields = {t for t in map(index.analyzer.term, q.target_words()) if t is not None}
+            yields = forest_terms(index, q)
             source = [t for sentence in q.sentences for t in sentence]
             unknown = [t for t in source if not bundle.grammar.knows_source(t) and t.isalpha()]
             unknown_tokens.update(unknown)
@@ -153,10 +154,5 @@ def measure(lang: str) -> dict[str, Any]:
     return result
 
 
-def main(langs: list[str]) -> None:
-    for lang in langs or ["de", "zh"]:
-        write_result(RESULTS_DIR / f"unsayable_{lang}.json", measure(lang))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    write_per_language("unsayable", measure, sys.argv[1:])

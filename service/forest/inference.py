@@ -468,6 +468,30 @@ def _restrict_kernel(
     return True
 
 
+def _kept(
+    hg: Hypergraph, keep: NDArray[np.bool_] | Sequence[bool]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """The nodes and edges of :func:`fast_restrict`'s sub-forest (old ids, in order), or None
+    when the goal keeps no derivation."""
+    keep = np.asarray(keep, dtype=np.bool_)
+    if keep.shape != (hg.num_edges,):
+        raise InvalidInputError(f"{len(keep)} edge flags for a forest of {hg.num_edges} edges")
+    a = hg.arrays()
+    node_in = np.zeros(hg.num_nodes, dtype=np.bool_)
+    edge_in = np.zeros(hg.num_edges, dtype=np.bool_)
+    if not compiled(_restrict_kernel)(
+        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, keep, hg.goal, node_in, edge_in
+    ):
+        return None
+    return np.flatnonzero(node_in), np.flatnonzero(edge_in)
+
+
+def derives(hg: Hypergraph, keep: NDArray[np.bool_] | Sequence[bool]) -> bool:
+    """Whether the goal keeps a derivation that uses only edges with ``keep[e]`` (that
+    :func:`restrict` would not be None), without making the sub-forest."""
+    return _kept(hg, keep) is not None
+
+
 class _Restricted:
     """Makes the nodes and edges of a restricted forest from its parent's, renumbered."""
 
@@ -500,17 +524,11 @@ def fast_restrict(hg: Hypergraph, keep: NDArray[np.bool_] | Sequence[bool]) -> H
     """:func:`restrict` over the arrays: the same sub-forest (nodes and edges in their order,
     words first-seen, features sorted), made without building the forest's objects; its
     nodes and edges are its parent's, renumbered, made when asked for."""
-    keep = np.asarray(keep, dtype=np.bool_)
-    if keep.shape != (hg.num_edges,):
-        raise InvalidInputError(f"{len(keep)} edge flags for a forest of {hg.num_edges} edges")
-    a = hg.arrays()
-    node_in = np.zeros(hg.num_nodes, dtype=np.bool_)
-    edge_in = np.zeros(hg.num_edges, dtype=np.bool_)
-    if not compiled(_restrict_kernel)(
-        a.in_ptr, a.in_edges, a.tail_ptr, a.tail_nodes, keep, hg.goal, node_in, edge_in
-    ):
+    kept = _kept(hg, keep)
+    if kept is None:
         return None
-    nodes, edges = np.flatnonzero(node_in), np.flatnonzero(edge_in)
+    nodes, edges = kept
+    a = hg.arrays()
     new = np.full(hg.num_nodes, -1, dtype=np.int64)
     new[nodes] = np.arange(len(nodes))
     heads = new[a.edge_head[edges]]

@@ -46,6 +46,7 @@ from service.forest.hypergraph import Hypergraph
 from service.forest.inference import (
     covered_positions,
     covering_edges,
+    derives,
     edge_posteriors,
     fast_edge_posteriors,
     fast_restrict,
@@ -233,6 +234,10 @@ def apply_choices(
         )
     masks_of = _masks if engine == "compiled" else _masks_reference
     cut_by = fast_restrict if engine == "compiled" else restrict
+
+    def derivable(hg: Hypergraph, keep: NDArray[np.bool_]) -> bool:
+        return derives(hg, keep) if engine == "compiled" else restrict(hg, keep) is not None
+
     # a pin holds where its word can say it: a word twice in the query, one occurrence of
     # which the forest translates only otherwise, keeps that one's own translations
     masks = [
@@ -259,7 +264,7 @@ def apply_choices(
             # saying it at all of them together: held at each in turn where the others allow
             keep = unblocked.copy()
             for ok in held.values():
-                if cut_by(hg, keep & ok) is not None:
+                if derivable(hg, keep & ok):
                     keep &= ok
             cut = cut_by(hg, keep)
         if cut is None:

@@ -15,6 +15,7 @@ from service.errors import InternalError, InvalidInputError
 from service.forest.inference import (
     covered_positions,
     covering_edges,
+    derives,
     edge_posteriors,
     fast_edge_posteriors,
     fast_restrict,
@@ -78,6 +79,7 @@ def test_fast_restrict_makes_the_reference_forest(seed: int) -> None:
     hg = random_forest(rng)
     keep = [rng.random() < rng.choice([0.5, 0.8, 1.0]) for _ in range(hg.num_edges)]
     ref, fast = restrict(hg, keep), fast_restrict(hg, keep)
+    assert derives(hg, keep) == (ref is not None)
     if ref is None:
         assert fast is None
         return
