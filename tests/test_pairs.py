@@ -85,6 +85,8 @@ PAIRS: tuple[Pair, ...] = (
          "service.retrieval.bowfd.ranking:reference_bounds", "tests/retrieval/test_bowfd.py"),
     Pair("rank fusion (RRF, score mix)", "service.retrieval.fusion:Fusion.fuse",
          "service.retrieval.fusion:Fusion.fuse_reference", "tests/dense/test_fusion.py"),
+    Pair("E5 encoder layers (ONNX Runtime)", "service.dense.e5_onnx:OnnxRunner",
+         "service.dense.e5:E5Model.layers_reference", "tests/dense/test_e5.py"),
     Pair("dense MaxP search (int8)", "service.dense.kernels:doc_scores",
          "service.dense.kernels:doc_scores_reference", "tests/dense/test_kernels.py"),
     Pair("dense sign sketch (first pass)", "service.dense.sketch:sketch_scores",

@@ -32,7 +32,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
@@ -425,28 +425,13 @@ class SearchPipeline:
                 ranking, dense_hits, opts.dense, depth, total, relation, dense_source.signature()
             )
             seconds.update(embed=t2 - t1, dense=t3 - t2, fuse=time.perf_counter() - t3)
-        words = [w for sentence in translation for w in sentence]
-        content = [w for w in words if _says_something(w)]
         scorer = first.scorer
         terms = stage.weighted(scorer.query_terms(query, first.ranking)) if scorer else set()
         hits = ranking.hits[: opts.depth]
-        reason = None
-        if not content:  # "wie" → "as", "?" → "?": whatever matched, it was not the query
+        reason, nothing_asked = _empty_reason(translation, bool(hits), stage.weighted)
+        if nothing_asked:  # whatever matched, it was not the query
             hits, total, relation = [], 0, "eq"
-            ranking = replace(ranking, hits=[])
-            what = "common words" if any(is_word(w) for w in words) else "punctuation"
-            reason = (
-                f"nothing to search for: the query translates to {what} only "
-                f"({' '.join(words)!r}); add a word that says what you are looking for"
-            )
-        elif not hits:
-            found = stage.weighted(content)
-            missing = [w for w in dict.fromkeys(content) if w not in found]
-            reason = "no document matched the query"
-            if missing:
-                reason += f": no document holds {', '.join(missing)} (the query's translation: "
-                reason += f"{' '.join(words)!r})"
-        ranking = replace(ranking, hits=ranking.hits[: opts.depth])
+        ranking = replace(ranking, hits=hits)
         if opts.choices:
             ranking = replace(ranking, signature=f"{ranking.signature}|{opts.choices.signature()}")
         return SearchOutcome(
@@ -467,6 +452,33 @@ class SearchPipeline:
             offer=lambda: alternatives(source),
             cue=stage.cue,
         )
+
+
+def _empty_reason(
+    translation: Sequence[Sequence[str]],
+    any_hits: bool,
+    weighted: Callable[[Iterable[str]], set[str]],
+) -> tuple[str | None, bool]:
+    """Why a search finds nothing, and whether it asked for nothing: a query that translates
+    to common words or punctuation only ("wie" → "as", "?" → "?") has nothing to search for,
+    whatever matched; otherwise, with no hits, the translation's words no document holds."""
+    words = [w for sentence in translation for w in sentence]
+    content = [w for w in words if _says_something(w)]
+    if not content:
+        what = "common words" if any(is_word(w) for w in words) else "punctuation"
+        return (
+            f"nothing to search for: the query translates to {what} only "
+            f"({' '.join(words)!r}); add a word that says what you are looking for"
+        ), True
+    if any_hits:
+        return None, False
+    found = weighted(content)
+    missing = [w for w in dict.fromkeys(content) if w not in found]
+    reason = "no document matched the query"
+    if missing:
+        reason += f": no document holds {', '.join(missing)} (the query's translation: "
+        reason += f"{' '.join(words)!r})"
+    return reason, False
 
 
 def fuse_rankings(
