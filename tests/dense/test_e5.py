@@ -99,10 +99,10 @@ def test_the_onnx_graph_computes_the_reference_layers(model: E5Model) -> None:
 
 
 def test_int8_products_stay_close_to_float32(model: E5Model) -> None:
-    fp32 = get_encoder("e5-onnx")
+    fp32 = get_encoder("e5-onnx", "multilingual-e5-small-q4")
     int8 = get_encoder("e5-onnx", "multilingual-e5-small-q4-int8")
     a, b = fp32.encode_passages(TEXTS), int8.encode_passages(TEXTS)
-    assert ((a * b).sum(axis=1)).min() > 0.98
+    assert ((a * b).sum(axis=1)).min() > 0.997  # per-token scales; one per batch gave .994
     assert parse_signature(int8.signature()) == ("e5-onnx", "multilingual-e5-small-q4-int8", 384)
     q = fp32.encode_queries(["how do I insert a table into a text document"])[0]
     assert a[8] @ q > a[9] @ q + 0.05  # the Insert Table passage, not the ls page

