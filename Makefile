@@ -116,7 +116,7 @@ models: $(TRAIN_STAMP)
 demo: $(TRAIN_STAMP)
 	$(BIN)/clir build-demo --data $(DATA) --out models/demo-de-en
 
-# The documents' dense vectors take most of it (a few documents a second on 2 cores); an
+# The documents' dense vectors take most of it (about an hour on 2 cores: ~70 k passages); an
 # interrupted run resumes where it stopped, and the index serves lexically until they are done.
 index: $(STAMP)
 	$(BIN)/clir build-index --docs $(DATA)/clir/docs.jsonl.gz --out indexes/docs

@@ -171,7 +171,7 @@ def _add_build_index(verb: VerbAdder) -> None:
         "--dense",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="--docs: write the documents' dense vectors too (a few documents a second; "
+        help="--docs: write the documents' dense vectors too (about ten documents a second; "
         "resumable: an interrupted build is finished by clir embed --index); --no-dense: "
         "lexical only",
     )
