@@ -54,14 +54,14 @@ PERMUTATIONS = 10_000
 LONG_CHARS = 5000
 HEAD = 100  # the product's default: each reader's top 100 fused, the lexical ranking below
 FUSIONS: dict[str, DenseParams] = {
-    "rrf": DenseParams(depth=HEAD),  # k = 60, equal weights: the reference
-    "rrf-w0.5": DenseParams(depth=HEAD, weight=0.5),
-    "rrf-k20": DenseParams(depth=HEAD, k=20.0),
+    "rrf": DenseParams(depth=HEAD, fusion="rrf"),  # k = 60, equal weights: the reference
+    "rrf-w0.5": DenseParams(depth=HEAD, fusion="rrf", weight=0.5),
+    "rrf-k20": DenseParams(depth=HEAD, fusion="rrf", k=20.0),
     "mix": DenseParams(depth=HEAD, fusion="mix"),
     "mix-w0.5": DenseParams(depth=HEAD, fusion="mix", weight=0.5),
     "mix-w0.75": DenseParams(depth=HEAD, fusion="mix", weight=0.75),
     "mix-w1.5": DenseParams(depth=HEAD, fusion="mix", weight=1.5),
-    "rrf@1000": DenseParams(depth=DEPTH),
+    "rrf@1000": DenseParams(depth=DEPTH, fusion="rrf"),
     "mix@1000": DenseParams(depth=DEPTH, fusion="mix"),
 }
 METRICS = ("map", "ndcg@10", "mrr")
