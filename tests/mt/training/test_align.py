@@ -397,10 +397,14 @@ def test_eflomal_finds_the_obvious_alignments():
             if word in lexicon:
                 expected[word, lexicon[word]] += 1
                 found[word, lexicon[word]] += (word, lexicon[word]) in links
-    # every noun and adjective is aligned to its translation in (nearly) every sentence
+    # every noun and adjective is aligned to its translation in nearly every sentence. eflomal's
+    # sampler cannot be seeded: in about 1 run of 30 (measured: 2 of 90) one word's links
+    # collapse to ~60 % of its sentences while every other word stays at 100 %, so the bound
+    # is on the whole lexicon, with a floor per word that a broken aligner (~20-30 %) misses
     assert set(expected) == {(w, lexicon[w]) for w in lexicon}
+    assert sum(found.values()) >= 0.95 * sum(expected.values()), (found, expected)
     for pair, total in expected.items():
-        assert found[pair] >= 0.9 * total, (pair, found[pair], total)
+        assert found[pair] >= 0.5 * total, (pair, found[pair], total)
 
 
 @pytest.mark.parametrize(
