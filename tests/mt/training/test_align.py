@@ -400,7 +400,7 @@ def test_eflomal_finds_the_obvious_alignments():
     # every noun and adjective is aligned to its translation in nearly every sentence. eflomal's
     # sampler cannot be seeded: in about 1 run of 30 (measured: 2 of 90) one word's links
     # collapse to ~60 % of its sentences while every other word stays at 100 %, so the bound
-    # is on the whole lexicon, with a floor per word that a broken aligner (~20-30 %) misses
+    # is on the whole lexicon, with a floor per word that random links would miss
     assert set(expected) == {(w, lexicon[w]) for w in lexicon}
     assert sum(found.values()) >= 0.95 * sum(expected.values()), (found, expected)
     for pair, total in expected.items():
