@@ -123,6 +123,14 @@ class Settings(BaseSettings):
     dense_weight: float = Field(
         1.0, ge=0, le=100, description="The dense ranking's weight in the fusion (lexical: 1)."
     )
+    dense_later_penalty: float = Field(
+        0.005,
+        ge=0,
+        le=2,
+        description="A page is read by its best passage, each passage after its first scoring "
+        "its cosine less this (0: the best passage wherever it is; 2: the first passage only). "
+        'Chosen on the dev sets (bench/README.md, "A page\'s opening preferred").',
+    )
     dense_sketch_above: int = Field(
         500_000,
         ge=0,

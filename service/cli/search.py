@@ -130,6 +130,11 @@ def _add_dense_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dense-fusion", choices=["rrf", "mix"], help="CLIR_DENSE_FUSION")
     p.add_argument("--dense-rrf-k", type=float, help="RRF's k (CLIR_DENSE_RRF_K)")
     p.add_argument("--dense-weight", type=float, help="the dense ranking's weight")
+    p.add_argument(
+        "--dense-later-penalty",
+        type=float,
+        help="what a passage after a page's first loses (CLIR_DENSE_LATER_PENALTY)",
+    )
 
 
 def _dense(args: argparse.Namespace) -> Any:
@@ -138,7 +143,7 @@ def _dense(args: argparse.Namespace) -> Any:
 
     return dense_from_settings(
         get_settings(), args.dense, depth=args.dense_depth, fusion=args.dense_fusion,
-        k=args.dense_rrf_k, weight=args.dense_weight,
+        k=args.dense_rrf_k, weight=args.dense_weight, later=args.dense_later_penalty,
     )  # fmt: skip
 
 

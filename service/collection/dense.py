@@ -89,13 +89,17 @@ class CollectionDense(DenseSource):
         return parts, pending
 
     def top(
-        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+        self,
+        query: np.ndarray,
+        depth: int,
+        sketch: SketchParams | None = None,
+        later: float = 0.0,
     ) -> list[tuple[int, str, float]]:
         seqs, scores, owners = [], [], []
         parts, _ = self._parts()
         for i, (view, vectors) in enumerate(parts):
             live = view.index.live
-            docs, s = vectors.top(query, depth, live, sketch=sketch)
+            docs, s = vectors.top(query, depth, live, sketch=sketch, later=later)
             seqs.append(view.seq[docs].astype(np.int64))
             scores.append(s.astype(np.float32))
             owners.append(np.column_stack([np.full(len(docs), i), docs]))

@@ -1,5 +1,8 @@
 """Exact maximum-inner-product search over int8 passage vectors, scored per document by its
-best passage (MaxP, Dai & Callan 2019, §3.2).
+best passage (MaxP, Dai & Callan 2019, §3.2), its opening preferred: every passage after a
+page's first scores its cosine minus ``later`` (0: MaxP as the paper's; a large penalty: the
+first passage only, FirstP), so a later paragraph outranks the page's opening only when it is
+clearly closer to the query (bench/README.md, "A page's opening preferred", measures it).
 
 Vectors are stored as int8 rows with one float scale each (symmetric quantisation: the row
 divided by its largest magnitude over 127, rounded), and the query is quantised the same way.
@@ -47,6 +50,7 @@ def _doc_scores_kernel(
     doc_ptr: Int64Array,
     query: npt.NDArray[np.int16],
     query_scale: float,
+    later: float,
     docs: Int64Array,
     first: int,
     last: int,
@@ -54,7 +58,7 @@ def _doc_scores_kernel(
 ) -> None:
     """Documents ``docs[first..last-1]`` (positions ``first..last-1`` themselves when
     ``docs`` is empty): the best passage's score of each into ``out`` (at the same
-    positions)."""
+    positions), each passage after a document's first less ``later``."""
     d = codes.shape[1]
     every = len(docs) == 0
     for i in range(first, last):
@@ -65,6 +69,8 @@ def _doc_scores_kernel(
             for j in range(d):  # |code · q| <= 127 · 127: each product fits 16 bits
                 acc += np.int32(np.int16(codes[p, j]) * query[j])
             s = np.float64(acc) * np.float64(scales[p]) * query_scale
+            if p > doc_ptr[doc]:
+                s -= later
             if s > best:
                 best = s
         out[i] = best
@@ -97,13 +103,14 @@ def doc_scores(
     query: Float32Array,
     engine: Engine = "compiled",
     docs: Int64Array | None = None,
+    later: float = 0.0,
 ) -> Float32Array:
     """Each document's best passage score (a cosine, up to quantisation) for the L2-normalised
-    ``query``; ``doc_ptr``: the passages of document ``i`` are rows ``doc_ptr[i]:doc_ptr[i+1]``
-    (every document has at least one). ``docs``: score only these documents (the result in
-    their order)."""
+    ``query``, every passage after its first less ``later``; ``doc_ptr``: the passages of
+    document ``i`` are rows ``doc_ptr[i]:doc_ptr[i+1]`` (every document has at least one).
+    ``docs``: score only these documents (the result in their order)."""
     if engine == "reference":
-        out = doc_scores_reference(codes, scales, doc_ptr, query)
+        out = doc_scores_reference(codes, scales, doc_ptr, query, later)
         return out if docs is None else out[docs]
     qcodes, qscale = quantize(query)
     q16 = qcodes[0].astype(np.int16)
@@ -114,14 +121,18 @@ def doc_scores(
     scale = float(qscale[0])
 
     def run(first: int, last: int) -> None:
-        kernel(codes, scales, doc_ptr, q16, scale, which, first, last, out)
+        kernel(codes, scales, doc_ptr, q16, scale, float(later), which, first, last, out)
 
     in_parts(doc_ptr, run, docs)
     return out
 
 
 def doc_scores_reference(
-    codes: Int8Array, scales: Float32Array, doc_ptr: Int64Array, query: Float32Array
+    codes: Int8Array,
+    scales: Float32Array,
+    doc_ptr: Int64Array,
+    query: Float32Array,
+    later: float = 0.0,
 ) -> Float32Array:
     """:func:`doc_scores` one passage at a time, in Python integers (the reference)."""
     qcodes, qscale = quantize(query)
@@ -131,7 +142,8 @@ def doc_scores_reference(
         best = -float("inf")
         for p in range(int(doc_ptr[doc]), int(doc_ptr[doc + 1])):
             dot = sum(int(c) * qj for c, qj in zip(codes[p].tolist(), q, strict=True))
-            best = max(best, dot * float(scales[p]) * float(qscale[0]))
+            score = dot * float(scales[p]) * float(qscale[0])
+            best = max(best, score if p == doc_ptr[doc] else score - later)
         out[doc] = best
     return out
 

@@ -29,11 +29,16 @@ class DenseSource(ABC):
 
     @abstractmethod
     def top(
-        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+        self,
+        query: np.ndarray,
+        depth: int,
+        sketch: SketchParams | None = None,
+        later: float = 0.0,
     ) -> list[tuple[int, str, float]]:
-        """``(docno, doc_id, score)`` of the ``depth`` nearest documents, best first
-        (``sketch``: when a first pass picks the candidates of vectors too large to read
-        whole; :mod:`service.dense.sketch`)."""
+        """``(docno, doc_id, score)`` of the ``depth`` nearest documents, best first, each
+        scored by its best passage, every passage after its first less ``later``
+        (:mod:`service.dense.kernels`; ``sketch``: when a first pass picks the candidates of
+        vectors too large to read whole, :mod:`service.dense.sketch`)."""
 
     @abstractmethod
     def status(self) -> dict[str, Any]:
@@ -50,9 +55,13 @@ class IndexDense(DenseSource):
         self.passages_signature = vectors.params.signature()
 
     def top(
-        self, query: np.ndarray, depth: int, sketch: SketchParams | None = None
+        self,
+        query: np.ndarray,
+        depth: int,
+        sketch: SketchParams | None = None,
+        later: float = 0.0,
     ) -> list[tuple[int, str, float]]:
-        docs, scores = self.vectors.top(query, depth, sketch=sketch)
+        docs, scores = self.vectors.top(query, depth, sketch=sketch, later=later)
         return [
             (d, self.index.doc_id(d), float(s))
             for d, s in zip(docs.tolist(), scores.tolist(), strict=True)

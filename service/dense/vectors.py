@@ -91,9 +91,12 @@ class DenseVectors:
     def signature(self) -> str:
         return f"enc:{self.encoder}|passages:{self.params.signature()}|int8"
 
-    def scores(self, query: npt.NDArray[np.float32], engine: Engine = "compiled") -> Any:
-        """Every document's best-passage score for the query vector."""
-        return doc_scores(self.codes, self.scales, self.doc_ptr, query, engine)
+    def scores(
+        self, query: npt.NDArray[np.float32], engine: Engine = "compiled", later: float = 0.0
+    ) -> Any:
+        """Every document's best-passage score for the query vector (each passage after a
+        document's first less ``later``)."""
+        return doc_scores(self.codes, self.scales, self.doc_ptr, query, engine, later=later)
 
     @cached_property
     def sketch(self) -> Sketch:
@@ -108,15 +111,20 @@ class DenseVectors:
         live: npt.NDArray[np.bool_] | None = None,
         engine: Engine = "compiled",
         sketch: SketchParams | None = None,
+        later: float = 0.0,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The ``depth`` documents (numbers, best first; ties by number) nearest the query,
-        among those ``live``: exact, or — when ``sketch`` applies to vectors this large — the
-        exact scores of the documents its first pass keeps."""
+        among those ``live``, each scored by its best passage, every passage after its first
+        less ``later``: exact, or — when ``sketch`` applies to vectors this large — the exact
+        scores of the documents its first pass keeps (the first pass ranks by the best
+        passage: a penalty only lowers a document's score, below its best passage's)."""
         if sketch is None or not sketch.applies(self.n_passages, self.n_docs, depth):
-            return top_docs(self.scores(query, engine), depth, live)
+            return top_docs(self.scores(query, engine, later), depth, live)
         first = sketch_scores(self.sketch, self.doc_ptr, query, engine)
         kept = candidates(first, sketch.oversample * depth, live)  # in document order
-        exact = doc_scores(self.codes, self.scales, self.doc_ptr, query, engine, docs=kept)
+        exact = doc_scores(
+            self.codes, self.scales, self.doc_ptr, query, engine, docs=kept, later=later
+        )
         best, scores = top_docs(exact, depth)
         return kept[best], scores
 

@@ -13,7 +13,8 @@ empty result says, how the total is counted, when the dense reader joins) exists
 * **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
   the one the page shows — as an E5 query (on its own thread, while the first ranking runs:
   the two need only the decoded query) and takes the exact top documents by their best
-  passage (MaxP, Dai & Callan 2019, §3.2); the two rankings are fused
+  passage (MaxP, Dai & Callan 2019, §3.2; a page's opening preferred: each later passage
+  scores its cosine less ``dense.later``, which lifts questions most); the two rankings are fused
   (:mod:`service.retrieval.fusion`; by default CombSUM of min-max normalised scores, Fox &
   Shaw 1994, chosen on the dev sets over reciprocal rank fusion, Cormack et al. 2009).
   The head of both rankings (each reader's top ``dense.depth``) is fused and the lexical
@@ -66,13 +67,15 @@ VECTOR_CACHE = 256  # query vectors kept per pipeline
 class DenseParams:
     """How the dense reader joins a search: both lists read ``depth`` deep (at least the
     page's depth) and fused by ``fusion`` (``rrf`` with constant ``k``, or ``mix``), the dense
-    list weighing ``weight`` against the lexical list's 1."""
+    list weighing ``weight`` against the lexical list's 1; a document read by its best
+    passage, each passage after its first less ``later`` (cosine units)."""
 
     depth: int = 100
     fusion: str = "mix"
     k: float = 60.0
     weight: float = 1.0
     sketch: SketchParams = field(default_factory=SketchParams)
+    later: float = 0.005
 
     def fuser(self) -> Fusion:
         if self.fusion == "rrf":
@@ -80,7 +83,10 @@ class DenseParams:
         return get_fusion(self.fusion, weights=(1.0, self.weight))
 
     def signature(self) -> str:
-        return f"dense:{self.fuser().signature()}@{self.depth}|{self.sketch.signature()}"
+        return (
+            f"dense:{self.fuser().signature()}@{self.depth}|later:{self.later:g}"
+            f"|{self.sketch.signature()}"
+        )
 
 
 @dataclass(frozen=True)
@@ -419,7 +425,9 @@ class SearchPipeline:
         if embedding is not None and dense_source is not None and opts.dense is not None:
             vector = embedding.result()  # "embed": what the wait adds after the first ranking
             t2 = time.perf_counter()
-            dense_hits = dense_source.top(vector, opts.dense.depth, opts.dense.sketch)
+            dense_hits = dense_source.top(
+                vector, opts.dense.depth, opts.dense.sketch, opts.dense.later
+            )
             t3 = time.perf_counter()
             ranking, total, relation, readers = fuse_rankings(
                 ranking, dense_hits, opts.dense, depth, total, relation, dense_source.signature()
@@ -578,10 +586,14 @@ def dense_from_settings(
         "fusion": settings.dense_fusion,
         "k": settings.dense_rrf_k,
         "weight": settings.dense_weight,
+        "later": settings.dense_later_penalty,
     }
     s.update({k: v for k, v in overrides.items() if v is not None})
     sketch = SketchParams(settings.dense_sketch_above, settings.dense_sketch_oversample)
-    return DenseParams(int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]), sketch)
+    return DenseParams(
+        int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]), sketch,
+        float(s["later"]),
+    )  # fmt: skip
 
 
 def store_pipeline(

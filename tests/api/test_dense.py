@@ -33,7 +33,7 @@ def test_api_fuses_by_default_and_says_so(
     assert all(r["readers"] for r in on["results"])
     assert any("dense" in r["readers"] for r in on["results"])
     assert on["signature"].endswith(
-        "|dense:mix(1,1)@100|sketch>500000x50|enc:test-hash:hash32:32|passages:600x8"
+        "|dense:mix(1,1)@100|later:0.005|sketch>500000x50|enc:test-hash:hash32:32|passages:600x8"
     )
     off = client.post("/v1/search", json=body | {"dense": False}).json()
     assert off["dense"] == "off" and all(r["readers"] == {} for r in off["results"])

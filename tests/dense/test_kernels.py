@@ -22,11 +22,16 @@ def _random(seed: int, n_docs: int, dim: int, most: int = 4):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n_docs=st.integers(1, 40), dim=st.integers(1, 48))
-def test_kernel_equals_reference(seed: int, n_docs: int, dim: int) -> None:
+@given(
+    seed=st.integers(0, 10_000),
+    n_docs=st.integers(1, 40),
+    dim=st.integers(1, 48),
+    later=st.sampled_from([0.0, 0.01, 0.3, 2.0]),
+)
+def test_kernel_equals_reference(seed: int, n_docs: int, dim: int, later: float) -> None:
     _, codes, scales, doc_ptr, q = _random(seed, n_docs, dim)
-    fast = doc_scores(codes, scales, doc_ptr, q)
-    slow = doc_scores_reference(codes, scales, doc_ptr, q)
+    fast = doc_scores(codes, scales, doc_ptr, q, later=later)
+    slow = doc_scores_reference(codes, scales, doc_ptr, q, later)
     np.testing.assert_array_equal(fast, slow)  # integer sums: the same to the last bit
 
 
@@ -46,6 +51,23 @@ def test_maxp_is_the_best_passage_cosine() -> None:
     got = doc_scores(unit_codes, unit_scales, doc_ptr, q)
     want = np.maximum.reduceat(exact, doc_ptr[:-1])
     assert np.max(np.abs(got - want)) < 0.02  # int8 of both sides: about 1 % of a cosine
+
+
+def test_later_passages_lose_the_penalty_and_the_first_keeps_its_cosine() -> None:
+    rows, _, _, doc_ptr, q = _random(5, 60, 32, most=5)
+    codes, scales = quantize(rows / np.linalg.norm(rows, axis=1, keepdims=True))  # cosines
+    cos = doc_scores(codes, scales, np.arange(len(codes) + 1, dtype=np.int64), q)  # each passage
+    firsts = cos[doc_ptr[:-1]]
+    for later in (0.05, 0.2):
+        got = doc_scores(codes, scales, doc_ptr, q, later=later)
+        for d in range(60):
+            rest = cos[doc_ptr[d] + 1 : doc_ptr[d + 1]] - np.float32(later)
+            assert got[d] == pytest.approx(max([firsts[d], *rest]), abs=1e-6)
+    # a penalty no cosine can make up (|cos| <= 1): the first passage alone (FirstP)
+    np.testing.assert_array_equal(doc_scores(codes, scales, doc_ptr, q, later=2.0), firsts)
+    assert (
+        doc_scores(codes, scales, doc_ptr, q, later=0.2) <= doc_scores(codes, scales, doc_ptr, q)
+    ).all()
 
 
 def test_quantize_round_trip_and_zero_row() -> None:

@@ -99,6 +99,17 @@ def test_the_two_passes_answer_exact_scores_of_live_documents_in_order() -> None
         assert docs.tolist() == want
 
 
+def test_the_two_passes_score_later_passages_as_the_exact_search() -> None:
+    codes, scales, doc_ptr, q = _collection(17, 300, 32, offset=1.5)
+    vectors = _vectors(codes, scales, doc_ptr)
+    exact = vectors.scores(q, later=0.05)
+    docs, scores = vectors.top(q, 10, sketch=SketchParams(above=0, oversample=3), later=0.05)
+    np.testing.assert_array_equal(scores, exact[docs])
+    assert docs.tolist() == sorted(docs.tolist(), key=lambda d: (-exact[d], d))
+    wide = vectors.top(q, 10, sketch=SketchParams(above=0, oversample=1000), later=0.05)
+    assert wide[0].tolist() == top_docs(exact, 10)[0].tolist()
+
+
 def test_the_first_pass_stands_aside_where_it_would_not_skip_anything() -> None:
     codes, scales, doc_ptr, q = _collection(13, 200, 32, offset=1.0)
     vectors = _vectors(codes, scales, doc_ptr)
