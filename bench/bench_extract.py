@@ -5,7 +5,8 @@ both ways, :func:`service.mt.training.align.align_corpus`) and grow-diag-final-a
 (:func:`service.mt.training.align.symmetrize`), encoding, the lexical table, rule extraction +
 aggregation + the min-count filter (:func:`service.mt.training.extract.extract_rules`, tight phrases
 for rules with gaps, sharded passes), features + pruning to 30
-(:func:`service.mt.training.features.estimate_features`) and the conversion to the grammar's arrays
+(:func:`service.mt.training.rule_features.estimate_features`) and the conversion to the
+grammar's arrays
 (``RuleTable.to_encoded``). Per stage: wall and CPU seconds (CPU is what to compare when the shared
 machine is loaded; eflomal runs in child processes, counted separately) and peak RSS so far. Counts:
 rule instances, unique rules before and after the min-count filter and after pruning, and the bytes
@@ -44,8 +45,8 @@ from service.mt.training.extract import (
     encode_corpus,
     extract_rules,
 )
-from service.mt.training.features import estimate_features
-from service.mt.training.lexical import lexical_table_from_corpus
+from service.mt.training.lexical_counts import lexical_table_from_corpus
+from service.mt.training.rule_features import estimate_features
 from service.text.clean import CorpusCleaner
 
 DATA = SHARED_DATA / "parallel" / "de-en.tsv.gz"

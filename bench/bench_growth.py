@@ -35,7 +35,7 @@ from service.data.formats import read_docs
 from service.errors import InvalidInputError
 from service.index.build import build_arrays
 from service.index.inverted import InvertedIndex
-from service.index.tokenize import get_index_tokenizer
+from service.index.tokenizers import get_index_tokenizer
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.records import Doc

@@ -1,7 +1,7 @@
 """LM state minimisation: search quality against cdec, speed and forest size.
 
 The compiled decoder with ``DecoderConfig.minimise_lm_states`` on (the default: left and
-right LM states minimised as KenLM's chart states, :mod:`service.mt.lm.context`) and off (the
+right LM states minimised as KenLM's chart states, :mod:`service.mt.lm.states`) and off (the
 first and last ``n-1`` words), alternating per sentence in one process:
 
 1. **cdec peer** (``cdec``): cdec's de-en example (``../shared/peers/cdec-nc-wmt11``: its

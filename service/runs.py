@@ -43,6 +43,7 @@ from service.search.pipeline import (
     SearchPipeline,
     store_pipeline,
 )
+from service.search.suggestions import SuggestionReader, rank_suggestions
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def _rank_all(
     setup: RunSetup | None,
     feedback: FeedbackParams | None = None,
     dense: DenseParams | None = None,
+    reader: SuggestionReader | None = None,
 ) -> tuple[QueryRun, str]:
     """Load the bundle and the index, and rank ``queries`` with ``method`` (top ``k``):
     documents through the search pipeline (feedback, the dense reader), the sentence pool
@@ -113,9 +115,14 @@ def _rank_all(
     bundle = load_bundle(model, state_root=setup.state_root)
     decoder = decoder_for(bundle, use_lm, setup.engine)
     rank: Callable[[DecodedQuery, int], Ranking]
-    if method == "tr":
-        scorer = scorer_for(index_path, method, bundle, params)
-        rank, signature = scorer.rank, scorer.signature()
+    if method == "tr":  # translator suggestions, reread by ``reader`` when given
+        pool = open_store(index_path)
+        scorer = store_scorer(pool, method, bundle, **dict(params or {}))
+        signature = scorer.signature()
+
+        def rank(query: DecodedQuery, depth: int) -> Ranking:
+            return rank_suggestions(scorer, query, depth, reader, lambda d: pool.doc(d).text)[0]
+
     else:
         pipe = store_pipeline(open_store(index_path), bundle)
         opts = SearchOptions(method, feedback=feedback, dense=dense, params=dict(params or {}))
@@ -267,8 +274,10 @@ def evaluate_tr(
     use_lm: bool = True,
     run_out: str | Path | None = None,
     setup: RunSetup | None = None,
+    reader: SuggestionReader | None = None,
 ) -> dict[str, Any]:
-    """``clir eval-tr``: the translation-retrieval measures of the TR paper (f@n, p@n, r@n, MRR)."""
+    """``clir eval-tr``: the translation-retrieval measures of the TR paper (f@n, p@n, r@n, MRR)
+    of the suggestions (their head reread by ``reader`` when given, as the service does)."""
     start = time.perf_counter()
     queries, qrels = _select(queries_path, qrels_path, limit)
     setup = setup or RunSetup()
@@ -285,6 +294,7 @@ def evaluate_tr(
         progress=progress,
         desc=f"tr N={nbest}",
         setup=setup,
+        reader=reader,
     )
     if run_out is not None:
         write_run(run_out, rank_entries(qrun.scored_docs(), f"tr-n{nbest}", 10))

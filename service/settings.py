@@ -160,6 +160,22 @@ class Settings(BaseSettings):
         8, ge=1, le=1000, description="Passages read from the start of a long document (MaxP)."
     )
     nbest_tr: Literal[1, 5, 10] = Field(5, description="N-best size for translation retrieval.")
+    suggest_dense: bool = Field(
+        True,
+        description="Translator suggestions: reread the first sentences of translation "
+        "retrieval with the dense encoder (CLIR_DENSE_ENCODER) and order them by "
+        "score · cos^power; a request's `dense` field overrides it.",
+    )
+    suggest_dense_head: int = Field(
+        20, ge=1, le=1000, description="Suggestions: how many first sentences are reread."
+    )
+    suggest_dense_power: float = Field(
+        16.0,
+        ge=0,
+        le=1000,
+        description="Suggestions: the cosine's power in score · cos^power (chosen on the dev "
+        'sentences, bench/README.md "Translator suggestions read densely").',
+    )
     kbest_time_budget_s: float = Field(
         0.5,
         gt=0,

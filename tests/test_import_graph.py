@@ -34,7 +34,7 @@ FORBIDDEN = (
 )
 
 IMPORT_ENTRY_POINTS = """
-import service.api.processes
+import service.api.workers
 import service.cli
 import service.jobs.worker
 import service.mt.bundle

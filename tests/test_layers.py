@@ -350,7 +350,7 @@ def _fake(source: str, target: str, names: tuple[str, ...] = ()) -> Import:
         ("service.retrieval.dt", "service.mt.decoder", True),  # downwards
         ("service.mt.decoder", "service.retrieval.dt", False),  # upwards
         ("service.index.build", "service.forest.hypergraph", False),  # independent siblings
-        ("service.cli.search", "service.api.processes", True),  # cli over api
+        ("service.cli.search", "service.api.workers", True),  # cli over api
         ("service.api.app", "service.cli.core", False),
         ("service.ltr.task", "service.jobs.tasks", False),  # the worker runs ltr, not back
         ("service.forest.hypergraph", "service.mt.rules", False),

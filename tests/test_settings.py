@@ -25,7 +25,7 @@ def test_the_librarys_defaults_are_the_settings_defaults() -> None:
     from service.index.bm25 import K1, B
     from service.index.build import DOCS_ANALYSIS, DOCS_TITLE_WEIGHT
     from service.mt.decoder import DecoderConfig
-    from service.mt.training.features import RULE_TABLE_LIMIT
+    from service.mt.training.rule_features import RULE_TABLE_LIMIT
     from service.mt.weights import DEFAULT_STATE_DIR
 
     d = {name: field.default for name, field in Settings.model_fields.items()}

@@ -2,7 +2,7 @@
 ``app.state``. The routers (one per resource, under ``/v1``) read it through
 :mod:`service.api.deps`; the operations router (:mod:`service.api.ops`) serves ``/healthz``,
 ``/readyz`` (what is loaded and what is missing) and ``/metrics`` (the series of
-:mod:`service.api.metrics`); every request is logged by :mod:`service.api.logs` and
+:mod:`service.api.telemetry`); every request is logged by :mod:`service.api.logs` and
 carries an ``X-Request-ID``. The OpenAPI pages (``/docs``, ``/redoc``) load Swagger UI and ReDoc
 from files the app serves (``fastapi-offline``), not from a CDN, so they work offline."""
 
@@ -24,9 +24,9 @@ from service.api.asgi import route_patterns
 from service.api.errors import install_error_handlers
 from service.api.limits import install_limits
 from service.api.logs import install_request_logging
-from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.resources import load_resources
 from service.api.serving import QueryService
+from service.api.telemetry import Metrics, MetricsMiddleware
 from service.api.warmup import warm_up
 from service.jobs.worker import EmbeddedWorker
 from service.processes import raise_open_files_limit

@@ -1,4 +1,4 @@
-"""What the request middlewares (:mod:`service.api.logs`, :mod:`service.api.metrics`) read off
+"""What the request middlewares (:mod:`service.api.logs`, :mod:`service.api.telemetry`) read off
 an ASGI request: the response status and the route template."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
 
 from service.api.errors import status_for
-from service.api.metrics import ASGIApp, Message, Receive, Scope, Send
+from service.api.telemetry import ASGIApp, Message, Receive, Scope, Send
 from service.errors import OverloadedError
 from service.settings import Settings
 

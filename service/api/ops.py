@@ -11,9 +11,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from service.api import admin
-from service.api.metrics import CONTENT_TYPE, Metrics
 from service.api.resources import Resources
 from service.api.serving import QueryService
+from service.api.telemetry import CONTENT_TYPE, Metrics
 from service.collection import Collection
 from service.settings import Settings
 

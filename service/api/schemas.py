@@ -413,6 +413,12 @@ class SuggestRequest(RequestBody):
     )
     k: int = Field(10, ge=1, le=100, description="Reference sentences returned.")
     levenshtein: bool = Field(True, description="Weigh candidates by edit similarity (TR paper).")
+    dense: bool | None = Field(
+        None,
+        description="Reread the first sentences with the dense encoder (the 1-best "
+        "translation's meaning against each sentence's) and order them by score · cos^power. "
+        "Unset: the service's default (CLIR_SUGGEST_DENSE).",
+    )
 
     _query_not_blank = field_validator("query")(_not_blank)
 
@@ -429,7 +435,15 @@ class FoundBy(BaseModel):
 class Suggestion(BaseModel):
     id: str
     text: str
-    score: float = Field(description="Σ_t Pr(t|s)·Pr(d|t) (TR paper, Algorithm 1).")
+    score: float = Field(
+        description="Σ_t Pr(t|s)·Pr(d|t) (TR paper, Algorithm 1), times cos^power when the "
+        "dense reader reread it."
+    )
+    dense: float | None = Field(
+        None,
+        description="The dense reader's cosine of the 1-best translation and the sentence "
+        "(unset: not reread).",
+    )
     found_by: list[FoundBy]
     page_id: str | None = Field(
         None, description="The document-index page the sentence is on, when the index holds it."
@@ -445,6 +459,11 @@ class PoolTranslation(BaseModel):
 class SuggestResponse(Served):
     results: list[Suggestion]
     translations: list[PoolTranslation] = Field(description="The n-best used to search.")
+    dense: str = Field(
+        "off",
+        description="`on` when the dense reader reordered the first sentences; `off` when "
+        "the request or the service turned it off.",
+    )
 
 
 # --- documents ---------------------------------------------------------------------------------

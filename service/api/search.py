@@ -34,7 +34,6 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
-from service.api.metrics import DEGRADED
 from service.api.schemas import (
     Alternatives,
     Expansion,
@@ -45,6 +44,7 @@ from service.api.schemas import (
 )
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
+from service.api.telemetry import DEGRADED
 from service.collection import Collection
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
-from service.api.metrics import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
+from service.api.telemetry import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection import Collection
 from service.collection.searcher import SnapshotSearcher, store_scorer
 

@@ -2,11 +2,13 @@
 
 The sentence is decoded once (through the query cache) and its N best translations retrieve
 English sentences of the pool, scored by ``Σ_t Pr(t|s)·Pr(d|t)`` (TR paper, Algorithms 1 and 2,
-:mod:`service.retrieval.tr`); every suggestion lists the translations that found it.
+:mod:`service.retrieval.tr`), the first of them reread by the dense encoder
+(:mod:`service.search.suggestions`); every suggestion lists the translations that found it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from fastapi import APIRouter
@@ -23,6 +25,7 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.mt.bundle import ModelBundle
 from service.retrieval.explain import explanation_json
+from service.search.suggestions import rank_suggestions, suggestion_reader_from_settings
 
 router = APIRouter(prefix="/v1", tags=["suggest"])
 
@@ -38,11 +41,14 @@ def run_suggest(
     decoded = service.decode(bundle, req.query, search=False)  # the sentence as asked
     params = {**service.method_params("tr"), "nbest": req.nbest, "levenshtein": req.levenshtein}
     scorer = service.scorer("tr", pool, bundle, **params)
+    reader = suggestion_reader_from_settings(service.settings, req.dense)
     t1 = time.perf_counter()
-    with decoded.lock:
-        ranking = scorer.rank(decoded.query, req.k, explain=True)
+    ranking, cosines = rank_suggestions(
+        scorer, decoded.query, req.k, reader, lambda d: pool.doc(d).text, explain=True,
+        lock=decoded.lock,
+    )  # fmt: skip
     results = []
-    for hit in ranking.hits:
+    for hit, cosine in zip(ranking.hits, cosines, strict=True):
         page = find_page(docs, hit.doc_id)  # where a translator reads it in context
         found_by = (explanation_json(hit.explanation) or {}).get("found_by", [])
         results.append(
@@ -50,6 +56,7 @@ def run_suggest(
                 id=hit.doc_id,
                 text=pool.doc(hit.docno).text,
                 score=hit.score,
+                dense=None if math.isnan(cosine) else cosine,
                 found_by=[FoundBy(**f) for f in found_by],
                 page_id=None if page is None else page.id,
                 page_title=None if page is None else page.title,
@@ -60,6 +67,7 @@ def run_suggest(
         results=results,
         translations=[PoolTranslation(**t) for t in ranking.info.get("translations", [])],
         signature=ranking.signature,
+        dense="off" if reader is None else "on",
         **decoded.response_fields(t0, t1, t2),
     )
 

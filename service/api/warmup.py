@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from service.api.metrics import UncountedMetrics
 from service.api.resources import Resources
 from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
+from service.api.telemetry import UncountedMetrics
 from service.collection import Collection
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle

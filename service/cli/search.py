@@ -369,6 +369,13 @@ def _add_eval_tr(verb: VerbAdder) -> None:
         help="edit similarity over characters (default) or words (the TR paper's)",
     )
     p.add_argument("--no-lm", action="store_true", help="decode without the language model")
+    p.add_argument(
+        "--dense",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reread the first suggestions with the dense encoder, as the service does; "
+        "default: the setting CLIR_SUGGEST_DENSE (on)",
+    )
     p.add_argument("--run-out", type=Path, help="write the top 10 per query as a TREC run")
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -377,6 +384,8 @@ def _add_eval_tr(verb: VerbAdder) -> None:
 
 def _cmd_eval_tr(args: argparse.Namespace) -> int:
     from service.runs import evaluate_tr
+    from service.search.suggestions import suggestion_reader_from_settings
+    from service.settings import get_settings
 
     payload = evaluate_tr(
         args.model,
@@ -392,6 +401,7 @@ def _cmd_eval_tr(args: argparse.Namespace) -> int:
         run_out=args.run_out,
         progress=not args.quiet,
         setup=_run_setup(),
+        reader=suggestion_reader_from_settings(get_settings(), args.dense),
     )
     _print_metrics(payload, args.json)
     return 0

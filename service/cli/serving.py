@@ -1,5 +1,5 @@
 """``clir serve`` and ``clir worker``: the web service's processes and the background job worker
-(:mod:`service.api.processes`, :mod:`service.jobs.worker`).
+(:mod:`service.api.workers`, :mod:`service.jobs.worker`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _add_serve(verb: VerbAdder) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from service.api.processes import serve
+    from service.api.workers import serve
     from service.settings import get_settings
 
     settings = get_settings()

@@ -52,7 +52,7 @@ from service.errors import ClirError, DataFormatError
 from service.index.build import BuildParams, build_arrays
 from service.index.inverted import InvertedIndex, ScoringStats
 from service.index.storage import load_arrays, read_manifest, write_index_dir
-from service.index.tokenize import TokenizeFn, get_index_tokenizer
+from service.index.tokenizers import TokenizeFn, get_index_tokenizer
 from service.index.vocab import Vocabulary, encode_terms
 from service.records import Doc
 

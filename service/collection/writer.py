@@ -64,7 +64,7 @@ from service.collection.terms import TERMS_FILE, TermDictionary
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
 from service.index.build import BuildParams
-from service.index.tokenize import TokenizeFn
+from service.index.tokenizers import TokenizeFn
 from service.processes import exit_with
 from service.records import Doc
 

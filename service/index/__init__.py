@@ -20,7 +20,7 @@ from service.index.build import (
 )
 from service.index.inverted import Hits, InvertedIndex, Postings, top_k
 from service.index.storage import FORMAT_VERSION, read_manifest
-from service.index.tokenize import TOKENIZERS, TokenizeFn, get_index_tokenizer, regex_tokenize
+from service.index.tokenizers import TOKENIZERS, TokenizeFn, get_index_tokenizer, regex_tokenize
 
 __all__ = [
     "FORMAT_VERSION",

@@ -5,7 +5,7 @@ to the words of a query before matching them against the index; their BOW-FD mod
 target words of a derivation against the index (§3), so whatever the index does to a word of
 a document, the query side must do to a target word of the forest. This module is that one
 place: a chain of named steps applied to each token of the index tokenizer
-(:mod:`service.index.tokenize`) when the index is built, and to every English token a method
+(:mod:`service.index.tokenizers`) when the index is built, and to every English token a method
 produces at search time — DT's 1-best words, PSQ's translation alternatives, BOW-FD's
 per-hyperedge target words, the explanation and the document view's highlighting — through
 :meth:`service.index.inverted.InvertedIndex.term_id`.

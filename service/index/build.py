@@ -51,7 +51,7 @@ from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import K1, B, RsjPolicy, length_norm, rsj, rsj_raw, tf_bm25
 from service.index.inverted import InvertedIndex
 from service.index.storage import Manifest, read_manifest, write_index_dir
-from service.index.tokenize import (
+from service.index.tokenizers import (
     TOKENIZERS,
     TokenizeFn,
     get_index_tokenizer,

@@ -43,7 +43,7 @@ from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, tf_bm25
 from service.index.kernels import accumulate_topk, gather_postings
 from service.index.storage import Manifest, load_arrays, read_manifest
-from service.index.tokenize import TokenizeFn, get_index_tokenizer
+from service.index.tokenizers import TokenizeFn, get_index_tokenizer
 from service.index.vocab import Vocabulary
 from service.records import Doc, ScoredDoc
 

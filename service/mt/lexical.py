@@ -4,7 +4,8 @@ Relative frequencies of word-alignment links: ``w(e|f) = c(f, e) / Σ_e' c(f, e'
 ``w(f|e) = c(f, e) / Σ_f' c(f', e)``, where an unaligned word is linked to NULL, so
 ``w(e|NULL)`` and ``w(NULL|f)`` exist and each conditional distribution sums to one over the
 real words and NULL. The counts are estimated from the symmetrised alignments at training time
-(:mod:`service.mt.training.lexical`), which also gives the rule features their lexical weights;
+(:mod:`service.mt.training.lexical_counts`), which also gives the rule features their lexical
+weights;
 probabilistic structured queries and translation retrieval read the table from the model
 bundle. NULL is written ``None`` in the API. Storage: the vocabularies and the link counts as
 compact numpy arrays in one ``.npz`` file (no pickles), written atomically.

@@ -20,7 +20,7 @@ from typing import Any
 
 from service.errors import ConfigurationError, InvalidInputError
 from service.index.inverted import InvertedIndex
-from service.index.tokenize import TOKENIZERS, tokenizer_signature
+from service.index.tokenizers import TOKENIZERS, tokenizer_signature
 from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig

@@ -18,8 +18,8 @@ from service.api.admission import (
     decide,
     expected_wait,
 )
-from service.api.metrics import Metrics
 from service.api.serving import QueryService, decode_sentences
+from service.api.telemetry import Metrics
 from service.errors import OverloadedError, QueueFullError
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.metrics import CACHE_HITS, CACHE_MISSES
+from service.api.telemetry import CACHE_HITS, CACHE_MISSES
 from service.data import write_docs
 from service.index import build_docs_index
 from service.mt.bundle import ModelBundle
@@ -135,6 +135,24 @@ def test_suggest_finds_the_reference_sentence(client: TestClient) -> None:
     assert body["signature"].startswith("method:tr|N:5|")
     scores = [s["score"] for s in body["results"]]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_suggest_rereads_the_head_densely_unless_asked_not_to(
+    client: TestClient, make_client: MakeClient
+) -> None:
+    body = {"sentence": "das haus ist groß", "lang": "de", "k": 3}
+    on = client.post("/v1/suggest", json=body).json()
+    assert on["dense"] == "on"  # the default encoder reread them (CLIR_SUGGEST_DENSE)
+    assert all(-1.0 <= r["dense"] <= 1.0 for r in on["results"])
+    assert "|dense-head:20^16|enc:e5-onnx:" in on["signature"]
+    off = client.post("/v1/suggest", json=body | {"dense": False}).json()
+    assert off["dense"] == "off" and all(r["dense"] is None for r in off["results"])
+    assert "dense-head" not in off["signature"]
+    assert {r["id"] for r in on["results"]} <= {r["id"] for r in client.post(
+        "/v1/suggest", json=body | {"dense": False, "k": 20}).json()["results"]}  # fmt: skip
+    unset = make_client(suggest_dense=False).post("/v1/suggest", json=body).json()
+    assert unset["dense"] == "off"
+    assert [r["id"] for r in unset["results"]] == [r["id"] for r in off["results"]]
 
 
 def test_suggest_shares_the_query_cache_with_search(client: TestClient) -> None:

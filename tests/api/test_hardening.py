@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.limits import BodyGuardMiddleware, is_json_content_type
-from service.api.metrics import Message, Metrics, Receive, Scope, Send
 from service.api.serving import QueryService
+from service.api.telemetry import Message, Metrics, Receive, Scope, Send
 from service.errors import OverloadedError
 from service.settings import Settings
 from tests.api.conftest import MakeClient

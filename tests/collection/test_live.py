@@ -21,7 +21,7 @@ from service.collection.writer import CollectionWriter, build_collection, create
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.build import build_params, write_index
 from service.index.inverted import InvertedIndex
-from service.index.tokenize import get_index_tokenizer
+from service.index.tokenizers import get_index_tokenizer
 from service.mt.bundle import ModelBundle
 from service.records import Doc
 from service.retrieval.base import DecodedQuery, get_scorer

@@ -12,7 +12,7 @@ from service.data import write_docs
 from service.errors import ConfigurationError, DataFormatError
 from service.index import InvertedIndex, build_docs_index, build_pool_index
 from service.index.analysis import STOPWORDS, Analyzer, analysis_signature, parse_chain
-from service.index.tokenize import regex_tokenize
+from service.index.tokenizers import regex_tokenize
 from service.records import Doc
 
 DOCS = [

@@ -14,7 +14,7 @@ from service.data import write_docs
 from service.errors import InvalidInputError
 from service.index import InvertedIndex, build_docs_index, is_current, read_manifest
 from service.index.build import BuildParams, build_arrays, build_in_memory
-from service.index.tokenize import regex_tokenize
+from service.index.tokenizers import regex_tokenize
 from service.records import Doc
 from service.settings import get_settings
 

@@ -10,7 +10,7 @@ lists (tests/forest/test_kbest_kernel.py).
 
 The package, one concern per module, each importing only those above it:
 
-* :mod:`.prepare`: what both engines prepare alike — the sorted initial candidates, canonical
+* :mod:`.candidates`: what both engines prepare alike — the sorted initial candidates, canonical
   term ids, targets as patterns — and the time budget;
 * :mod:`.lazy`: :class:`LazyKBest` and :func:`kbest`, in Python;
 * :mod:`.reference`: :func:`~.reference.unique_kbest_reference` over :class:`LazyKBest`;
@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 from service.errors import ConfigurationError
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import Weights
-from service.forest.kbest.lazy import LazyKBest, kbest
-from service.forest.kbest.prepare import (
+from service.forest.kbest.candidates import (
     CLOCK_EVERY,
     UNIQUE_KBEST_TIME_BUDGET_S,
     Entry,
@@ -40,6 +39,7 @@ from service.forest.kbest.prepare import (
     initial_candidates,
     target_pattern,
 )
+from service.forest.kbest.lazy import LazyKBest, kbest
 from service.jit import Engine
 
 if TYPE_CHECKING:

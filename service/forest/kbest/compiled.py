@@ -3,7 +3,7 @@
 The search is :func:`service.forest.kbest.reference.unique_kbest_reference`'s (Huang & Chiang
 2005, Algorithm 3, keeping the first derivation of each distinct target string), run by
 :func:`.kernel.extract`; this module prepares the kernel's arrays from the same preparation as
-the reference (:mod:`.prepare`: edge scores, the Viterbi pass, the sorted initial candidates,
+the reference (:mod:`.candidates`: edge scores, the Viterbi pass, the sorted initial candidates,
 canonical term ids, patterns read from edges' targets), so the kernel adds the same floats,
 grows the arrays when the kernel asks, fills the patterns it wants, reads the clock between its
 calls and makes the derivations of the strings found. It never imports the reference.
@@ -24,6 +24,13 @@ from service.csr import ptr_from_counts
 from service.errors import InternalError
 from service.forest.hypergraph import Derivation, DerivationNode, Hypergraph
 from service.forest.inference import Weights, resolve_edge_weights, viterbi_scores
+from service.forest.kbest.candidates import (
+    CLOCK_EVERY,
+    UNIQUE_KBEST_TIME_BUDGET_S,
+    canonical_term_ids,
+    initial_candidates,
+    target_pattern,
+)
 from service.forest.kbest.kernel import (
     C_ENT,
     C_J,
@@ -68,13 +75,6 @@ from service.forest.kbest.kernel import (
     extract,
     rehash,
     tree_rows,
-)
-from service.forest.kbest.prepare import (
-    CLOCK_EVERY,
-    UNIQUE_KBEST_TIME_BUDGET_S,
-    canonical_term_ids,
-    initial_candidates,
-    target_pattern,
 )
 
 __all__ = ["DONE", "EXHAUSTED", "GROW", "LIMIT", "NEED", "WANTS", "Extraction", "load"]
@@ -368,7 +368,7 @@ def extraction(
     """The state of a compiled unique k-best search of ``hg`` (set up, nothing examined yet).
 
     Edge scores, the Viterbi pass and the sorted initial candidates come from the shared
-    preparation (:mod:`.prepare`), so the kernel adds the same floats as the reference.
+    preparation (:mod:`.candidates`), so the kernel adds the same floats as the reference.
     ``hash_bits`` narrows the hash of target strings (tests: collisions must not merge strings).
     """
     a = hg.arrays()
@@ -401,7 +401,7 @@ def unique_kbest_compiled(
     """:func:`service.forest.kbest.unique_kbest` through :func:`.kernel.extract`.
 
     The kernel runs in calls of at most ``limit`` derivations of the goal in all: the first
-    ends after :data:`~.prepare.CLOCK_EVERY`, each next one examines twice as many (at most
+    ends after :data:`~.candidates.CLOCK_EVERY`, each next one examines twice as many (at most
     :data:`_MAX_CHUNK`), and the clock is read between calls.
     """
     ex = extraction(hg, weights, k, hash_bits)

@@ -9,7 +9,7 @@ bound the lists are identical, scores and ties included (tests/forest/test_kbest
   are the nodes' Viterbi derivations (from :func:`~service.forest.inference.viterbi_scores`), the
   others are made as the search goes; ``D̂(v)`` is a list of entry ids per node;
 - ``cand[v]`` is the node's sorted run of initial candidates ``⟨e, 0⟩`` (computed in numpy by
-  :func:`service.forest.kbest.prepare.initial_candidates`, the reference's own code) merged with
+  :func:`service.forest.kbest.candidates.initial_candidates`, the reference's own code) merged with
   a binary heap of successors ordered by ``(−score, edge, tail ranks)``, the reference's heap
   key, which is a strict total order: the pop order does not depend on the heap's layout;
 - successors ``⟨e, j + b^i⟩`` are pushed only for ``j_k = 0`` for all ``k > i``, their scores

@@ -11,7 +11,7 @@ the k best of the goal costs ``O(|E| + |D| k log k)``.
 The extractor reads the forest's arrays (:meth:`Hypergraph.arrays`: tails, incoming edges,
 target words), not its node and edge objects, which an array-backed forest only makes when
 asked for. The initial candidates ``⟨e, 0⟩`` of every node are scored and sorted once with
-numpy (:func:`~.prepare.initial_candidates`: score, then edge id, the order the heap of
+numpy (:func:`~.candidates.initial_candidates`: score, then edge id, the order the heap of
 Algorithm 3 pops them in); ``cand[v]`` is that sorted run merged with a heap of the successors
 pushed so far, so a node's incoming edges cost no Python work until they are popped.
 Algorithm 3 keeps the set of candidates pushed so far, since ``⟨e, j⟩`` has a predecessor in
@@ -38,7 +38,7 @@ import numpy as np
 
 from service.forest.hypergraph import Derivation, DerivationNode, Hypergraph
 from service.forest.inference import Weights, resolve_edge_weights, viterbi_scores
-from service.forest.kbest.prepare import (
+from service.forest.kbest.candidates import (
     Entry,
     canonical_term_ids,
     initial_candidates,

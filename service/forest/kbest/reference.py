@@ -16,8 +16,8 @@ import time
 
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import Weights
+from service.forest.kbest.candidates import CLOCK_EVERY, UNIQUE_KBEST_TIME_BUDGET_S
 from service.forest.kbest.lazy import LazyKBest
-from service.forest.kbest.prepare import CLOCK_EVERY, UNIQUE_KBEST_TIME_BUDGET_S
 
 
 def unique_kbest_reference(
@@ -29,7 +29,7 @@ def unique_kbest_reference(
 ) -> list[Derivation]:
     """:func:`service.forest.kbest.unique_kbest` in Python over :class:`LazyKBest`.
 
-    The clock is read once every :data:`~.prepare.CLOCK_EVERY` derivations.
+    The clock is read once every :data:`~.candidates.CLOCK_EVERY` derivations.
     """
     extractor = LazyKBest(hg, weights)
     if max_derivations is None and time_budget is None:

@@ -73,7 +73,7 @@ class DecoderConfig:
     # ranking changes, forests shrink (bench/README.md, "Pruning unreachable +LM nodes").
     # Off only to measure or inspect the search's whole output.
     prune_unreachable: bool = True
-    # recombine +LM items on minimised LM states (:mod:`service.mt.lm.context`: left states of
+    # recombine +LM items on minimised LM states (:mod:`service.mt.lm.states`: left states of
     # the words that can still change, right states of the words the LM can still use; Heafield
     # 2011, §4.1). Exact either way; off only to measure what it buys.
     minimise_lm_states: bool = True

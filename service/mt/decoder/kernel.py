@@ -13,7 +13,7 @@ over flat arrays instead of Python objects. :func:`decode_chart` reads as the al
   sequence), up to ``pop_limit`` pops; a candidate is scored once, when it is pushed (its rule,
   its tails, the LM of the words it gives their context: :func:`_step`, :func:`_left_step`,
   :func:`_charge`); a popped candidate becomes an edge into the +LM node of its minimised LM
-  boundary (:mod:`service.mt.lm.context`: left state, right state, whether the item is full),
+  boundary (:mod:`service.mt.lm.states`: left state, right state, whether the item is full),
   and its neighbours, one rank further along each dimension in turn, are pushed;
 * :func:`_sort_items`: the cell's items by decreasing priority (stable);
 * :func:`_goal_edges`: ``<s>`` S[0, n] ``</s>`` (:func:`_sentence_lm`).
@@ -157,7 +157,7 @@ class ChartLm(NamedTuple):
     extra: Any  # int64: LM ids of the sentence's pass-through words beyond those
     ngrams: Any  # LmTable.arrays(): keys, probs, backoffs, uni_probs, uni_backoffs
     structure: Any  # LmTable.structure_arrays(): keys, backoffs, uni_backoffs, left_ext, uni_…
-    minimise: bool  # minimised LM states (service.mt.lm.context)
+    minimise: bool  # minimised LM states (service.mt.lm.states)
 
 
 class ChartNodes(NamedTuple):
@@ -362,7 +362,7 @@ def _unpack(ctx: np.uint64, ids: _LmIds) -> int:
     return n
 
 
-# --- LM steps (service.mt.lm.context.ContextTable) ------------------------------------------
+# --- LM steps (service.mt.lm.states.ContextTable) ------------------------------------------
 # Called for every word a candidate scores: each takes only the arrays it reads (numba counts
 # a reference to each array of its arguments on entry).
 @numba.njit(cache=True, nogil=True)
@@ -376,7 +376,7 @@ def _step(
     memo: _StepMemo,
 ) -> tuple[float, np.uint64]:
     """Natural-log p(word ``d`` | packed context ``ctx``) and the minimised context after it
-    (:meth:`service.mt.lm.context.ContextTable.step`), memoised for the sentence. ``ngrams``:
+    (:meth:`service.mt.lm.states.ContextTable.step`), memoised for the sentence. ``ngrams``:
     :meth:`service.mt.lm.LmTable.arrays`."""
     size = np.uint64(memo.ctx.shape[0] - 1)
     h = ctx * _H1 ^ np.uint64(d + 1) * _H2
@@ -412,7 +412,7 @@ def _left_step(
     left: np.uint64, d: np.int64, minimise: bool, structure: Any, ids: _LmIds, memo: _LeftMemo
 ) -> bool:
     """Whether left state ``left`` (fewer than ``h`` words) extends by word ``d``
-    (:meth:`service.mt.lm.context.ContextTable.left_step`), memoised for the sentence.
+    (:meth:`service.mt.lm.states.ContextTable.left_step`), memoised for the sentence.
     ``structure``: :meth:`service.mt.lm.LmTable.structure_arrays`."""
     if not minimise:
         return True
@@ -437,7 +437,7 @@ def _left_step(
 
 @numba.njit(cache=True, nogil=True)
 def _charge(ctx: np.uint64, j: int, structure: Any, ids: _LmIds) -> float:
-    """:func:`service.mt.lm.context.charge`: the backoffs of the suffixes of ``ctx`` longer
+    """:func:`service.mt.lm.states.charge`: the backoffs of the suffixes of ``ctx`` longer
     than ``j`` words, shortest first, in natural log."""
     keys, backoffs, uni_backoffs, _, _ = structure
     n = _unpack(ctx, ids)
@@ -450,7 +450,7 @@ def _charge(ctx: np.uint64, j: int, structure: Any, ids: _LmIds) -> float:
 
 @numba.njit(cache=True, nogil=True)
 def _sentence_lm(q: int, items: _Items, lm: ChartLm, scratch: _LmScratch) -> float:
-    """:func:`service.mt.lm.context.finish_ids`: the LM score that ``<s>`` before item ``q``
+    """:func:`service.mt.lm.states.finish_ids`: the LM score that ``<s>`` before item ``q``
     and ``</s>`` after it add."""
     mask, ids, memo, minimise = scratch.mask, scratch.ids, scratch.step, lm.minimise
     lmv = 0.0

@@ -19,7 +19,7 @@ rules, sorted by their −LM score, are one more axis, and only the best rule st
 pushed. A popped candidate becomes a hyperedge of the **+LM forest** into the +LM node keyed
 by (label, span, LM boundary) — candidates with equal boundaries recombine into one node. The
 boundaries are KenLM's minimised chart states (Heafield 2011, §4.1; ``minimise_lm_states``,
-:mod:`service.mt.lm.context`), so more candidates recombine and the pop limit reaches further.
+:mod:`service.mt.lm.states`), so more candidates recombine and the pop limit reaches further.
 On cdec's own de-en example (bench/README.md, "LM states and cube rules") this search finds
 cdec's model score on all 100 sentences at pop 200, where the lazy rule axis with unminimised
 states lost on 37. Every edge carries its full feature vector: the rule's features,
@@ -41,7 +41,7 @@ full bundles to about 1/20 of the nodes and 1/10 of the edges, bench/README.md, 
 unreachable +LM nodes"). ``DecodeStats.search_nodes``/``search_edges`` keep the search's own
 counts.
 
-Speed: candidates are scored with :func:`service.mt.lm.context.combine_ids`, the
+Speed: candidates are scored with :func:`service.mt.lm.states.combine_ids`, the
 tested fast form of ``combine`` over interned LM contexts whose steps are memoised per thread
 across sentences; candidates are keyed by boundary ids and a :class:`Boundary` is only built for
 a new +LM node; and the cyclic garbage collector is paused during the search

@@ -9,7 +9,7 @@ The models, behind one stateful protocol (imported with the package; no numba):
 * :mod:`.reference`: :class:`ArpaLM`, the textbook backoff computation the tests compare with
   (loaded on first use of its name: serving never imports it);
 * :mod:`.registry`: :func:`load_language_model` by kind (the production kinds);
-* :mod:`.context`: the LM boundaries of +LM items, minimised as KenLM's chart states.
+* :mod:`.states`: the LM boundaries of +LM items, minimised as KenLM's chart states.
 
 The LM table, the model as arrays for compiled code (loaded on first use of its names below,
 so that importing the package does not import numba):
@@ -19,12 +19,12 @@ so that importing the package does not import numba):
 * :mod:`.kernels`: the n-gram keys and the numba query kernels (:func:`logp10`, the structure
   queries);
 * :mod:`.table`: :class:`LmTable`, the arrays;
-* :mod:`.build`: the hash table with KenLM's blanks and the left-extension flags;
+* :mod:`.assemble`: the hash table with KenLM's blanks and the left-extension flags;
 * :mod:`.verify`: the comparison with KenLM, bit for bit;
 * :mod:`.cache`: :func:`build_lm_table` and :func:`load_lm_table`, cached beside the ARPA file.
 
 Modules import each other downwards only (symbols < kernels < arpa_scan < read_arpa < table <
-build < verify < cache; symbols < model < kenlm_model, reference < registry; model < context),
+assemble < verify < cache; symbols < model < kenlm_model, reference < registry; model < states),
 never this package, and share no private name.
 """
 
@@ -33,7 +33,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from service.mt.lm.context import (
+from service.mt.lm.kenlm_model import KenLM
+from service.mt.lm.model import LanguageModel, NgramStructure, NoLM, State
+from service.mt.lm.registry import LANGUAGE_MODELS, load_language_model
+from service.mt.lm.states import (
     EMPTY_TAIL,
     NO_STRUCTURE,
     Boundary,
@@ -52,9 +55,6 @@ from service.mt.lm.context import (
     id_tail,
     sentence_logprob,
 )
-from service.mt.lm.kenlm_model import KenLM
-from service.mt.lm.model import LanguageModel, NgramStructure, NoLM, State
-from service.mt.lm.registry import LANGUAGE_MODELS, load_language_model
 from service.mt.lm.symbols import BOS, EOS, LN10, UNK
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 :func:`build_lm_table` runs the pipeline in memory: read the file
 (:func:`service.mt.lm.read_arpa.read_arpa`), assemble the table
-(:func:`service.mt.lm.build.assemble`) and, if asked, compare it with KenLM
+(:func:`service.mt.lm.assemble.assemble`) and, if asked, compare it with KenLM
 (:func:`service.mt.lm.verify.verify_table`). :func:`load_lm_table` keeps the result, the way
 KenLM keeps a binary file beside the ARPA text
 (Heafield 2011, "KenLM: Faster and Smaller Language Model Queries", §2.1): the arrays
@@ -29,7 +29,7 @@ import numpy as np
 
 from service import arraydir
 from service.errors import MissingResourceError
-from service.mt.lm.build import assemble
+from service.mt.lm.assemble import assemble
 from service.mt.lm.kernels import SEED
 from service.mt.lm.read_arpa import read_arpa
 from service.mt.lm.table import ARRAYS, DTYPES, SLOT_ARRAYS, LmTable

@@ -11,7 +11,7 @@ Keys. The key of ``w1 .. wn`` (oldest first) is ``h = SEED; h = mix(h, w_j)`` fo
 (0 is the empty slot, so a key of 0 becomes 1). Hashing from the last word backwards lets
 :func:`logp10` extend a match one context word to the left at a time, and the keys of a
 context's suffixes come out of one pass the same way. Distinct n-grams with equal keys are an
-error at build time (:mod:`service.mt.lm.build`), never a silent merge; a query for an unlisted
+error at build time (:mod:`service.mt.lm.assemble`), never a silent merge; a query for an unlisted
 n-gram could still meet a listed one's key, with probability about ``n-grams / 2**64`` per probe
 (the build's own lookups of suffixes and contexts trust keys in the same way; the verification,
 :mod:`service.mt.lm.verify`, would see the consequences).
@@ -21,7 +21,7 @@ KenLM performs it in float32: the probability of the longest listed n-gram that 
 word, then the backoffs of the context's suffixes longer than the match, in increasing length,
 each added in float32. It equals KenLM's ``BaseScore`` from the state reached after the context
 bit for bit (including the sign of zero), because the reader and the build store the numbers as
-KenLM does on load (:mod:`service.mt.lm.read_arpa`, :mod:`service.mt.lm.build`). KenLM also
+KenLM does on load (:mod:`service.mt.lm.read_arpa`, :mod:`service.mt.lm.assemble`). KenLM also
 minimises its states (Heafield 2011, §4.1): it drops a context word when no longer n-gram can
 use it. The words dropped are exactly those whose backoff is ``-0.0`` (listed with zero backoff
 and no extension) or that are not listed, so adding their backoff (``x + -0.0`` is ``x``) or
@@ -164,7 +164,8 @@ def droppable(keys: Any, backoffs: Any, uni_backoffs: Any, ids: Any, n: int) -> 
     """Whether KenLM's right state drops the oldest word of the context ``ids[0:n]`` (n >= 1).
 
     True if the n-gram is not in the table or its backoff is ``-0.0``: a zero backoff and the
-    context of no n-gram in the table, listed or blank (see :mod:`service.mt.lm.build`); a unigram
+    context of no n-gram in the table, listed or blank (see :mod:`service.mt.lm.assemble`); a
+    unigram
     through ``uni_backoffs``. ``ids`` holds LM ids, oldest first; ``n <= 0`` is False.
     """
     if n <= 0:

@@ -145,7 +145,7 @@ class LanguageModel(ABC):
         return state
 
     def logp(self, context: Sequence[str], word: str) -> float:
-        """Natural-log p(word | context words): the ``ContextScore`` of ``service.mt.lm.context``.
+        """Natural-log p(word | context words): the ``ContextScore`` of ``service.mt.lm.states``.
 
         ``context`` holds at most ``order - 1`` preceding words and may start with ``<s>``.
         """

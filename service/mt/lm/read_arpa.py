@@ -14,10 +14,10 @@ them:
 * rounded to float32 correctly from the decimal text (KenLM parses with ``StringToFloat``;
   converting through float64 first would round some values twice);
 * a probability as ``-|p|`` (KenLM's probing model keeps a flag in the sign bit);
-* a zero or missing backoff as ``-0.0`` (:mod:`service.mt.lm.build` makes it ``+0.0`` where the
+* a zero or missing backoff as ``-0.0`` (:mod:`service.mt.lm.assemble` makes it ``+0.0`` where the
   n-gram is the context of a longer one, as KenLM does).
 
-Two readers take it from there: the build of the LM table (:mod:`service.mt.lm.build`) reads
+Two readers take it from there: the build of the LM table (:mod:`service.mt.lm.assemble`) reads
 the arrays, and the pure-Python reference :class:`service.mt.lm.ArpaLM` reads
 :meth:`ArpaFile.entries`, the same n-grams with the numbers as written (float64, parsed from
 the same lines split by the same :data:`FIELD_SEP`), so the two models always see one file.
@@ -160,7 +160,7 @@ def read_arpa(path: Path) -> ArpaFile:
     line, numbers (a probability may not be positive or NaN, a backoff must be finite, the
     highest order has none), every n-gram word a unigram, no unigram listed twice, ``<unk>``,
     ``<s>`` and ``</s>`` present, ``\\end\\`` and nothing after it (an n-gram of a higher order
-    listed twice or without its context is an error of the build, :mod:`service.mt.lm.build`).
+    listed twice or without its context is an error of the build, :mod:`service.mt.lm.assemble`).
     The sections are read by :func:`~service.mt.lm.arpa_scan.scan_section` in compiled code;
     only the header and the end line by line. The words of n-grams are matched to unigrams by
     a 64-bit hash of their bytes (the bytes are compared only if two unigrams share a hash),

@@ -4,7 +4,7 @@
 an unlisted ``h`` (Chen & Goodman 1998, §2; the ARPA back-off format), in float64 on the numbers
 as written, one dict lookup at a time. It is slow and obviously right: the tests compare KenLM
 (:class:`service.mt.lm.KenLM`), the LM table (:class:`service.mt.lm.LmTable`) and the
-minimised states of :mod:`service.mt.lm.context` against it. It reads the file with the one ARPA
+minimised states of :mod:`service.mt.lm.states` against it. It reads the file with the one ARPA
 reader (:func:`service.mt.lm.read_arpa.read_arpa`, through :meth:`ArpaFile.entries
 <service.mt.lm.read_arpa.ArpaFile.entries>`), so it accepts and refuses the files the table
 does, and answers the n-gram structure of state minimisation (:class:`service.mt.lm.NgramStructure`;

@@ -11,7 +11,7 @@ types and lengths, hands them to the compiled decoder (:meth:`LmTable.arrays`,
 state minimisation (:class:`service.mt.lm.NgramStructure`).
 
 :data:`ARRAYS` names the arrays in the order the cache stores them
-(:mod:`service.mt.lm.cache`); :mod:`service.mt.lm.build` makes a table from an ARPA file.
+(:mod:`service.mt.lm.cache`); :mod:`service.mt.lm.assemble` makes a table from an ARPA file.
 """
 
 from __future__ import annotations

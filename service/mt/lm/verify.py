@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from service.errors import DataFormatError
 from service.mt.lm.arpa_scan import is_blank
-from service.mt.lm.build import Built
+from service.mt.lm.assemble import Built
 from service.mt.lm.kernels import find_slot, logp10, logp10_batch, row_key
 from service.mt.lm.read_arpa import ArpaFile
 from service.mt.lm.symbols import BOS, EOS, UNK

@@ -15,7 +15,7 @@ pairs never saw keeps the general probability and no floor is needed:
 
 ``c_in`` are the fractional rule counts (Chiang 2007, §3.2) extracted from the in-domain pairs
 alone, their marginals summed over every rule extracted there (as for ``c(f)`` and ``c(e)``,
-:mod:`service.mt.training.features`), τ the prior's weight in pairs (``domain_prior``,
+:mod:`service.mt.training.rule_features`), τ the prior's weight in pairs (``domain_prior``,
 default 1). The features are ``LogPEgivenFDomain = log p_dom(e|f)`` and
 ``LogPFgivenEDomain = log p_dom(f|e)``, starting at weight 0 (the untuned model is
 unchanged); tuning on in-domain dev sentences sets their weights. A pair is in the domain when

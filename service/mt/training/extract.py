@@ -56,7 +56,8 @@ Definitions and constraints (the defaults of :class:`ExtractionConfig`):
   "seen in two different sentence pairs" removes the one-off rules (85% of the unique gapped
   rules on the full de-en corpus: 46.9M → 13.6M unique rules) and keeps every rule with
   independent evidence, where a fractional count ≥ 1 would keep only a tenth of those.
-  The marginals ``c(f)`` and ``c(e)`` behind p(e|f) and p(f|e) (:mod:`service.mt.training.features`)
+  The marginals ``c(f)`` and ``c(e)`` behind p(e|f) and p(f|e)
+  (:mod:`service.mt.training.rule_features`)
   are summed over *all* extracted rules before this filter, like the pruning to the best
   target sides, so the filter removes rules but changes no probability of a kept rule.
   ``1`` disables it.

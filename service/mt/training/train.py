@@ -63,9 +63,9 @@ from service.mt.training.extract import (
     encode_corpus,
     extract_rules,
 )
-from service.mt.training.features import RULE_TABLE_LIMIT, estimate_features
-from service.mt.training.lexical import lexical_table_from_corpus
+from service.mt.training.lexical_counts import lexical_table_from_corpus
 from service.mt.training.lm_estimate import train_lm
+from service.mt.training.rule_features import RULE_TABLE_LIMIT, estimate_features
 from service.mt.training.stages import StageRunner, peak_rss_mb, stage_key
 from service.mt.weights import WeightsStore
 from service.text import preprocess

@@ -21,7 +21,7 @@ from service.mt.lm import (
     left_extends_ids,
     logp10,
 )
-from service.mt.lm.build import MAX_LOAD
+from service.mt.lm.assemble import MAX_LOAD
 from tests.mt.lm.structure import (
     assert_kenlm_minimises_alike,
     assert_left_flags,

@@ -20,7 +20,7 @@ from service.mt.lm import (
     cache_path,
     load_lm_table,
 )
-from service.mt.lm.build import assemble
+from service.mt.lm.assemble import assemble
 from service.mt.lm.read_arpa import read_arpa
 from service.mt.lm.verify import RANDOM_QUERIES, verify_table
 from tests.mt.lm.structure import (

@@ -21,9 +21,9 @@ from service.mt.rules import (
 )
 from service.mt.training.domain import domain_flags, in_domain_counts
 from service.mt.training.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
-from service.mt.training.features import estimate_features, reference_rule_table
-from service.mt.training.lexical import lexical_table_from_corpus
-from tests.mt.training.test_features import random_pair
+from service.mt.training.lexical_counts import lexical_table_from_corpus
+from service.mt.training.rule_features import estimate_features, reference_rule_table
+from tests.mt.training.test_rule_features import random_pair
 
 Key = tuple[tuple[str, ...], tuple[str, ...]]
 

@@ -77,7 +77,7 @@ from service.mt.training.extract import (
     min_count_filter_reference,
     sentence_counts_reference,
 )
-from service.mt.training.lexical import (
+from service.mt.training.lexical_counts import (
     lexical_counts_reference,
     lexical_id_maps,
     lexical_table_from_counts,

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from service.api.metrics import api_pids, forget_dead_processes
-from service.api.processes import metrics_directory
+from service.api.telemetry import api_pids, forget_dead_processes
+from service.api.workers import metrics_directory
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from tests.servers import clir_serve, serve_env, wait_ready
@@ -142,7 +142,7 @@ def test_busy_processes_get_the_configured_healthcheck_time(
     # busy decoding answers late (GIL), so the timeout comes from the settings, not uvicorn's 5 s.
     import uvicorn
 
-    from service.api.processes import serve
+    from service.api.workers import serve
     from service.settings import Settings
 
     seen: dict[str, object] = {}

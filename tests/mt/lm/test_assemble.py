@@ -1,4 +1,4 @@
-"""Tests of the build of the LM table (service.mt.lm.build): scores computed by hand on toy ARPA
+"""Tests of the build of the LM table (service.mt.lm.assemble): scores computed by hand on toy ARPA
 files (one with SRILM-style pruned suffixes that KenLM fills with blanks) equal KenLM's bit for
 bit and ArpaLM's to float32 precision, the sign KenLM gives a zero backoff, and the errors of a
 build (two n-grams with one key, an n-gram listed twice or without its context)."""
@@ -17,7 +17,7 @@ from service.mt.lm import (
     ArpaLM,
     KenLM,
     LmTable,
-    build,
+    assemble,
     build_lm_table,
     cache_path,
     load_lm_table,
@@ -117,7 +117,7 @@ def test_zero_backoffs_carry_kenlms_extension_sign(tmp_path: Path) -> None:
 def test_two_ngrams_with_one_key_are_an_error(toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # narrow the keys to two bits: four n-grams of order >= 2 must share a key
     mask = np.uint64(0b11)
-    monkeypatch.setattr(build, "KEY_MASK", mask)
+    monkeypatch.setattr(assemble, "KEY_MASK", mask)
     ids = {"<unk>": 0, "<s>": 1, "</s>": 2, "a": 3, "b": 4}
 
     def key(ngram: tuple[str, ...]) -> int:

@@ -13,7 +13,12 @@ from service.errors import ConfigurationError, DataFormatError, MissingResourceE
 from service.mt.lexical import LexicalTable
 from service.mt.rules import GLUE, RULE_FEATURES, Rule
 from service.mt.training.extract import AlignedPair, ExtractionConfig, encode_corpus, extract_rules
-from service.mt.training.features import (
+from service.mt.training.lexical_counts import (
+    lexical_counts_reference,
+    lexical_table_from_corpus,
+    lexical_table_from_counts,
+)
+from service.mt.training.rule_features import (
     MIN_LEX_PROB,
     RULE_TABLE_LIMIT,
     RuleTable,
@@ -21,11 +26,6 @@ from service.mt.training.features import (
     glue_rules,
     lexical_weight,
     reference_rule_table,
-)
-from service.mt.training.lexical import (
-    lexical_counts_reference,
-    lexical_table_from_corpus,
-    lexical_table_from_counts,
 )
 from service.settings import Settings
 

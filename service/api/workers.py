@@ -9,7 +9,7 @@ must exist once, not once per process:
   in the API processes (``CLIR_EMBEDDED_WORKER=false``);
 * **one metrics view** — ``prometheus_client``'s multiprocess directory, created (or emptied of
   an earlier run's files) here before any API process starts and handed to them as
-  ``PROMETHEUS_MULTIPROC_DIR`` (:mod:`service.api.metrics`);
+  ``PROMETHEUS_MULTIPROC_DIR`` (:mod:`service.api.telemetry`);
 * **one log format** — the logging configuration of :mod:`service.logs`, which uvicorn
   applies in every process;
 * **a dead process noticed at once** — uvicorn's supervisor pings each process and waits up to
@@ -91,7 +91,7 @@ def watch_for_dead_processes() -> None:
 
     if not callable(getattr(multiprocess.Process, "_healthcheck", None)):
         raise ConfigurationError(
-            "this uvicorn's supervisor has no Process._healthcheck: service.api.processes "
+            "this uvicorn's supervisor has no Process._healthcheck: service.api.workers "
             "needs updating for it"
         )
     multiprocess.Process._healthcheck = _watchful_healthcheck  # type: ignore[method-assign]
