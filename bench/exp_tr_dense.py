@@ -37,10 +37,17 @@ from bench.exp_tr_levenshtein import Cands, Variant, score_variant
 from service.data import load_qrels
 from service.dense.encoders import get_encoder
 from service.evaluation import evaluate, randomization_test
+from service.retrieval.base import Hit, Ranking
 from service.retrieval.runner import load_index
+from service.search.suggestions import (
+    SentenceVectors,
+    SuggestionReader,
+    SuggestionRerank,
+    rerank_head,
+)
 
 PRODUCT = Variant("N5 cos·E chars", view="chars")
-LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIXES = (0.2, 0.3, 0.5, 0.7, 0.8, 0.9)
 METRICS = ("p@1", "mrr")
 
@@ -56,6 +63,31 @@ class _Unpickler(pickle.Unpickler):
 
 def _order(docs: list[int], key: np.ndarray) -> list[int]:
     return [docs[i] for i in sorted(range(len(docs)), key=lambda i: (-key[i], docs[i]))]
+
+
+def _product_key(docs: list[int], scores: np.ndarray, cos: np.ndarray, power: float) -> Any:
+    """A key that orders the head as the product's :func:`rerank_head` does."""
+    ranking = Ranking("q", [Hit(d, str(d), float(s)) for d, s in zip(docs, scores, strict=True)],
+                      "tr")  # fmt: skip
+    out, _ = rerank_head(ranking, cos.tolist(), SuggestionRerank(len(docs), power), len(docs))
+    rank = {h.docno: i for i, h in enumerate(out.hits)}
+    return np.asarray([-rank[d] for d in docs], dtype=np.float64)
+
+
+def _cost(reader: SuggestionReader, lists: dict[str, Any], heads: dict[str, list[int]],
+          pool: Any, n: int = 50) -> dict[str, float]:  # fmt: skip
+    """Milliseconds the reread adds to a suggestion, its sentences' vectors not kept (the
+    cache cleared before each): the first ``n`` queries."""
+    times = []
+    for q in list(lists)[:n]:
+        reader.vectors = SentenceVectors(reader.encoder)
+        hits = [Hit(d, pool.doc_id(d), 1.0 / (i + 1)) for i, d in enumerate(heads[q])]
+        ranking = Ranking(q, hits, "tr")
+        t0 = time.perf_counter()
+        reader.rerank(ranking, " ".join(lists[q][5][0][0]), lambda d: pool.doc(d).text, 10)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"p50": round(float(np.percentile(times, 50)), 1),
+            "p90": round(float(np.percentile(times, 90)), 1)}  # fmt: skip
 
 
 def main() -> None:
@@ -106,9 +138,9 @@ def main() -> None:
         return (x - x.min()) / span if span > 0 else np.zeros_like(x)
 
     variants: dict[str, Any] = {"TR (product)": lambda q: tr_scores[q], "dense alone": dense.get}
-    for lam in LAMBDAS:
-        variants[f"TR·dense^{lam}"] = lambda q, lam=lam: (
-            tr_scores[q] * np.clip(dense[q], 1e-6, None) ** lam
+    for lam in LAMBDAS:  # the product's reread (service.search.suggestions.rerank_head)
+        variants[f"TR·dense^{lam}"] = lambda q, lam=lam: _product_key(
+            heads[q], tr_scores[q], dense[q], lam
         )
     for a in MIXES:
         variants[f"mix a={a}"] = lambda q, a=a: (1 - a) * norm(tr_scores[q]) + a * norm(dense[q])
@@ -149,11 +181,13 @@ def main() -> None:
                 for m in METRICS
             },
         }
+    cost = _cost(SuggestionReader(encoder, SuggestionRerank()), lists, heads, pool)
     in_head = sum(any(pool.doc_id(d) in qrels[q] for d in heads[q]) for q in qids) / len(qids)
     entry = {
         "queries": len(qids), "head": args.head, "weights": data["weights"],
         "reference_in_head": round(in_head, 4), "embed_seconds": round(embed_s, 1),
         "sentences_embedded": len(sentences), "variants": table, "chosen": chosen,
+        "encoder": encoder.signature(), "reread_ms_cold": cost,
     }  # fmt: skip
     for name, row in table.items():
         print(f"{name:16s} {row}", file=sys.stderr)

@@ -53,7 +53,11 @@ function renderSuggestion(item, best) {
   const foundBy = Array.isArray(item.found_by) ? item.found_by : [];
   const details = el("details", { className: "found-by details" }, [
     el("summary", { text: "Details: found by " + foundBy.length + (foundBy.length === 1 ? " translation" : " translations") }),
-    el("p", { className: "scores" }, [el("span", { className: "score", text: "Score " + fmt(item.score, 4) })]),
+    el("p", { className: "scores" }, [
+      el("span", { className: "score", text: "Score " + fmt(item.score, 4) }),
+      // the dense reader's reading of the best translation against the sentence (when it reread it)
+      typeof item.dense === "number" ? el("span", { className: "dense", text: " · meaning similarity " + fmt(item.dense, 3) }) : null,
+    ]),
     el("ul", {}, foundBy.map(function (f) {
       return el("li", {
         text: "#" + f.rank + " “" + f.translation + "”: Pr(t|s) " + fmt(f.pr_t, 3) + ", cosine " +
