@@ -43,7 +43,7 @@ from service.search.pipeline import (
     SearchPipeline,
     store_pipeline,
 )
-from service.search.suggestions import SuggestionReader, rank_suggestions
+from service.search.suggestions import SuggestionReader, pool_vectors, rank_suggestions
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,13 @@ def _rank_all(
         scorer = store_scorer(pool, method, bundle, **dict(params or {}))
         signature = scorer.signature()
 
+        stored = pool_vectors(pool) if reader is not None else None
+
         def rank(query: DecodedQuery, depth: int) -> Ranking:
-            return rank_suggestions(scorer, query, depth, reader, lambda d: pool.doc(d).text)[0]
+            texts = pool.doc
+            return rank_suggestions(
+                scorer, query, depth, reader, lambda d: texts(d).text, stored=stored
+            )[0]
 
     else:
         pipe = store_pipeline(open_store(index_path), bundle)

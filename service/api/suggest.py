@@ -25,7 +25,11 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.mt.bundle import ModelBundle
 from service.retrieval.explain import explanation_json
-from service.search.suggestions import rank_suggestions, suggestion_reader_from_settings
+from service.search.suggestions import (
+    pool_vectors,
+    rank_suggestions,
+    suggestion_reader_from_settings,
+)
 
 router = APIRouter(prefix="/v1", tags=["suggest"])
 
@@ -45,7 +49,7 @@ def run_suggest(
     t1 = time.perf_counter()
     ranking, cosines = rank_suggestions(
         scorer, decoded.query, req.k, reader, lambda d: pool.doc(d).text, explain=True,
-        lock=decoded.lock,
+        lock=decoded.lock, stored=None if reader is None else pool_vectors(pool),
     )  # fmt: skip
     results = []
     for hit, cosine in zip(ranking.hits, cosines, strict=True):

@@ -98,6 +98,10 @@ class DenseVectors:
         document's first less ``later``)."""
         return doc_scores(self.codes, self.scales, self.doc_ptr, query, engine, later=later)
 
+    def scores_of(self, query: npt.NDArray[np.float32], docs: npt.NDArray[np.int64]) -> Any:
+        """The best-passage scores of the documents ``docs`` (in their order)."""
+        return doc_scores(self.codes, self.scales, self.doc_ptr, query, docs=docs)
+
     @cached_property
     def sketch(self) -> Sketch:
         """The sign sketch of the passages (made on first use, kept in memory: an eighth of

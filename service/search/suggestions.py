@@ -24,14 +24,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from service.arraydir import MANIFEST
 from service.dense.encoders import Encoder, get_encoder
+from service.dense.vectors import DENSE_DIR, DenseVectors, open_vectors
 from service.errors import ConfigurationError
+from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Scorer
 
 Float32Array = npt.NDArray[np.float32]
@@ -123,11 +127,18 @@ class SuggestionReader:
         self.vectors = SentenceVectors(encoder)
 
     def rerank(
-        self, ranking: Ranking, translation: str, texts: Callable[[int], str], k: int
+        self,
+        ranking: Ranking,
+        translation: str,
+        texts: Callable[[int], str],
+        k: int,
+        stored: DenseVectors | None = None,
     ) -> tuple[Ranking, list[float]]:
         """TR's ``ranking`` (at least ``head`` deep when it can be) reread: see
         :func:`rerank_head`; ``translation``: the 1-best English, ``texts(docno)``: a pool
-        sentence's text."""
+        sentence's text. ``stored``: the pool's own vectors (``clir embed --index`` over the
+        pool), read instead of embedding the head when this encoder made them (a sentence's
+        best passage, int8: :mod:`service.dense.kernels`)."""
         head = ranking.hits[: self.params.head]
         if not head or not translation.strip():  # nothing to read: TR's order
             hits = ranking.hits[:k]
@@ -135,8 +146,12 @@ class SuggestionReader:
                 hits
             )
         query = self.encoder.encode_queries([translation])[0]
-        rows = self.vectors.get([h.doc_id for h in head], texts, [h.docno for h in head])
-        cosines = (rows @ query).tolist()
+        docnos = [h.docno for h in head]
+        if stored is not None and stored.encoder == self.encoder.signature():
+            cosines = stored.scores_of(query, np.asarray(docnos, dtype=np.int64)).tolist()
+        else:
+            rows = self.vectors.get([h.doc_id for h in head], texts, docnos)
+            cosines = (rows @ query).tolist()
         out, cos = rerank_head(ranking, cosines, self.params, k)
         sig = f"{out.signature}|enc:{self.encoder.signature()}"
         return Ranking(out.qid, out.hits, sig, out.info), cos
@@ -172,14 +187,35 @@ def rank_suggestions(
     *,
     explain: bool = False,
     lock: AbstractContextManager[Any] | None = None,
+    stored: DenseVectors | None = None,
 ) -> tuple[Ranking, list[float]]:
     """Translation retrieval's top ``k`` for a decoded sentence, its head reread by ``reader``
     when given (TR ranks ``head`` deep then); with each hit's dense cosine (NaN: not reread).
-    ``lock``: held while TR reads the query's forests (not while the encoder runs)."""
+    ``lock``: held while TR reads the query's forests (not while the encoder runs);
+    ``stored``: the pool's vectors, when it has them (:func:`pool_vectors`)."""
     depth = k if reader is None else max(k, reader.params.head)
     with lock if lock is not None else nullcontext():
         ranking = scorer.rank(query, depth, explain=explain)
     if reader is None:
         return ranking, [math.nan] * len(ranking.hits)
     translations = ranking.info.get("translations") or [{"text": ""}]
-    return reader.rerank(ranking, str(translations[0]["text"]), texts, k)
+    return reader.rerank(ranking, str(translations[0]["text"]), texts, k, stored)
+
+
+def pool_vectors(pool: Any) -> DenseVectors | None:
+    """The vectors of a pool held as one index, when it has them (read again when they are
+    written or replaced); a collection's sentences are embedded as they are read."""
+    path = getattr(pool, "path", None)
+    if not isinstance(pool, InvertedIndex) or path is None:
+        return None
+    manifest = Path(path) / DENSE_DIR / MANIFEST
+    try:
+        stamp = manifest.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _open_pool_vectors(str(path), stamp)
+
+
+@lru_cache(maxsize=4)
+def _open_pool_vectors(path: str, stamp: int) -> DenseVectors | None:
+    return open_vectors(path)

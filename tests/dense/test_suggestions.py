@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.dense.vectors import build_vectors
 from service.index.build import build_pool_index
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
@@ -21,6 +22,7 @@ from service.search.suggestions import (
     SentenceVectors,
     SuggestionReader,
     SuggestionRerank,
+    pool_vectors,
     rank_suggestions,
     rerank_head,
 )
@@ -107,3 +109,34 @@ def test_suggestions_reread_by_meaning(toy_bundle: ModelBundle, tmp_path: Path) 
     assert [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
     assert cos == pytest.approx(want_cos, abs=1e-6)
     assert got.signature.endswith("|dense-head:5^16|enc:test-hash:hash32:32")
+
+
+def test_a_pool_with_vectors_is_read_instead_of_embedded(
+    toy_bundle: ModelBundle, tmp_path: Path
+) -> None:
+    build_pool_index(write_pool(tmp_path / "pool.tsv", POOL), tmp_path / "pool")
+    pool = InvertedIndex.load(tmp_path / "pool")
+    decoded = decode_query(toy_bundle.decoder(), "das haus ist groß", "de", search=False)
+    scorer = get_scorer("tr", pool, bundle=toy_bundle)
+    assert pool_vectors(pool) is None  # none yet: embedded as read
+    reader = SuggestionReader(HashEncoder(), SuggestionRerank(head=5, power=16.0))
+    build_vectors(pool, HashEncoder())
+    stored = pool_vectors(pool)
+    assert stored is not None and stored.encoder == reader.encoder.signature()
+    calls = reader.encoder.calls
+    got, cos = rank_suggestions(
+        scorer, decoded, 5, reader, lambda d: pool.doc(d).text, stored=stored
+    )
+    assert len(got.hits) >= 3
+    assert reader.encoder.calls == calls + 1  # the query only
+    want, want_cos = rank_suggestions(
+        scorer, decoded, 5, SuggestionReader(HashEncoder(), reader.params),
+        lambda d: pool.doc(d).text,
+    )  # fmt: skip
+    assert cos == pytest.approx(want_cos, abs=0.02)  # int8 rows: about 1 % of a cosine
+    other = SuggestionReader(HashEncoder("other"), reader.params)  # vectors of another model
+    again, _ = rank_suggestions(
+        scorer, decoded, 5, other, lambda d: pool.doc(d).text, stored=stored
+    )
+    assert [h.doc_id for h in again.hits] == [h.doc_id for h in want.hits]
+    assert "|enc:test-hash:other:32" in again.signature
