@@ -119,6 +119,7 @@ async function runSuggest(record) {
     nbest: parseInt(byId("suggest-nbest").value, 10),
     k: Number.isFinite(k) ? k : 10,
     levenshtein: byId("suggest-levenshtein").checked,
+    dense: byId("suggest-dense").checked,
   };
   const form = byId("suggest-form");
   const summary = byId("suggest-summary");
