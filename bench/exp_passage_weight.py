@@ -17,7 +17,9 @@ each ``delta``; each dense list is fused with the lexical ranking by the product
 ``delta = 0`` the dense list is checked equal to the product's (``DenseSource.top``) on the
 first query of each set. Reported per set (and for the queries whose relevant page is longer
 than 5,000 characters): MAP, nDCG@10, MRR of each variant alone and fused, with the paired
-randomization test (10,000 permutations) against MaxP (``delta = 0``).
+randomization test (10,000 permutations) against MaxP (``delta = 0``); and the product's
+default (``DenseParams()``) against the lexical ranking alone, with the dense stage's cost per
+query (embedding the translation, one query at a time; the top ``depth`` documents).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/exp_passage_weight.py --lang de [--index I]
 [--model M] [--method bowfd] [--sets paragraph,short,question] [--limit N]``; writes
@@ -29,13 +31,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.bench_querysets import load_set
-from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, write_result
+from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, percentile, write_result
 from service.data import read_docs
 from service.dense.kernels import quantize, top_docs
 from service.dense.source import IndexDense
@@ -59,7 +62,7 @@ PERMUTATIONS = 10_000
 LONG_CHARS = 5000
 METRICS = ("map", "ndcg@10", "mrr")
 #: later passages' penalty (cosine units); inf reads the first passage only (FirstP)
-DELTAS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, float("inf"))
+DELTAS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, float("inf"))  # includes the default
 FUSION = DenseParams()  # the product's default: mix over each reader's top 100
 
 
@@ -144,7 +147,17 @@ def main() -> None:
         data = _lexical_runs(args, set_name)
         runs, qrels = data["runs"], data["qrels"]
         qids = list(runs)
-        qvecs = encoder.encode_queries([runs[q]["text"] for q in qids])
+        embed_ms, top_ms = [], []
+        rows_q = []
+        for q in qids:  # one at a time, as a search embeds its query, and the product's top
+            t0 = time.perf_counter()
+            v = encoder.encode_queries([runs[q]["text"]])[0]
+            t1 = time.perf_counter()
+            source.top(v, FUSION.depth, FUSION.sketch, FUSION.later)
+            top_ms.append((time.perf_counter() - t1) * 1000)
+            embed_ms.append((t1 - t0) * 1000)
+            rows_q.append(v)
+        qvecs = np.stack(rows_q) if rows_q else np.zeros((0, encoder.dim), np.float32)
         alone: dict[float, dict[str, list[tuple[str, float]]]] = {d: {} for d in DELTAS}
         fused: dict[float, dict[str, list[tuple[str, float]]]] = {d: {} for d in DELTAS}
         lexical = {q: [(i, s) for _, i, s in runs[q]["hits"]] for q in qids}
@@ -168,6 +181,10 @@ def main() -> None:
                 fused[delta][qid] = [(h.doc_id, h.score) for h in out.hits]
         long_q = [q for q in qids if any(lengths.get(d, 0) > LONG_CHARS for d in qrels[q])]
         entry: dict[str, Any] = {"queries": len(qids), "long_queries": len(long_q)}
+        entry["cost_ms"] = {
+            "embed": {"p50": percentile(embed_ms, 50), "p90": percentile(embed_ms, 90)},
+            f"top{FUSION.depth}": {"p50": percentile(top_ms, 50), "p90": percentile(top_ms, 90)},
+        }
         for subset, ids in (("all", qids), ("long", long_q)):
             if not ids:
                 continue
@@ -179,6 +196,8 @@ def main() -> None:
                 for delta in DELTAS[1:]:
                     name = "firstp" if np.isinf(delta) else f"delta{delta}"
                     rows_out[f"{kind}-{name}"] = _compare(base, _evaluate(table[delta], qrels, ids))
+            default = _evaluate(fused[FUSION.later], qrels, ids)  # the product, against
+            rows_out["fused-default-vs-lexical"] = _compare(lex, default)  # today's lexical
             entry[subset] = rows_out
         result["sets"][set_name] = entry
         print(set_name, entry["all"], flush=True)
