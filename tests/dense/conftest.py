@@ -22,9 +22,11 @@ class HashEncoder(Encoder):
     """Each word hashed to a signed unit in one of :data:`DIM` columns, summed: documents that
     share words with the query are near it (a lexical encoder, enough to test the plumbing)."""
 
+    default_model = "hash32"
+
     def __init__(self, model: str | None = None) -> None:
         super().__init__()
-        self.model = model or "hash32"
+        self.model = model or self.default_model
         self.dim = DIM
         self.calls = 0
 

@@ -26,6 +26,7 @@ from tests.conftest import TOY_DOCS
 def test_the_encoders_read_meaning(backend: str, model: str) -> None:
     enc = get_encoder(backend)  # the backend's default model
     assert enc.dim == 384 and parse_signature(enc.signature()) == (backend, model, 384)
+    assert get_encoder(backend, model) is enc  # named or not, the default is loaded once
     q = enc.encode_queries(["how do I insert a table into a text document"])[0]
     p = enc.encode_passages(
         [
