@@ -123,9 +123,8 @@ def _rank_all(
         stored = pool_vectors(pool) if reader is not None else None
 
         def rank(query: DecodedQuery, depth: int) -> Ranking:
-            texts = pool.doc
             return rank_suggestions(
-                scorer, query, depth, reader, lambda d: texts(d).text, stored=stored
+                scorer, query, depth, reader, lambda d: pool.doc(d).text, stored=stored
             )[0]
 
     else:

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from service.arraydir import MANIFEST
 from service.dense.encoders import Encoder, get_encoder
 from service.dense.vectors import DENSE_DIR, DenseVectors, open_vectors
-from service.errors import ConfigurationError
+from service.errors import ClirError, ConfigurationError
 from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Scorer
 
@@ -203,8 +203,10 @@ def rank_suggestions(
 
 
 def pool_vectors(pool: Any) -> DenseVectors | None:
-    """The vectors of a pool held as one index, when it has them (read again when they are
-    written or replaced); a collection's sentences are embedded as they are read."""
+    """The vectors of a pool held as one index, when it has usable ones (read again when they
+    are written or replaced); otherwise — none, damaged or made for other sentences, or a pool
+    held as a collection — None, and the reread embeds the head's sentences as it reads them
+    (a suggestion never fails for its pool's vectors)."""
     path = getattr(pool, "path", None)
     if not isinstance(pool, InvertedIndex) or path is None:
         return None
@@ -218,4 +220,7 @@ def pool_vectors(pool: Any) -> DenseVectors | None:
 
 @lru_cache(maxsize=4)
 def _open_pool_vectors(path: str, stamp: int) -> DenseVectors | None:
-    return open_vectors(path)
+    try:
+        return open_vectors(path)
+    except ClirError:
+        return None

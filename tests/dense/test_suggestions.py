@@ -5,6 +5,7 @@ the command line and the API (the toy bundle and pool, the tiny hash encoder).""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +141,23 @@ def test_a_pool_with_vectors_is_read_instead_of_embedded(
     )
     assert [h.doc_id for h in again.hits] == [h.doc_id for h in want.hits]
     assert "|enc:test-hash:other:32" in again.signature
+
+
+def test_damaged_pool_vectors_fall_back_to_embedding(
+    toy_bundle: ModelBundle, tmp_path: Path
+) -> None:
+    build_pool_index(write_pool(tmp_path / "pool.tsv", POOL), tmp_path / "pool")
+    pool = InvertedIndex.load(tmp_path / "pool")
+    build_vectors(pool, HashEncoder())
+    assert pool_vectors(pool) is not None
+    manifest = tmp_path / "pool" / "dense" / "manifest.json"
+    manifest.write_text("{not json", encoding="utf-8")  # damaged: a new stamp, read again
+    os.utime(manifest, ns=(1, 1))
+    assert pool_vectors(pool) is None
+    decoded = decode_query(toy_bundle.decoder(), "das haus ist groß", "de", search=False)
+    reader = SuggestionReader(HashEncoder(), SuggestionRerank(head=5, power=16.0))
+    got, cos = rank_suggestions(
+        get_scorer("tr", pool, bundle=toy_bundle), decoded, 3, reader,
+        lambda d: pool.doc(d).text, stored=pool_vectors(pool),
+    )  # fmt: skip
+    assert got.hits and not any(math.isnan(c) for c in cos)  # embedded as read
