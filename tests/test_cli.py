@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,28 @@ def test_search_json_speaks_the_rest_vocabulary(
     assert (first["rank"], first["id"], first["title"]) == (1, "d1", "Houses")
     assert out["deprecated"] == {"hits": "results", "doc_id": "id"}
     assert [h["doc_id"] for h in out["hits"]] == [r["id"] for r in out["results"]]
+
+
+def test_search_pin_is_honoured_and_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--pin Tabelle=sheet` on the demo: the translation says the pinned word, the JSON
+    alternatives name the choice as the REST answer does, the text marks it; a pin no word of
+    the query can take is refused naming it."""
+    root = Path(__file__).resolve().parents[1]
+    args = ["search", "--model", str(root / "models" / "demo-de-en"),
+            "--index", str(root / "indexes" / "demo"), "--no-dense", "--k", "3"]  # fmt: skip
+    assert main([*args, "Tabelle sortieren", "--json"]) == 0
+    free = json.loads(capsys.readouterr().out)
+    tabelle = next(a for a in free["alternatives"] if a["source"] == "tabelle")
+    assert tabelle["chosen"] is None
+    assert {"table", "sheet"} <= {o["english"] for o in tabelle["options"]}
+    assert main([*args, "Tabelle sortieren", "--pin", "Tabelle=sheet", "--json"]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    assert "sheet" in pinned["translation"].split() and "pin:tabelle=sheet" in pinned["signature"]
+    assert next(a for a in pinned["alternatives"] if a["source"] == "tabelle")["chosen"] == "sheet"
+    assert pinned["results"] != free["results"]
+    assert main([*args, "Tabelle sortieren", "--pin", "Tabelle=sheet"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"# tabelle: .*sheet \(0\.\d\d, pinned\)", err), err
+    assert not re.search(r"table \([^)]*pinned", err)
+    assert main([*args, "Tabelle sortieren", "--pin", "Haus=house"]) == 1
+    assert "haus" in capsys.readouterr().err.lower()

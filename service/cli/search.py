@@ -244,6 +244,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from service.retrieval.explain import explanation_json
     from service.runs import search
 
+    choices = _choices(args)
     out, _pipe = search(
         args.model,
         args.index,
@@ -256,11 +257,13 @@ def _cmd_search(args: argparse.Namespace) -> int:
         feedback=_feedback(args),
         dense=_dense(args),
         setup=_run_setup(),
-        choices=_choices(args),
+        choices=choices,
     )
     translation = " ".join(" ".join(s) for s in out.translation)
+    pinned = {source: " ".join(english) for source, english in choices.pins}
     alternatives = [a.to_json() for a in out.alternatives]
     for alt in alternatives:
+        alt["chosen"] = pinned.get(alt["source"])  # as the REST answer says it
         for o in alt["options"]:
             o["cue"] = out.cue(o["english"])
     if args.json:
@@ -296,7 +299,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
     print(f"# {out.ranking.signature}", file=sys.stderr)
     print(f"# translation: {translation}; dense: {out.dense}", file=sys.stderr)
     for a in out.alternatives:  # what --pin can choose
-        shown = " · ".join(f"{o.english} ({o.p:.2f})" for o in a.options)
+        shown = " · ".join(
+            f"{o.english} ({o.p:.2f}{', pinned' if pinned.get(a.source) == o.english else ''})"
+            for o in a.options
+        )
         print(f"# {a.source}: {shown}", file=sys.stderr)
     if out.empty_reason:
         print(f"# {out.empty_reason}", file=sys.stderr)
