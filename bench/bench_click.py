@@ -40,11 +40,11 @@ from service.mt.bundle import load_bundle
 from service.retrieval.choices import Alternative, Choices, alternatives
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
+from service.search.backends import store_pipeline
 from service.search.pipeline import (
     SearchOptions,
     dense_from_settings,
     feedback_from_settings,
-    store_pipeline,
 )
 from service.settings import Settings
 

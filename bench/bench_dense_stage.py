@@ -26,6 +26,7 @@ from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
+from service.search.backends import store_pipeline
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
 from service.settings import Settings
 
@@ -55,7 +56,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 def run(p: Params) -> None:
     bundle = load_bundle(ROOT / "models" / f"{p.lang}-en")
-    pipe = pipeline_module.store_pipeline(load_index(p.index), bundle)
+    pipe = store_pipeline(load_index(p.index), bundle)
     settings = Settings.model_validate({})
     feedback = feedback_from_settings(settings)
     dense = dense_from_settings(settings, on=True)

@@ -47,13 +47,13 @@ from service.mt.bundle import load_bundle
 from service.retrieval.base import Hit, Ranking
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
+from service.search.backends import store_pipeline
 from service.search.pipeline import (
     DenseParams,
     SearchOptions,
     dense_query_text,
     feedback_from_settings,
     fuse_rankings,
-    store_pipeline,
 )
 from service.settings import Settings
 

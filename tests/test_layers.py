@@ -379,3 +379,30 @@ def test_a_private_name_starts_with_an_underscore_and_is_no_dunder(
     name: str, private: bool
 ) -> None:
     assert _private(name) == private
+
+
+# The collection's shard engine (the segment searcher, the Ray fan-out and its router, the
+# shared boards) and Ray itself are reached through the search backends
+# (``service.search.backends``): the API asks for a pipeline and never for a backend.
+SHARD_ENGINE = tuple(
+    f"service.collection.{m}"
+    for m in ("searcher", "distributed", "ray_driver", "replicas", "boards")
+)
+
+
+def test_the_api_reaches_no_shard_engine_and_no_ray() -> None:
+    lines = [
+        f"{imp.where()}: {imp.source} imports {imp.target}"
+        for imp in imports()
+        if component(imp.source) == "api" and imp.target in SHARD_ENGINE
+    ]
+    for name, path in modules().items():
+        if component(name) != "api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                lines.append(f"{module_path(name)}:{node.lineno}: {name} imports ray")
+    _fail_with(lines)

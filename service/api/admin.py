@@ -36,9 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ResourcesDep, SettingsDep
 from service.api.serving import language_bundle
-from service.collection import Collection
+from service.collection.store import probe_index
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
-from service.index.inverted import InvertedIndex
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.jobs.tasks import ltr_setup
 from service.ltr.task import LtrParams
@@ -417,15 +416,6 @@ def list_models(resources: ResourcesDep) -> ModelsPublic:
             ModelPublic(name=bundle.name, lang=lang, active_version=active, versions=versions)
         )
     return ModelsPublic(data=data, count=len(data))
-
-
-def probe_index(index: InvertedIndex | Collection | None) -> InvertedIndex | None:
-    """The index a weights version is probed on: the index, or a collection's first segment
-    (every segment scores with the same statistics)."""
-    if isinstance(index, Collection):
-        views = index.snapshot.views()
-        return views[0].index if views else None
-    return index
 
 
 def _pick_bundle(

@@ -27,8 +27,9 @@ from service.api.admin import require_admin
 from service.api.deps import ResourcesDep, SettingsDep, get_doc_index
 from service.api.resources import Resources
 from service.collection import Collection, CollectionWriter
+from service.collection.store import writable
 from service.data import doc_size_problem
-from service.errors import ClirError, ConflictError, InputTooLargeError
+from service.errors import ClirError, InputTooLargeError
 from service.records import Doc
 from service.settings import Settings
 
@@ -76,14 +77,7 @@ class CollectionPublic(BaseModel):
 
 
 def _collection(resources: Resources) -> Collection:
-    index = get_doc_index(resources)
-    if not isinstance(index, Collection):
-        raise ConflictError(
-            f"the document index {index.path} is one index built whole: documents cannot be "
-            "added to it; build a collection (clir build-index --docs F --out DIR --shards S) "
-            "and serve it (CLIR_DOC_INDEXES)"
-        )
-    return index
+    return writable(get_doc_index(resources))
 
 
 def _writer(coll: Collection, settings: Settings) -> CollectionWriter:

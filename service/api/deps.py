@@ -9,12 +9,11 @@ from fastapi import Depends, Request
 
 from service.api.resources import Resources
 from service.api.serving import QueryService
-from service.collection import Collection
+from service.collection.store import Store
 from service.errors import NotReadyError
-from service.index.inverted import InvertedIndex
 from service.settings import Settings
 
-DocumentIndex = InvertedIndex | Collection  # the documents: one index, or a live collection
+DocumentIndex = Store  # the documents: one index, or a live collection
 
 
 def get_app_settings(request: Request) -> Settings:

@@ -25,9 +25,8 @@ from service.api.deps import ResourcesDep, get_doc_index
 from service.api.resources import Resources
 from service.api.schemas import MAX_HIGHLIGHT_TERMS, DocumentPublic
 from service.api.snippets import fold, highlight_spans
-from service.collection import Collection
+from service.collection.store import Store
 from service.errors import InvalidInputError, NotFoundError
-from service.index.inverted import InvertedIndex
 from service.records import Doc
 
 router = APIRouter(prefix="/v1", tags=["documents"])
@@ -62,7 +61,7 @@ def page_ids(sentence_id: str) -> list[str]:
     return out
 
 
-def _find(index: InvertedIndex | Collection | None, doc_id: str) -> Doc | None:
+def _find(index: Store | None, doc_id: str) -> Doc | None:
     if index is None:
         return None
     try:
@@ -71,7 +70,7 @@ def _find(index: InvertedIndex | Collection | None, doc_id: str) -> Doc | None:
         return None
 
 
-def find_page(docs: InvertedIndex | Collection | None, sentence_id: str) -> Doc | None:
+def find_page(docs: Store | None, sentence_id: str) -> Doc | None:
     """The document-index page a pool sentence is on (:func:`page_ids`), if it holds it."""
     for page_id in page_ids(sentence_id):
         page = _find(docs, page_id)

@@ -15,6 +15,7 @@ from service.api.resources import Resources
 from service.api.serving import QueryService
 from service.api.telemetry import CONTENT_TYPE, Metrics
 from service.collection import Collection
+from service.collection.store import live_collection
 from service.settings import Settings
 
 router = APIRouter(tags=["ops"])
@@ -55,9 +56,9 @@ def readyz(request: Request) -> JSONResponse:
         bundle = next(iter(resources.models.values()))
         dense = service.pipeline(resources.doc_index, bundle).dense_status()
         body["dense"] = dense | {"default": bool(dense["available"]) and settings.dense}
-    if isinstance(resources.doc_index, Collection):
-        body["collection"] = collection_status(resources.doc_index, request.app.state.service)
-        ray = request.app.state.service.ray_state()
+    if (coll := live_collection(resources.doc_index)) is not None:
+        body["collection"] = collection_status(coll, request.app.state.service)
+        ray = request.app.state.service.searchers.ray_state()
         if ray is not None:  # the Ray backend: not ready while its cluster is out of reach
             body["ray"] = ray
             if ray["error"]:
@@ -79,7 +80,7 @@ def collection_status(
         {"shard": i, "segments": len(views), "n_docs": sum(v.n_live for v in views)}
         for i, views in enumerate(snap.shards)
     ]
-    for worker in service.shard_status() if workers else ():
+    for worker in service.searchers.shard_status() if workers else ():
         shards[int(worker["shard"])].update(
             up=worker["up"],
             copies_up=worker.get("copies_up", 0),
@@ -100,8 +101,9 @@ def prometheus_metrics(request: Request) -> PlainTextResponse:
     cache_gauges(app)
     metrics: Metrics = app.state.metrics
     resources: Resources | None = getattr(app.state, "resources", None)
-    if resources is not None and isinstance(resources.doc_index, Collection):
-        status = collection_status(resources.doc_index, app.state.service, workers=False)
+    coll = live_collection(resources.doc_index) if resources is not None else None
+    if coll is not None:
+        status = collection_status(coll, app.state.service, workers=False)
         shards = status["shards"]
         metrics.set_shard_docs([int(s["n_docs"]) for s in shards])
     return PlainTextResponse(metrics.render() + admin.job_gauges(app), media_type=CONTENT_TYPE)

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.collection import Collection, is_collection
+from service.collection.store import Store, open_store
 from service.errors import ClirError
-from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
 from service.settings import Settings
 
@@ -26,8 +25,8 @@ class Resources:
     """What the service has loaded, and what it looked for and did not find."""
 
     models: dict[str, ModelBundle] = field(default_factory=dict)  # source language -> bundle
-    doc_index: InvertedIndex | Collection | None = None  # one index, or a live collection
-    pool_index: InvertedIndex | Collection | None = None  # one index, or a collection
+    doc_index: Store | None = None  # one index, or a live collection
+    pool_index: Store | None = None  # one index, or a collection
     missing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -53,17 +52,13 @@ class Resources:
         }
 
 
-def _load_index(
-    kind: str, candidates: list[Path], res: Resources, collections: bool = False
-) -> Any:
-    """The first of ``candidates`` that loads (a collection too, with ``collections``)."""
+def _load_index(kind: str, candidates: list[Path], res: Resources) -> Store | None:
+    """The first of ``candidates`` that opens (an index or a collection)."""
     for path in candidates:
         if not path.exists():
             continue
         try:
-            if collections and is_collection(path):
-                return Collection(path)
-            return InvertedIndex.load(path)
+            return open_store(path)
         except ClirError as exc:
             res.errors.append(f"{kind} {path}: {exc}")
             log.error("cannot load %s %s: %s", kind, path, exc)
@@ -87,8 +82,6 @@ def load_resources(settings: Settings) -> Resources:
     if not res.models and not res.errors:
         names = ", ".join(str(p) for p in settings.model_bundles)
         res.missing.append(f"model bundle: none of {names} exists")
-    res.doc_index = _load_index("document index", settings.doc_indexes, res, collections=True)
-    res.pool_index = _load_index(
-        "sentence-pool index", settings.pool_indexes, res, collections=True
-    )
+    res.doc_index = _load_index("document index", settings.doc_indexes, res)
+    res.pool_index = _load_index("sentence-pool index", settings.pool_indexes, res)
     return res

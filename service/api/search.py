@@ -34,6 +34,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import DocIndexDep, ResourcesDep, ServiceDep, SettingsDep
+from service.api.logs import note_request
 from service.api.schemas import (
     Alternatives,
     Expansion,
@@ -45,10 +46,9 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.api.telemetry import DEGRADED
-from service.collection import Collection
+from service.collection.store import Store
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
-from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import Hit
 from service.retrieval.choices import Choices
@@ -111,11 +111,12 @@ def run_search(
     req: SearchRequest,
     service: QueryService,
     bundle: ModelBundle,
-    index: InvertedIndex | Collection,
+    index: Store,
     settings: Settings,
 ) -> SearchResponse:
     """Parse, call the search pipeline, map its outcome to the response."""
     t0 = time.perf_counter()
+    note_request(method=req.method)
     decoded = service.decode(bundle, req.query)
     opts = search_options(req, service, settings)
     t1 = time.perf_counter()

@@ -29,31 +29,27 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
 from service.api.telemetry import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
-from service.collection import Collection
-from service.collection.searcher import SnapshotSearcher, store_scorer
-
-if TYPE_CHECKING:
-    from service.collection.distributed import RaySearcher
+from service.collection.store import Store
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
 )
-from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer, configured_params
 from service.retrieval.query import decoder_sentences
-from service.search.pipeline import CollectionStage, FirstStage, IndexStage, SearchPipeline
+from service.search.backends import Backend, StoreSearchers
+from service.search.pipeline import SearchPipeline
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
@@ -292,6 +288,16 @@ def _ranges(numbers: list[int]) -> str:
     return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"
 
 
+def backend_of(settings: Settings) -> Backend:
+    """Where the settings say collections are searched, and how."""
+    return Backend(
+        kind=settings.search_backend, threads=settings.search_threads,
+        ray_address=settings.ray_address, shard_timeout_s=settings.search_shard_timeout_s,
+        state_root=settings.weights_state_dir, concurrency=settings.max_concurrency,
+        replicas=settings.shard_replicas, spares=settings.shard_spares,
+    )  # fmt: skip
+
+
 class QueryService:
     """Decodes (through the cache) and ranks; one per app, on ``app.state.service``."""
 
@@ -312,11 +318,9 @@ class QueryService:
                 "caps the wait at %g s",
                 settings.queue_timeout_s,
             )
-        self._scorers: dict[Hashable, Scorer] = {}
-        self._searchers: dict[int, SnapshotSearcher] = {}
-        self._ray: dict[tuple[str, int], RaySearcher] = {}
-        self._pipelines: dict[tuple[int, int], SearchPipeline] = {}
-        self._scorers_lock = threading.Lock()
+        self.searchers = StoreSearchers(
+            backend_of(settings), on_shard_event=metrics.count_shard_event
+        )
         self._decode_threads = settings.decode_threads or os.cpu_count() or 1
         self.pool: Executor | None = self._decode_pool()
 
@@ -325,15 +329,7 @@ class QueryService:
         driver processes), the cached forests, scorers and pipelines (and so the indexes and
         bundles they map: every memory-mapped array holds a file descriptor). The app's
         lifespan calls it at shutdown; the service stays usable and builds them again."""
-        with self._scorers_lock:
-            ray, self._ray = list(self._ray.values()), {}
-            searchers, self._searchers = list(self._searchers.values()), {}
-            self._scorers.clear()
-            self._pipelines.clear()
-        for r in ray:
-            r.close()
-        for s in searchers:
-            s.close()
+        self.searchers.close()
         self.cache.clear()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
@@ -433,82 +429,10 @@ class QueryService:
             return Decoded(query, False, seconds, threading.Lock())
         return Decoded(query, False, seconds, self.cache.put(key, query))
 
-    def ray_searcher(self, collection: Collection, bundle: ModelBundle) -> RaySearcher:
-        """The Ray fan-out over ``collection``'s shards for ``bundle`` (started on first use)."""
-        from service.collection.distributed import RaySearcher
-
-        local = self.collection_searcher(bundle)  # answers when no copy of a shard does
-
-        def count(kind: str, shard: int, n: int) -> None:
-            self.metrics.count_shard_event(kind, shard, n)
-
-        with self._scorers_lock:
-            key = (str(collection.path), id(bundle))
-            searcher = self._ray.get(key)
-            shards = collection.snapshot.commit.shards
-            if searcher is not None and searcher.shards != shards:
-                # a rebuild changed the shard count: workers for the new shards (answered in
-                # this process until they are up); the old ones are stopped beside
-                old, searcher = searcher, None
-                threading.Thread(target=old.close, name="ray-close", daemon=True).start()
-            if searcher is None:
-                searcher = self._ray[key] = RaySearcher(
-                    collection, bundle, address=self.settings.ray_address,
-                    timeout_s=self.settings.search_shard_timeout_s,
-                    state_root=self.settings.weights_state_dir,
-                    concurrency=self.settings.max_concurrency,
-                    replicas=self.settings.shard_replicas, spares=self.settings.shard_spares,
-                    local=local, on_event=count,
-                )  # fmt: skip
-            return searcher
-
-    def ray_state(self) -> dict[str, Any] | None:
-        """Whether the Ray searcher reaches its cluster, and why not (None: no Ray
-        searcher has been started)."""
-        with self._scorers_lock:
-            searchers = list(self._ray.values())
-        return searchers[0].state() if searchers else None
-
-    def shard_status(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
-        """Every Ray shard worker's status (none without the ray search backend); a worker
-        that does not answer within ``timeout_s`` is down (a probe must answer quickly)."""
-        with self._scorers_lock:
-            searchers = list(self._ray.values())
-        return searchers[0].status(timeout_s) if searchers else []
-
-    def collection_searcher(self, bundle: ModelBundle) -> SnapshotSearcher:
-        """The searcher of collections for ``bundle`` (its scorers kept per segment)."""
-        with self._scorers_lock:
-            searcher = self._searchers.get(id(bundle))
-            if searcher is None:
-                searcher = self._searchers[id(bundle)] = SnapshotSearcher(
-                    bundle, threads=self.settings.search_threads
-                )
-            return searcher
-
-    def pipeline(self, index: InvertedIndex | Collection, bundle: ModelBundle) -> SearchPipeline:
-        """The search pipeline over ``index`` for ``bundle``, built once: its first stage is
-        the index's scorers, or the collection searched here or by Ray shard workers (the
-        ``search_backend`` setting), chosen here and nowhere else."""
-        key = (id(index), id(bundle))
-        with self._scorers_lock:
-            found = self._pipelines.get(key)
-        if found is not None:
-            return found
-        stage: FirstStage
-        if isinstance(index, Collection):
-            ray = (
-                self.ray_searcher(index, bundle) if self.settings.search_backend == "ray" else None
-            )
-            stage = CollectionStage(index, self.collection_searcher(bundle), ray)
-        else:
-
-            def scorers(method: str, params: Mapping[str, Any]) -> Scorer:
-                return self.scorer(method, index, bundle, **params)
-
-            stage = IndexStage(index, scorers)
-        with self._scorers_lock:
-            return self._pipelines.setdefault(key, SearchPipeline(stage))
+    def pipeline(self, index: Store, bundle: ModelBundle) -> SearchPipeline:
+        """The search pipeline over ``index`` for ``bundle``, built once (the backend the
+        ``search_backend`` setting names: :class:`~service.search.backends.StoreSearchers`)."""
+        return self.searchers.pipeline(index, bundle)
 
     def method_params(self, method: str) -> dict[str, Any]:
         """The parameters of ``method`` that the settings set (its scorer names them,
@@ -516,17 +440,8 @@ class QueryService:
         cascade, TR's n-best time budget."""
         return configured_params(method, partial(getattr, self.settings))
 
-    def scorer(
-        self, method: str, index: InvertedIndex | Collection, bundle: ModelBundle, **params: Any
-    ) -> Scorer:
+    def scorer(self, method: str, index: Store, bundle: ModelBundle, **params: Any) -> Scorer:
         """A scorer per (method, index, bundle, params), built once and reused (over a
         collection, one that searches its current commit in this process)."""
         note_request(method=method)
-        key = (method, id(index), id(bundle), tuple(sorted(params.items())))
-        with self._scorers_lock:
-            scorer = self._scorers.get(key)
-            if scorer is None:
-                threads = self.settings.search_threads
-                scorer = store_scorer(index, method, bundle, threads=threads, **params)
-                self._scorers[key] = scorer
-            return scorer
+        return self.searchers.scorer(method, index, bundle, **params)

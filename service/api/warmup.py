@@ -20,7 +20,7 @@ from service.api.resources import Resources
 from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
 from service.api.telemetry import UncountedMetrics
-from service.collection import Collection
+from service.collection.store import Store
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import document_methods
@@ -66,7 +66,7 @@ def _run(
                 run_translate, TranslateRequest(query=text, lang=lang, nbest=5), service, bundle
             ),
         }
-        if settings.search_backend == "ray" and isinstance(resources.doc_index, Collection):
+        if settings.search_backend == "ray" and resources.doc_index is not None:
             parts["ray-workers"] = partial(_start_ray_workers, service, resources.doc_index, bundle)
         if resources.doc_index is not None:
             for method in document_methods():
@@ -74,11 +74,11 @@ def _run(
                 parts[f"search-{method}"] = partial(
                     run_search, req, service, bundle, resources.doc_index, settings
                 )
-            if not isinstance(resources.doc_index, Collection):  # feedback: term vectors
-                req = SearchRequest(query=text, lang=lang, method="dt", explain=True, feedback=True)
-                parts["search-feedback"] = partial(
-                    run_search, req, service, bundle, resources.doc_index, settings
-                )
+            # feedback: an index's term vectors, a collection's per segment, built once
+            req = SearchRequest(query=text, lang=lang, method="dt", explain=True, feedback=True)
+            parts["search-feedback"] = partial(
+                run_search, req, service, bundle, resources.doc_index, settings
+            )
         if resources.pool_index is not None:
             req_s = SuggestRequest(query=text, lang=lang)
             parts["suggest"] = partial(run_suggest, req_s, service, bundle, resources.pool_index)
@@ -91,12 +91,10 @@ def _run(
             seconds[f"{lang}/{name}"] = time.perf_counter() - t0
 
 
-def _start_ray_workers(service: QueryService, coll: Collection, bundle: ModelBundle) -> None:
-    """Start the shard workers and wait until they answer (or the start timeout), so that
-    the first searches are not degraded by workers still loading."""
-    down = [
-        s for s in service.ray_searcher(coll, bundle).status(RAY_WORKERS_START_S) if not s["up"]
-    ]
+def _start_ray_workers(service: QueryService, store: Store, bundle: ModelBundle) -> None:
+    """Start a collection's shard workers and wait until they answer (or the start timeout),
+    so that the first searches are not degraded by workers still loading."""
+    down = service.searchers.start_shard_workers(store, bundle, RAY_WORKERS_START_S)
     if down:
         log.warning("shard workers not up after warm-up: %s", down)
 

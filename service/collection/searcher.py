@@ -47,7 +47,6 @@ import numpy.typing as npt
 
 from service.collection.boards import new_board_name, open_board, private_board, release_board
 from service.collection.feedback import Rerank, feedback_ranking
-from service.collection.manifest import is_collection
 from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
 from service.index.inverted import InvertedIndex
@@ -69,7 +68,6 @@ from service.retrieval.dt import DirectTranslation
 from service.retrieval.explain import Explanation, TrExplanation
 from service.retrieval.feedback import Expansion, FeedbackParams, rerank_weights
 from service.retrieval.psq import ProbabilisticStructuredQuery
-from service.retrieval.runner import load_index
 from service.retrieval.tr import Candidate, Keep, TranslationRetrieval, combine_candidates
 
 Int64Array = npt.NDArray[np.int64]
@@ -872,26 +870,3 @@ class CollectionScorer(Scorer):
     def signature(self, query: DecodedQuery | None = None) -> str:
         lead = self.searcher.any_scorer(self.collection.snapshot, self.method, self.params)
         return f"method:{self.method}" if lead is None else lead.signature(query)
-
-
-def open_store(path: str | Path) -> InvertedIndex | Collection:
-    """The index or the collection at ``path`` (an index whose tokenizer changed is refused,
-    :func:`~service.retrieval.runner.load_index`)."""
-    return Collection(path) if is_collection(path) else load_index(path)
-
-
-def store_scorer(
-    store: InvertedIndex | Collection,
-    method: str,
-    bundle: ModelBundle | None = None,
-    *,
-    threads: int = 0,
-    **params: Any,
-) -> Scorer:
-    """The scorer ``method`` over an index or a collection (a :class:`CollectionScorer`,
-    which searches the collection's current commit; ``threads``: its shards searched at
-    once): what the service's searches and the commands' runs rank with, whichever the store.
-    Every scorer gets the bundle and takes from it what it needs."""
-    if isinstance(store, Collection):
-        return CollectionScorer(store, method, bundle=bundle, threads=threads, **params)
-    return get_scorer(method, store, bundle=bundle, **params)

@@ -594,28 +594,3 @@ def dense_from_settings(
         int(s["depth"]), str(s["fusion"]), float(s["k"]), float(s["weight"]), sketch,
         float(s["later"]),
     )  # fmt: skip
-
-
-def store_pipeline(
-    store: InvertedIndex | Collection, bundle: Any, *, threads: int = 0
-) -> SearchPipeline:
-    """The pipeline over an index or a collection searched in this process (``threads``:
-    its shards searched at once), its scorers kept per method and parameters: what the
-    command line's searches, runs and evaluations rank with."""
-    from service.collection import Collection
-    from service.collection.searcher import SnapshotSearcher
-
-    if isinstance(store, Collection):
-        return SearchPipeline(CollectionStage(store, SnapshotSearcher(bundle, threads)))
-    index = store
-    scorers: dict[tuple[str, tuple[tuple[str, Any], ...]], Scorer] = {}
-
-    def scorer(method: str, params: Mapping[str, Any]) -> Scorer:
-        key = (method, tuple(sorted(params.items())))
-        if key not in scorers:
-            from service.retrieval.base import get_scorer
-
-            scorers[key] = get_scorer(method, index, bundle=bundle, **params)
-        return scorers[key]
-
-    return SearchPipeline(IndexStage(index, scorer))

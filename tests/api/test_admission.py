@@ -222,8 +222,9 @@ def test_many_concurrent_requests_on_one_slot_queue_and_all_get_200(
 ) -> None:
     client = make_client(max_concurrency=1)
     service: QueryService = client.app.state.service  # type: ignore[attr-defined]
-    real = service.scorer
-    monkeypatch.setattr(service, "scorer", lambda *a, **kw: SleepyScorer(real(*a, **kw), 0.15))
+    searchers = service.searchers
+    real = searchers.scorer
+    monkeypatch.setattr(searchers, "scorer", lambda *a, **kw: SleepyScorer(real(*a, **kw), 0.15))
     words = ["haus", "auto", "buch", "katze", "hund", "baum", "tisch", "stuhl"]
     bodies = [{"query": f"das {w}", "lang": "de", "method": "dt"} for w in words]
     t0 = time.perf_counter()

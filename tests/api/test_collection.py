@@ -162,7 +162,7 @@ def test_ray_backend_answers_as_local_and_degrades_for_a_dead_shard(
     ready = fanned.get("/readyz").json()
     assert [s["up"] for s in ready["collection"]["shards"]] == [True, True]
     service = fanned.app.state.service  # type: ignore[attr-defined]
-    (searcher,) = service._ray.values()
+    (searcher,) = service.searchers.ray_searchers()
     # gone for good (the router starts it again under a new name): a copy Ray restarts in
     # place keeps its name, but the name was seen not to resolve from this process for over a
     # minute afterwards (the router's own handle answered), which the loop below relies on

@@ -400,8 +400,9 @@ def test_overload_is_503_with_retry_after_while_requests_are_held(
     client = make_client(embedded_worker=False, max_concurrency=2, queue_timeout_s=0.01)
     service: QueryService = client.app.state.service  # type: ignore[attr-defined]
     gate = Gate()
-    real = service.scorer
-    monkeypatch.setattr(service, "scorer", lambda *a, **kw: SlowScorer(real(*a, **kw), gate))
+    searchers = service.searchers
+    real = searchers.scorer
+    monkeypatch.setattr(searchers, "scorer", lambda *a, **kw: SlowScorer(real(*a, **kw), gate))
     body = {"query": "das haus", "lang": "de"}
     # two different queries: the same one would wait for the cache entry's lock instead
     bodies = [body, {"query": "das auto", "lang": "de"}]

@@ -19,7 +19,7 @@ def test_warm_up_runs_every_path_then_empties_the_cache(
     with caplog.at_level(logging.WARNING, logger="service.api.warmup"):
         seconds = warm_up(service, resources, app.state.settings)  # type: ignore[attr-defined]
     parts = {"decode", "translate", "search-dt", "search-psq", "search-bowfd", "suggest"}
-    parts.add("search-feedback")  # one index: its term vectors for feedback, built once
+    parts.add("search-feedback")  # the store's term vectors for feedback, built once
     assert set(seconds) == {f"de/{p}" for p in parts}
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(service.cache) == 0

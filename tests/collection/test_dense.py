@@ -43,7 +43,8 @@ from service.records import Doc
 from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
-from service.search.pipeline import DenseParams, SearchOptions, dense_query_text, store_pipeline
+from service.search.backends import store_pipeline
+from service.search.pipeline import DenseParams, SearchOptions, dense_query_text
 from tests.conftest import TOY_DOCS
 from tests.dense.conftest import HashEncoder, copy_index
 
