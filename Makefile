@@ -72,13 +72,19 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy service
 
+# both cores: pytest-xdist workers, a module's tests (and every Ray test) kept in one worker
+# (tests/conftest.py); PYTEST_WORKERS=0 runs them in this process
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 pytest: $(DEV_STAMP) browser compose
-	$(BIN)/pytest -W error --strict-markers --durations=15
+	$(BIN)/pytest -W error --strict-markers --durations=15 $(XDIST)
 
 # the inner loop: lint and the fast tier (no subprocess-heavy, Ray, browser or data tests)
 check: $(DEV_STAMP)
 	$(BIN)/ruff check service tests bench
-	$(BIN)/pytest -W error --strict-markers -q -m "not slow and not ray and not browser and not data"
+	$(BIN)/pytest -W error --strict-markers -q -m "not slow and not ray and not browser and not data" \
+		$(XDIST)
 
 test: lint typecheck pytest
 

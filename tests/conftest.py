@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,3 +115,21 @@ def local_ray() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``make test`` runs on both cores (pytest-xdist, ``--dist loadgroup``): a module's tests
+    go to one worker together (its module fixtures are built once), and every test that
+    starts Ray — a local instance or a cluster of ``ray start`` processes — to one worker,
+    one after another (one Ray at a time on the machine)."""
+    for item in items:
+        tail = item.nodeid.rpartition("::")[2]
+        if item.name.startswith(f"{tail}[") and "[" not in tail:
+            # schemathesis names each operation's item ("test[POST /v1/search]") but gives them
+            # all the function's node id, which xdist schedules by: one of them would run
+            item._id = item.parent.id.child(item.name).with_params(None)  # type: ignore[union-attr]
+        ray = item.get_closest_marker("ray") is not None or "local_ray" in item.fixturenames
+        item.add_marker(pytest.mark.xdist_group("ray" if ray else item.nodeid.split("::")[0]))
+    shared = [nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1]
+    if shared:  # xdist would run one test of each such id and never say so
+        raise pytest.UsageError(f"several tests share a node id: {shared[:5]}")
