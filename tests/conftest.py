@@ -117,19 +117,37 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
 
 
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    """Give ``item`` the node id ``nodeid`` (pytest 9 reads ``_id``, older ones ``_nodeid``;
+    pytest-xdist 3.8 still writes its group suffix to ``_nodeid``, which pytest 9 ignores)."""
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``make test`` runs on both cores (pytest-xdist, ``--dist loadgroup``): a module's tests
     go to one worker together (its module fixtures are built once), and every test that
     starts Ray — a local instance or a cluster of ``ray start`` processes — to one worker,
-    one after another (one Ray at a time on the machine)."""
+    one after another (one Ray at a time on the machine). xdist groups by the node id's
+    ``@group`` suffix, set here."""
+    grouped = bool(getattr(config.option, "loadgroup", False))  # set by xdist in its workers
     for item in items:
-        tail = item.nodeid.rpartition("::")[2]
+        nodeid = item.nodeid
+        tail = nodeid.rpartition("::")[2]
         if item.name.startswith(f"{tail}[") and "[" not in tail:
             # schemathesis names each operation's item ("test[POST /v1/search]") but gives them
-            # all the function's node id, which xdist schedules by: one of them would run
-            item._id = item.parent.id.child(item.name).with_params(None)  # type: ignore[union-attr]
+            # all the function's node id: xdist would run one of them
+            nodeid = f"{nodeid.rpartition('::')[0]}::{item.name}"
         ray = item.get_closest_marker("ray") is not None or "local_ray" in item.fixturenames
-        item.add_marker(pytest.mark.xdist_group("ray" if ray else item.nodeid.split("::")[0]))
+        group = "ray" if ray else nodeid.split("::")[0]
+        if grouped:
+            nodeid = f"{nodeid}@{group}"
+        if nodeid != item.nodeid:
+            _set_nodeid(item, nodeid)
     shared = [nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1]
     if shared:  # xdist would run one test of each such id and never say so
         raise pytest.UsageError(f"several tests share a node id: {shared[:5]}")
