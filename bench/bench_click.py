@@ -40,12 +40,12 @@ from service.mt.bundle import load_bundle
 from service.retrieval.choices import Alternative, Choices, alternatives
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
-from service.search.backends import store_pipeline
 from service.search.pipeline import (
     SearchOptions,
     dense_from_settings,
     feedback_from_settings,
 )
+from service.search.stores import store_pipeline
 from service.settings import Settings
 
 METRICS = ("map", "ndcg@10", "mrr")

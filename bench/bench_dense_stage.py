@@ -26,8 +26,8 @@ from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
-from service.search.backends import store_pipeline
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
+from service.search.stores import store_pipeline
 from service.settings import Settings
 
 

@@ -47,7 +47,6 @@ from service.mt.bundle import load_bundle
 from service.retrieval.base import Hit, Ranking
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for, load_index
-from service.search.backends import store_pipeline
 from service.search.pipeline import (
     DenseParams,
     SearchOptions,
@@ -55,6 +54,7 @@ from service.search.pipeline import (
     feedback_from_settings,
     fuse_rankings,
 )
+from service.search.stores import store_pipeline
 from service.settings import Settings
 
 DEPTH = 1000

@@ -2,7 +2,7 @@
 run``) or evaluated (``clir eval``, ``clir eval-tr``) (Hieber & Riezler 2015, §5; TR paper, §3).
 
 The library side of those commands (docs/cli.md): load a model bundle and
-an index or a collection (:func:`service.collection.store.open_store`), decode every query
+an index or a collection (:func:`service.collection.docstore.open_store`), decode every query
 once into its +LM forests and rank it (:mod:`service.retrieval.runner`, at depth 1000: Hieber
 & Riezler 2015, §5, evaluate the top 1,000), and write the rankings as a TREC run (``clir run``,
 no judgments needed) or evaluate them against TREC qrels with :mod:`service.evaluation`.
@@ -22,7 +22,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from service.collection.store import open_store, store_scorer
+from service.collection.docstore import open_store, store_scorer
 from service.data import load_qrels, load_queries, rank_entries, write_run
 from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, TR_METRICS, evaluate
@@ -36,13 +36,13 @@ from service.retrieval.choices import Choices
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
 from service.retrieval.runner import DEPTH, QueryRun, decoder_for, run_queries
-from service.search.backends import store_pipeline
 from service.search.pipeline import (
     DenseParams,
     SearchOptions,
     SearchOutcome,
     SearchPipeline,
 )
+from service.search.stores import store_pipeline
 from service.search.suggestions import SuggestionReader, pool_vectors, rank_suggestions
 
 

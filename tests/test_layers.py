@@ -383,7 +383,7 @@ def test_a_private_name_starts_with_an_underscore_and_is_no_dunder(
 
 # The collection's shard engine (the segment searcher, the Ray fan-out and its router, the
 # shared boards) and Ray itself are reached through the search backends
-# (``service.search.backends``): the API asks for a pipeline and never for a backend.
+# (``service.search.stores``): the API asks for a pipeline and never for a backend.
 SHARD_ENGINE = tuple(
     f"service.collection.{m}"
     for m in ("searcher", "distributed", "ray_driver", "replicas", "boards")
@@ -406,3 +406,36 @@ def test_the_api_reaches_no_shard_engine_and_no_ray() -> None:
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 lines.append(f"{module_path(name)}:{node.lineno}: {name} imports ray")
     _fail_with(lines)
+
+
+# A file name used in several packages, and why it means the same thing in each; any other
+# module takes a name that no other package uses.
+SHARED_NAMES = {
+    # one role in each package that has it
+    "reference": "the slow, obviously correct implementation a fast path is checked against",
+    "kernels": "the compiled kernels of the package's algorithms",
+    "kernel": "the compiled kernel of the package's engine",
+    "compiled": "the engine over the compiled kernel",
+    "base": "the base class of the package's family (scorers, decoders)",
+    # an edge's module beside the library module of the same concept
+    "search": "the search route (api) and verbs (cli)",
+    "serving": "serving queries (api) and the serve verbs (cli)",
+    "translate": "translation (mt) and its route (api)",
+    "weights": "weights versions (mt) and their verbs (cli)",
+    "runs": "runs by path (service) and their verbs (cli)",
+    "logs": "logging set-up (service) and the request log (api)",
+    "errors": "domain errors (service) and their HTTP mapping (api)",
+    # one algorithm over both kinds of store
+    "feedback": "RM3 over an index (retrieval) and over a collection (collection)",
+}
+
+
+def test_a_file_name_means_one_thing() -> None:
+    packages: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            packages.setdefault(path.stem, set()).add(name.rpartition(".")[0])
+    shared = {stem for stem, where in packages.items() if len(where) > 1}
+    unexplained = sorted(shared - set(SHARED_NAMES))
+    assert not unexplained, {stem: sorted(packages[stem]) for stem in unexplained}
+    assert not set(SHARED_NAMES) - shared, "SHARED_NAMES lists a name no longer shared"

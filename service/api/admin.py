@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ResourcesDep, SettingsDep
 from service.api.serving import language_bundle
-from service.collection.store import probe_index
+from service.collection.docstore import probe_index
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.jobs.tasks import ltr_setup

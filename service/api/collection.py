@@ -27,7 +27,7 @@ from service.api.admin import require_admin
 from service.api.deps import ResourcesDep, SettingsDep, get_doc_index
 from service.api.resources import Resources
 from service.collection import Collection, CollectionWriter
-from service.collection.store import writable
+from service.collection.docstore import writable
 from service.data import doc_size_problem
 from service.errors import ClirError, InputTooLargeError
 from service.records import Doc

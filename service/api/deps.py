@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 
 from service.api.resources import Resources
 from service.api.serving import QueryService
-from service.collection.store import Store
+from service.collection.docstore import Store
 from service.errors import NotReadyError
 from service.settings import Settings
 

@@ -25,7 +25,7 @@ from service.api.deps import ResourcesDep, get_doc_index
 from service.api.resources import Resources
 from service.api.schemas import MAX_HIGHLIGHT_TERMS, DocumentPublic
 from service.api.snippets import fold, highlight_spans
-from service.collection.store import Store
+from service.collection.docstore import Store
 from service.errors import InvalidInputError, NotFoundError
 from service.records import Doc
 

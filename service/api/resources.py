@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.collection.store import Store, open_store
+from service.collection.docstore import Store, open_store
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle, load_bundle
 from service.settings import Settings

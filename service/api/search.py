@@ -46,7 +46,7 @@ from service.api.schemas import (
 from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.api.telemetry import DEGRADED
-from service.collection.store import Store
+from service.collection.docstore import Store
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.mt.bundle import ModelBundle

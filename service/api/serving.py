@@ -38,7 +38,7 @@ from typing import Any, Literal
 from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
 from service.api.telemetry import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
-from service.collection.store import Store
+from service.collection.docstore import Store
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
@@ -48,8 +48,8 @@ from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.weights import WeightsVersion
 from service.retrieval.base import DecodedQuery, Scorer, configured_params
 from service.retrieval.query import decoder_sentences
-from service.search.backends import Backend, StoreSearchers
 from service.search.pipeline import SearchPipeline
+from service.search.stores import Backend, StoreSearchers
 from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
@@ -431,7 +431,7 @@ class QueryService:
 
     def pipeline(self, index: Store, bundle: ModelBundle) -> SearchPipeline:
         """The search pipeline over ``index`` for ``bundle``, built once (the backend the
-        ``search_backend`` setting names: :class:`~service.search.backends.StoreSearchers`)."""
+        ``search_backend`` setting names: :class:`~service.search.stores.StoreSearchers`)."""
         return self.searchers.pipeline(index, bundle)
 
     def method_params(self, method: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from service.api.resources import Resources
 from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
 from service.api.telemetry import UncountedMetrics
-from service.collection.store import Store
+from service.collection.docstore import Store
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import document_methods

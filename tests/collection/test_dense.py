@@ -43,8 +43,8 @@ from service.records import Doc
 from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
-from service.search.backends import store_pipeline
 from service.search.pipeline import DenseParams, SearchOptions, dense_query_text
+from service.search.stores import store_pipeline
 from tests.conftest import TOY_DOCS
 from tests.dense.conftest import HashEncoder, copy_index
 

@@ -176,8 +176,8 @@ def test_a_search_reads_one_commit_while_a_rebuild_commits_during_it(
     the collection meanwhile): the page's documents come from the commit that was ranked
     (the chaos benchmark saw 404s "no document number N" from searches during a rebuild)."""
     from service.collection.searcher import SnapshotSearcher as Searcher
-    from service.search.backends import store_pipeline
     from service.search.pipeline import SearchOptions
+    from service.search.stores import store_pipeline
 
     out = tmp_path / "c"
     docs = corpus(60, 1)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from service.collection import Collection
+from service.collection.docstore import Store, live_collection, store_scorer, whole_index
 from service.collection.searcher import SnapshotSearcher
-from service.collection.store import Store, live_collection, store_scorer, whole_index
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import Scorer
 from service.search.pipeline import CollectionStage, FirstStage, IndexStage, SearchPipeline
