@@ -65,7 +65,7 @@ class ServeSearcher:
         return [r.result() for r in [h.status.remote() for h in self.handles]]
 
     def rank(self, snapshot: Any, method: str, query: Any, k: int, params: dict[str, Any]) -> Any:
-        from service.collection.searcher import final_ranking, get_method, search_plan
+        from service.collection.methods import final_ranking, get_method, search_plan
 
         m = get_method(method)
         lead = self.local.any_scorer(snapshot, method, params)

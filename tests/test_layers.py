@@ -427,6 +427,9 @@ SHARED_NAMES = {
     "errors": "domain errors (service) and their HTTP mapping (api)",
     # one algorithm over both kinds of store
     "feedback": "RM3 over an index (retrieval) and over a collection (collection)",
+    "dt": "DT's scorer (retrieval) and its partials over segments (collection/methods)",
+    "psq": "PSQ's scorer (retrieval) and its partials over segments (collection/methods)",
+    "tr": "TR's scorer (retrieval) and its partials over segments (collection/methods)",
 }
 
 

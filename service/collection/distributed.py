@@ -3,8 +3,9 @@
 The query is decoded once, by the caller; what does not depend on the documents (PSQ's
 structured query) is planned once; the decoded query (its forests as arrays) goes to every
 shard worker, which runs the method over its own segments — BOW-FD's candidates, bounds and
-Viterbi passes stay next to the data — and returns its :class:`~service.collection.searcher.Partial`
-(a top list, or BOW-FD's per-sentence lists), merged here exactly as the in-process search
+Viterbi passes stay next to the data — and returns its partial
+(:class:`~service.collection.methods.base.Partial`: a top list, or BOW-FD's per-sentence
+lists), merged here exactly as the in-process search
 merges them (:class:`~service.collection.searcher.SnapshotSearcher`).
 
 Each worker memory-maps its shard's segments from the collection directory (a volume every
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from service.collection.boards import sweep_boards
+from service.collection.methods import Partial, final_ranking, get_method, search_plan
 from service.collection.ray_driver import (
     DriverConfig,
     DriverProcess,
@@ -45,13 +47,7 @@ from service.collection.ray_driver import (
 )
 from service.collection.reader import Collection, Snapshot
 from service.collection.replicas import NAMESPACE, OnEvent, ShardRouter
-from service.collection.searcher import (
-    Partial,
-    SnapshotSearcher,
-    final_ranking,
-    get_method,
-    search_plan,
-)
+from service.collection.searcher import SnapshotSearcher
 from service.errors import InternalError, MissingExtraError
 from service.logs import current_format
 from service.mt.bundle import ModelBundle, load_bundle
@@ -151,7 +147,7 @@ class ShardWorker:
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
         ``explain_final`` this shard holds); ``count``: see
-        :meth:`~service.collection.searcher.Method.partial`."""
+        :meth:`~service.collection.methods.base.Method.partial`."""
         t0 = time.perf_counter()
         collection = self.collection
         collection.refresh()

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.collection.methods import SegmentsWeighting
 from service.collection.reader import Collection
-from service.collection.searcher import SegmentsWeighting, SnapshotSearcher
+from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import build_collection
 from service.data import read_queries
 from service.index.build import BuildParams

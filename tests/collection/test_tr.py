@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.collection import Collection, SnapshotSearcher, build_collection
-from service.collection.searcher import get_method
+from service.collection.methods import get_method
 from service.data import read_queries
 from service.index.build import BuildParams
 from service.index.inverted import InvertedIndex
