@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
@@ -24,12 +25,13 @@ import numpy.typing as npt
 from service.collection.reader import Snapshot
 from service.index.inverted import Hits
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, one_best
+from service.retrieval.explain import Explanation
 from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
     build_expansion,
     feedback_documents,
-    finish_feedback,
+    feedback_stage,
 )
 
 #: Ranks the given documents (sequence numbers, ascending) again with an expansion's relevance
@@ -104,6 +106,31 @@ def rank_expanded(snapshot: Snapshot, expansion: Expansion, k: int) -> tuple[Hit
     return Hits(all_seqs[order].astype(np.int32), all_scores[order].astype(np.float32)), reached
 
 
+class SnapshotFeedback:
+    """:class:`~service.retrieval.feedback.FeedbackReader` over a collection's snapshot
+    (documents by sequence number)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def expand(
+        self, translation: Sequence[str], own: Sequence[tuple[int, float]], params: FeedbackParams
+    ) -> Expansion:
+        return expand(self.snapshot, translation, own, params)
+
+    def rank_expanded(self, expansion: Expansion, k: int) -> tuple[Hits, int]:
+        return rank_expanded(self.snapshot, expansion, k)
+
+    def usable(self, words: AbstractSet[str]) -> set[str]:
+        views = self.snapshot.views()
+        terms = views[0].index.analyzer.terms(words) if views else []
+        return {t for t in terms if self.snapshot.weighted(t)}
+
+    def holds(self, term: str, doc: int) -> bool:
+        view, docno = self.snapshot.locate_seq(doc)
+        return view.index.contains(term, docno)
+
+
 def feedback_ranking(
     snapshot: Snapshot,
     query: DecodedQuery,
@@ -128,32 +155,23 @@ def feedback_ranking(
     if not first.hits:
         return first, retrieved
     params = params.for_method(rerank is not None)
-    translation = [t for sentence in one_best(query) for t in sentence]
-    own = [(h.docno, h.score) for h in first.hits]
-    expansion = expand(snapshot, translation, own, params)
-    own_explained = {h.docno: h.explanation for h in first.hits}
-    usable = None
-    if params.form == "rerank":  # what it shows: the forests' weighted index terms
-        views = snapshot.views()
-        terms = views[0].index.analyzer.terms(query.target_words()) if views else []
-        usable = {t for t in terms if snapshot.weighted(t)}
-    if params.reranks:
+
+    def again(
+        expansion: Expansion, params: FeedbackParams, own: Sequence[tuple[int, float]]
+    ) -> tuple[list[tuple[int, float]], Callable[[int], Explanation | None]]:
         assert rerank is not None
         seqs = np.unique(np.asarray([d for d, _ in own], dtype=np.int64))
-        again = rerank(expansion, params, seqs, len(own))
-        own = [(h.docno, h.score) for h in again.hits]
-        own_explained = {h.docno: h.explanation for h in again.hits}
-    found, reached = rank_expanded(snapshot, expansion, params.expanded_depth(k))
+        ranked = rerank(expansion, params, seqs, len(own))
+        return [(h.docno, h.score) for h in ranked.hits], {
+            h.docno: h.explanation for h in ranked.hits
+        }.get
 
-    def holds(term: str, seq: int) -> bool:
-        view, docno = snapshot.locate_seq(seq)
-        return view.index.contains(term, docno)
-
-    stage = finish_feedback(
-        own, found, reached, expansion, translation, k, params,
-        own_retrieved=retrieved[0], own_candidates=first.info.get("candidates"),
-        own_relation=retrieved[1],
-        holds=holds if explain else None, own_explanation=own_explained.get, usable=usable,
+    stage = feedback_stage(
+        SnapshotFeedback(snapshot), [t for sentence in one_best(query) for t in sentence],
+        query.target_words(), [(h.docno, h.score) for h in first.hits], k, params,
+        own_retrieved=retrieved, own_candidates=first.info.get("candidates"), explain=explain,
+        own_explanation={h.docno: h.explanation for h in first.hits}.get,
+        rerank=again if params.reranks else None,
     )  # fmt: skip
     hits = [Hit(seq, _doc_id(snapshot, seq), s, e) for seq, s, e in stage.hits]
     rest = {key: v for key, v in first.info.items() if key not in ("candidates", "reached")}

@@ -12,7 +12,7 @@ result.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -127,36 +127,28 @@ class Scorer(ABC):
     def _rank_with_feedback(
         self, query: DecodedQuery, k: int, explain: bool, feedback: FeedbackParams
     ) -> Ranking:
-        from service.retrieval.feedback import expand, finish_feedback, rank_expanded_counted
+        from service.retrieval.feedback import IndexFeedback, feedback_stage
 
         feedback = feedback.for_method(self.reranks)
         depth = feedback.first_depth(k)
         first, info, explainer, kept = self._first_ranking(query, depth, explain)
         if not first:  # no feedback document: no relevance model, the ranking stands
             return Ranking(query.qid, first, self.signature(query), info)
-        own_retrieved, own_relation = self._retrieved(
-            Ranking(query.qid, first, "", info), depth, query
-        )
-        translation = [t for sentence in one_best(query) for t in sentence]
-        own = [(h.docno, h.score) for h in first]
-        expansion = expand(self.index, translation, own, feedback)
-        if feedback.reranks:  # the method again, over its own documents, with the relevance model
+        retrieved = self._retrieved(Ranking(query.qid, first, "", info), depth, query)
+
+        def again(
+            expansion: Expansion, params: FeedbackParams, own: Sequence[tuple[int, float]]
+        ) -> tuple[list[tuple[int, float]], Callable[[int], Explanation | None] | None]:
+            """The method again, over its own documents, with the relevance model."""
             restrict = np.unique(np.asarray([d for d, _ in own], dtype=np.int32))
-            again, explainer = self._rerank(
-                query, kept, expansion, feedback, restrict, depth, explain
-            )
-            own = [(h.docno, h.score) for h in again]
-        found, reached = rank_expanded_counted(self.index, expansion, feedback.expanded_depth(k))
-        usable = None
-        if feedback.form == "rerank":  # what it shows: the forests' weighted index terms
-            terms = (self.index.weighted_term(w) for w in query.target_words())
-            usable = {t for t in terms if t is not None}
-        stage = finish_feedback(
-            own, found, reached, expansion, translation, k, feedback,
-            own_retrieved=own_retrieved, own_candidates=info.get("candidates"),
-            own_relation=own_relation,
-            holds=self.index.contains if explain else None, own_explanation=explainer,
-            usable=usable,
+            hits, explains = self._rerank(query, kept, expansion, params, restrict, depth, explain)
+            return [(h.docno, h.score) for h in hits], explains
+
+        stage = feedback_stage(
+            IndexFeedback(self.index), [t for sentence in one_best(query) for t in sentence],
+            query.target_words(), [(h.docno, h.score) for h in first], k, feedback,
+            own_retrieved=retrieved, own_candidates=info.get("candidates"), explain=explain,
+            own_explanation=explainer, rerank=again if feedback.reranks else None,
         )  # fmt: skip
         hits = [Hit(d, self.index.doc_id(d), s, e) for d, s, e in stage.hits]
         rest = {key: v for key, v in info.items() if key not in ("candidates", "reached")}

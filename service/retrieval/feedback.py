@@ -37,9 +37,11 @@ itself, relative to the original query, weights a query term λ/n + (1 − λ)·
 ``rerank+interpolate`` mixes it with the expanded query's as ``interpolate`` does. A method
 without a forest (DT, PSQ) runs them as ``interpolate`` (:meth:`FeedbackParams.for_method`).
 
-``Scorer.rank(..., feedback=)`` runs the stage over one index,
-:mod:`service.collection.feedback` over a sharded collection; both end in
-:func:`finish_feedback`.
+The stage is one function, :func:`feedback_stage`: expand, rank again (the rerank forms),
+rank the expanded query, finish. It reads the store through a :class:`FeedbackReader` — one
+index (:class:`IndexFeedback`, what ``Scorer.rank(..., feedback=)`` runs) or a collection's
+snapshot (:class:`service.collection.feedback.SnapshotFeedback`) —, so RM3 is written once
+whatever the store.
 
 Term vectors come from the index's postings, transposed once per process
 (:meth:`~service.index.inverted.InvertedIndex.doc_vectors`), never from raw text per request.
@@ -55,7 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -531,3 +533,92 @@ def as_mapping(expansion: Expansion) -> Mapping[str, object]:
         "added": list(expansion.added),
         "feedback_docs": len(expansion.feedback_docs),
     }
+
+
+Explainer = Callable[[int], Explanation | None]
+#: The method again over its own documents (``own``, best first) with an expansion's relevance
+#: model as extra weight: (document, score) best first, and the explainer of its hits.
+Rerank = Callable[
+    ["Expansion", "FeedbackParams", Sequence[tuple[int, float]]],
+    tuple[list[tuple[int, float]], Explainer | None],
+]
+
+
+class FeedbackReader(Protocol):
+    """What the feedback stage reads of a store: documents are numbered as the store's
+    rankings number them (an index's document numbers, a collection's sequence numbers)."""
+
+    def expand(
+        self, translation: Sequence[str], own: Sequence[tuple[int, float]], params: FeedbackParams
+    ) -> Expansion:
+        """RM3's expanded query from the ranking ``own``'s top ``params.docs`` documents."""
+        ...
+
+    def rank_expanded(self, expansion: Expansion, k: int) -> tuple[Hits, int]:
+        """The expanded query's top ``k``, and how many documents hold an expansion term."""
+        ...
+
+    def usable(self, words: AbstractSet[str]) -> set[str]:
+        """The index terms of ``words`` (the forests' target words) with a positive weight."""
+        ...
+
+    def holds(self, term: str, doc: int) -> bool:
+        """Whether document ``doc`` holds the index term of ``term``."""
+        ...
+
+
+class IndexFeedback:
+    """:class:`FeedbackReader` over one index."""
+
+    def __init__(self, index: InvertedIndex) -> None:
+        self.index = index
+
+    def expand(
+        self, translation: Sequence[str], own: Sequence[tuple[int, float]], params: FeedbackParams
+    ) -> Expansion:
+        return expand(self.index, translation, own, params)
+
+    def rank_expanded(self, expansion: Expansion, k: int) -> tuple[Hits, int]:
+        return rank_expanded_counted(self.index, expansion, k)
+
+    def usable(self, words: AbstractSet[str]) -> set[str]:
+        terms = (self.index.weighted_term(w) for w in words)
+        return {t for t in terms if t is not None}
+
+    def holds(self, term: str, doc: int) -> bool:
+        return self.index.contains(term, doc)
+
+
+def feedback_stage(
+    reader: FeedbackReader,
+    translation: Sequence[str],
+    target_words: AbstractSet[str],
+    own: Sequence[tuple[int, float]],
+    k: int,
+    params: FeedbackParams,
+    *,
+    own_retrieved: tuple[int, Literal["eq", "gte"]],
+    own_candidates: Any,
+    explain: bool = False,
+    own_explanation: Explainer | None = None,
+    rerank: Rerank | None = None,
+) -> FeedbackStage:
+    """The feedback stage after a method's first ranking ``own`` (best first, at least
+    ``params.first_depth(k)`` deep; the method ``own_retrieved`` documents), whatever the
+    store: the expansion from its top documents; in the rerank forms the method again over
+    them (``rerank``); the expanded query's ranking; and :func:`finish_feedback`. ``params``
+    is already the method's (:meth:`FeedbackParams.for_method`); ``translation``: the 1-best
+    translation's tokens; ``target_words``: the forests' (what the ``rerank`` form shows)."""
+    expansion = reader.expand(translation, own, params)
+    if params.reranks:
+        if rerank is None:
+            raise InvalidInputError(f"feedback form {params.form!r} needs a method that reranks")
+        own, own_explanation = rerank(expansion, params, own)
+    found, reached = reader.rank_expanded(expansion, params.expanded_depth(k))
+    usable = reader.usable(target_words) if params.form == "rerank" else None
+    return finish_feedback(
+        own, found, reached, expansion, translation, k, params,
+        own_retrieved=own_retrieved[0], own_candidates=own_candidates,
+        own_relation=own_retrieved[1], holds=reader.holds if explain else None,
+        own_explanation=own_explanation, usable=usable,
+    )  # fmt: skip
