@@ -32,10 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 from service.arraydir import MANIFEST
+from service.collection.docstore import Store, whole_index
 from service.dense.encoders import Encoder, get_encoder
 from service.dense.vectors import DENSE_DIR, DenseVectors, open_vectors
 from service.errors import ClirError, ConfigurationError
-from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Scorer
 
 Float32Array = npt.NDArray[np.float32]
@@ -202,14 +202,15 @@ def rank_suggestions(
     return reader.rerank(ranking, str(translations[0]["text"]), texts, k, stored)
 
 
-def pool_vectors(pool: Any) -> DenseVectors | None:
+def pool_vectors(pool: Store | None) -> DenseVectors | None:
     """The vectors of a pool held as one index, when it has usable ones (read again when they
     are written or replaced); otherwise — none, damaged or made for other sentences, or a pool
     held as a collection — None, and the reread embeds the head's sentences as it reads them
     (a suggestion never fails for its pool's vectors)."""
-    path = getattr(pool, "path", None)
-    if not isinstance(pool, InvertedIndex) or path is None:
+    index = whole_index(pool)
+    if index is None:
         return None
+    path = index.path
     manifest = Path(path) / DENSE_DIR / MANIFEST
     try:
         stamp = manifest.stat().st_mtime_ns
