@@ -215,7 +215,7 @@ class Alternatives(BaseModel):
     ) -> list[Alternatives]:
         """The offered alternatives, each option with its ``cue`` (the title of a document
         that uses it), the pinned one chosen."""
-        pins = {source: " ".join(english) for source, english in choices.pins}
+        pins = choices.chosen()
         cues: dict[str, str | None] = {}
         shown = []
         for a in offered:

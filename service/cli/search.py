@@ -260,7 +260,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         choices=choices,
     )
     translation = " ".join(" ".join(s) for s in out.translation)
-    pinned = {source: " ".join(english) for source, english in choices.pins}
+    pinned = choices.chosen()
     alternatives = [a.to_json() for a in out.alternatives]
     for alt in alternatives:
         alt["chosen"] = pinned.get(alt["source"])  # as the REST answer says it

@@ -130,6 +130,10 @@ class Choices:
     def __bool__(self) -> bool:
         return bool(self.pins or self.blocks)
 
+    def chosen(self) -> dict[str, str]:
+        """Source word → the English pinned for it, as the answers show it."""
+        return {source: " ".join(english) for source, english in self.pins}
+
     def signature(self) -> str:
         """``pin:tabelle=table,block:sheet`` (empty without choices)."""
         parts = [f"pin:{s}={'_'.join(e)}" for s, e in self.pins]

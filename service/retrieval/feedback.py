@@ -538,7 +538,7 @@ def as_mapping(expansion: Expansion) -> Mapping[str, object]:
 Explainer = Callable[[int], Explanation | None]
 #: The method again over its own documents (``own``, best first) with an expansion's relevance
 #: model as extra weight: (document, score) best first, and the explainer of its hits.
-Rerank = Callable[
+RankAgain = Callable[
     ["Expansion", "FeedbackParams", Sequence[tuple[int, float]]],
     tuple[list[tuple[int, float]], Explainer | None],
 ]
@@ -601,7 +601,7 @@ def feedback_stage(
     own_candidates: Any,
     explain: bool = False,
     own_explanation: Explainer | None = None,
-    rerank: Rerank | None = None,
+    rerank: RankAgain | None = None,
 ) -> FeedbackStage:
     """The feedback stage after a method's first ranking ``own`` (best first, at least
     ``params.first_depth(k)`` deep; the method ``own_retrieved`` documents), whatever the
@@ -611,8 +611,7 @@ def feedback_stage(
     translation's tokens; ``target_words``: the forests' (what the ``rerank`` form shows)."""
     expansion = reader.expand(translation, own, params)
     if params.reranks:
-        if rerank is None:
-            raise InvalidInputError(f"feedback form {params.form!r} needs a method that reranks")
+        assert rerank is not None, "the rerank forms need the method's rank_again"
         own, own_explanation = rerank(expansion, params, own)
     found, reached = reader.rank_expanded(expansion, params.expanded_depth(k))
     usable = reader.usable(target_words) if params.form == "rerank" else None

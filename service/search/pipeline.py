@@ -258,11 +258,13 @@ class CollectionStage(FirstStage):
         self,
         collection: Collection,
         searcher: SnapshotSearcher,
-        ray: RaySearcher | None = None,
+        ray: Callable[[], RaySearcher] | None = None,
         snapshot: Snapshot | None = None,
     ) -> None:
-        """``snapshot``: the commit this stage is pinned to (:meth:`pin`); None: the
-        collection's current one, refreshed before each ranking."""
+        """``ray``: the Ray fan-out for the collection as it is, asked at each ranking (a
+        rebuild to another shard count gets workers for its shards); ``snapshot``: the commit
+        this stage is pinned to (:meth:`pin`); None: the collection's current one, refreshed
+        before each ranking."""
         self.collection = collection
         self.searcher = searcher
         self.ray = ray
@@ -285,7 +287,7 @@ class CollectionStage(FirstStage):
         explain = opts.explain and searcher.explains_first(snap, method, feedback, params)
         failed: list[str] = []
         if self.ray is not None:
-            ranking, (total, relation), failed = self.ray.rank(
+            ranking, (total, relation), failed = self.ray().rank(
                 snap, method, query, first, explain=explain, params=params
             )
         else:

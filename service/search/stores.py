@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -81,7 +82,9 @@ class StoreSearchers:
             return found
         stage: FirstStage
         if (coll := live_collection(store)) is not None:
-            ray = self.ray_searcher(coll, bundle) if self.backend.kind == "ray" else None
+            ray = partial(self.ray_searcher, coll, bundle) if self.backend.kind == "ray" else None
+            if ray is not None:
+                ray()  # the workers start loading now
             stage = CollectionStage(coll, self.collection_searcher(bundle), ray)
         elif (index := whole_index(store)) is not None:
 
