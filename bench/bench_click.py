@@ -31,15 +31,17 @@ from typing import Annotated, Any
 
 from bench.bench_querysets import QUERYSETS, english_pages, load_set
 from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, percentile, write_result
+from service.collection.reader import Collection
 from service.data import load_queries
 from service.data.querysets import ceiling_queries
 from service.errors import InvalidInputError
 from service.evaluation import evaluate, randomization_test
 from service.index.analysis import LONG_STOPWORDS
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.choices import Alternative, Choices, alternatives
 from service.retrieval.query import decode_query
-from service.retrieval.runner import decoder_for, load_index
+from service.retrieval.runner import decoder_for
 from service.search.pipeline import (
     SearchOptions,
     dense_from_settings,
@@ -92,7 +94,7 @@ def run(p: Params) -> dict[str, Any]:
     out = p.out or RESULTS_DIR / f"click_{p.lang}{'_dense' if p.dense else ''}.json"
     bundle = load_bundle(ROOT / "models" / f"{p.lang}-en")
     index = load_index(p.index)
-    pipe = store_pipeline(index, bundle)
+    pipe = store_pipeline(Collection.of_index(index), bundle)
     settings = Settings.model_validate({})
     feedback = feedback_from_settings(settings)
     dense = dense_from_settings(settings, on=True) if p.dense else None

@@ -352,9 +352,10 @@ def quality(args: QualityParams) -> None:
     (the cascade returns at most N documents), on the dev index the judgments belong to."""
     from bench.bench_querysets import load_set
     from service.evaluation import evaluate, randomization_test
+    from service.index.inverted import load_index
     from service.mt.bundle import load_bundle
     from service.retrieval.query import decode_query
-    from service.retrieval.runner import decoder_for, load_index, make_scorer
+    from service.retrieval.runner import decoder_for, make_scorer
 
     bundle = load_bundle(args.model)
     version = bundle.active_weights().version

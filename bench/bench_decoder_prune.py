@@ -52,11 +52,12 @@ from service.api.serving import BYTES_PER_ARRAY_EDGE, query_bytes
 from service.data import load_queries
 from service.forest.inference import fast_viterbi
 from service.forest.kbest import unique_kbest
+from service.index.inverted import load_index
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.retrieval.base import DecodedQuery, Ranking
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 OUT = ROOT / "bench" / "results" / "decoder_prune.json"
 KBEST_DERIVATIONS = 10_000

@@ -23,9 +23,11 @@ from typing import Annotated, Any
 import service.search.pipeline as pipeline_module
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
+from service.collection.reader import Collection
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
-from service.retrieval.runner import decoder_for, load_index
+from service.retrieval.runner import decoder_for
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
 from service.search.stores import store_pipeline
 from service.settings import Settings
@@ -56,7 +58,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 def run(p: Params) -> None:
     bundle = load_bundle(ROOT / "models" / f"{p.lang}-en")
-    pipe = store_pipeline(load_index(p.index), bundle)
+    pipe = store_pipeline(Collection.of_index(load_index(p.index)), bundle)
     settings = Settings.model_validate({})
     feedback = feedback_from_settings(settings)
     dense = dense_from_settings(settings, on=True)

@@ -56,13 +56,13 @@ from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from service.data import load_queries
 from service.data.querysets import ceiling_queries, english_text, mate
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import Hits, InvertedIndex
+from service.index.inverted import Hits, InvertedIndex, load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.dt import one_best
 from service.retrieval.feedback import FeedbackParams, expand, interpolate, rank_expanded
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 METRICS = ("map", "ndcg@10", "mrr")
 PERMUTATIONS = 10_000

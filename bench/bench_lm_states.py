@@ -47,6 +47,7 @@ from bench.common import DATA, RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.data import load_qrels, load_queries
 from service.evaluation import evaluate, randomization_test
 from service.forest.inference import fast_viterbi
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle, read_manifest
 from service.mt.cdec_format import import_cdec
 from service.mt.decoder import DecoderConfig
@@ -56,7 +57,7 @@ from service.mt.lm import KenLM, load_lm_table
 from service.mt.tuning.bleu import sacrebleu_corpus_bleu
 from service.mt.tuning.data import load_dev_pairs
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 PEER = DATA.parent / "peers" / "cdec-nc-wmt11"
 # name: (DecoderConfig.minimise_lm_states, DecoderConfig.cube_rules); the first is the default

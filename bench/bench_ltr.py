@@ -52,6 +52,7 @@ import numpy as np
 from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_result
 from bench.jackknife import fold_of_query
 from service.evaluation import detectable_difference, evaluate, randomization_test
+from service.index.inverted import load_index
 from service.ltr.backends import Backend, InlineBackend, make_backend
 from service.ltr.examples import (
     DEV_DEPTH,
@@ -67,7 +68,6 @@ from service.ltr.task import LtrParams, start_weights
 from service.ltr.trainer import Reporter, TrainOutcome, train
 from service.mt.bundle import load_bundle
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
-from service.retrieval.runner import load_index
 
 OBJECTIVES = ("hinge", "listnet", "listmle", "listmle-te", "perceptron")
 # variant: (freeze_smt, lex, ir_terms)

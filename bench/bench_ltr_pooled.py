@@ -53,6 +53,7 @@ from bench.bench_ltr import VARIANTS
 from bench.common import RESULTS_DIR, ROOT, Help, stamp, write_result
 from bench.ltr_examples import FORMS, load
 from service.evaluation import evaluate
+from service.index.inverted import load_index
 from service.ltr.backends import InlineBackend
 from service.ltr.examples import DevSet, QueryExample
 from service.ltr.protocol import (
@@ -73,7 +74,6 @@ from service.mt.weights import WeightsStore
 from service.records import RunDict
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
-from service.retrieval.runner import load_index
 
 
 @dataclass

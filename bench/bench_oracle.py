@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from bench.common import DATA, RESULTS_DIR, ROOT, Help, jsonable, write_result
 from service.data import load_qrels, load_queries
 from service.evaluation import CLIR_METRICS, evaluate
-from service.retrieval.runner import load_index
+from service.index.inverted import load_index
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,11 @@ from service.data import load_qrels, load_queries, read_docs
 from service.data.querysets import ceiling_queries, short_queries
 from service.errors import InvalidInputError
 from service.evaluation import evaluate, randomization_test
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.query import decode_query, decoder_sentences
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 QUERYSETS = ROOT / "bench" / "querysets"
 METRICS = ("map", "ndcg", "ndcg@10", "mrr")

@@ -28,11 +28,12 @@ from bench.common import DATA, RESULTS_DIR, ROOT, Help, bundle_signature, write_
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import TR_METRICS, evaluate, randomization_test
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 LAMBDA2_GRID = (0.5, 1.0, 2.0, 4.0)
 

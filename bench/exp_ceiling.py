@@ -23,8 +23,8 @@ from bench.bench_querysets import english_pages, load_set
 from bench.common import RESULTS_DIR, write_result
 from service.data.querysets import english_text, mate, short_text
 from service.evaluation import evaluate, randomization_test
+from service.index.inverted import load_index
 from service.retrieval.feedback import FeedbackParams, expand, rank_expanded
-from service.retrieval.runner import load_index
 
 DEPTH = 1000
 METRICS = ("map", "ndcg@10", "mrr")

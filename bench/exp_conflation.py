@@ -31,11 +31,10 @@ from bench.bench_feedback import Runs
 from bench.bench_querysets import load_set
 from bench.common import ROOT, write_per_language
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import InvertedIndex
+from service.index.inverted import InvertedIndex, load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.base import one_best
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index
 
 DEPTH = 1000
 SETS = ("short", "question")

@@ -32,13 +32,15 @@ import numpy as np
 
 from bench.bench_querysets import load_set
 from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, percentile, write_result
+from service.collection.reader import Collection
 from service.data import read_docs
 from service.evaluation import evaluate, randomization_test
 from service.forest.kbest import unique_kbest
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.base import Ranking
 from service.retrieval.query import decode_query
-from service.retrieval.runner import decoder_for, load_index
+from service.retrieval.runner import decoder_for
 from service.search.pipeline import (
     DenseParams,
     SearchOptions,
@@ -106,7 +108,7 @@ def main() -> None:
     model = args.model or ROOT / "models" / f"{args.lang}-en"
     bundle = load_bundle(model)
     index = load_index(args.index)
-    pipe = store_pipeline(index, bundle)
+    pipe = store_pipeline(Collection.of_index(index), bundle)
     source, why = pipe.stage.dense()
     if source is None:
         raise SystemExit(f"{args.index}: {why}")

@@ -20,10 +20,11 @@ from service.evaluation import evaluate, randomization_test
 from service.forest.hypergraph import HypergraphBuilder, prune_unreachable
 from service.forest.inference import inside, outside, resolve_edge_weights
 from service.forest.semiring import TROPICAL
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig, Forest
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 METRICS = ("map", "ndcg@10", "mrr")
 

@@ -34,7 +34,7 @@ from bench.bench_feedback import Runs, hits_of
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, bundle_signature, write_result
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import Hits
+from service.index.inverted import Hits, load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import DecodedQuery, one_best
@@ -47,7 +47,7 @@ from service.retrieval.feedback import (
     relevance_model,
 )
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 DEPTH = 1000
 FACTORS = (0.5, 1.0, 2.0, 4.0, 8.0)

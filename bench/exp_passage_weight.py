@@ -39,14 +39,16 @@ import numpy as np
 
 from bench.bench_querysets import load_set
 from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, percentile, write_result
+from service.collection.reader import Collection
 from service.data import read_docs
 from service.dense.kernels import quantize, top_docs
 from service.dense.source import IndexDense
 from service.evaluation import evaluate, randomization_test
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.base import Hit, Ranking
 from service.retrieval.query import decode_query
-from service.retrieval.runner import decoder_for, load_index
+from service.retrieval.runner import decoder_for
 from service.search.pipeline import (
     DenseParams,
     SearchOptions,
@@ -80,7 +82,7 @@ def _lexical_runs(args: argparse.Namespace, set_name: str) -> dict[str, Any]:
             cached: dict[str, Any] = pickle.load(f)
         return cached
     index = load_index(args.index)
-    pipe = store_pipeline(index, bundle)
+    pipe = store_pipeline(Collection.of_index(index), bundle)
     feedback = feedback_from_settings(Settings.model_validate({}))
     decoder = decoder_for(bundle)
     queries, qrels = load_set(set_name, args.lang)
@@ -131,7 +133,7 @@ def main() -> None:
     args = ap.parse_args()
     index = load_index(args.index)
     bundle = load_bundle(args.model or ROOT / "models" / f"{args.lang}-en")
-    pipe = store_pipeline(index, bundle)
+    pipe = store_pipeline(Collection.of_index(index), bundle)
     source, why = pipe.stage.dense()
     if not isinstance(source, IndexDense):
         raise SystemExit(f"{args.index}: one index with vectors is needed ({why})")

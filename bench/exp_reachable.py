@@ -31,13 +31,13 @@ from bench.bench_querysets import english_pages, load_set
 from bench.common import ROOT, write_per_language
 from service.data.querysets import mate
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import InvertedIndex
+from service.index.inverted import InvertedIndex, load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import DecodedQuery
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 DEPTH = 1000
 METRICS = ("map", "ndcg@10", "mrr")

@@ -37,8 +37,8 @@ from bench.exp_tr_levenshtein import Cands, Variant, score_variant
 from service.data import load_qrels
 from service.dense.encoders import get_encoder
 from service.evaluation import evaluate, randomization_test
+from service.index.inverted import load_index
 from service.retrieval.base import Hit, Ranking
-from service.retrieval.runner import load_index
 from service.search.suggestions import (
     SentenceVectors,
     SuggestionReader,

@@ -39,9 +39,10 @@ from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError
 from service.evaluation import TR_METRICS, evaluate, randomization_test
 from service.index.analysis import LONG_STOPWORDS, is_word
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
-from service.retrieval.runner import decoder_for, load_index
+from service.retrieval.runner import decoder_for
 from service.retrieval.tr import TranslationRetrieval, cosine_candidates, top_by_score
 
 Translations = list[tuple[tuple[str, ...], float]]

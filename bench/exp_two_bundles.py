@@ -27,12 +27,13 @@ from bench.bench_feedback import english_queries, hits_of
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, bundle_signature, write_result
 from service.evaluation import evaluate, randomization_test
+from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.base import one_best
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index, make_scorer
+from service.retrieval.runner import make_scorer
 
 DEPTH = 1000
 METRICS = ("map", "ndcg@10", "mrr")

@@ -42,11 +42,10 @@ from bench.bench_querysets import load_set
 from bench.common import DATA, ROOT, write_per_language
 from bench.exp_reachable import forest_terms
 from service.evaluation import evaluate, randomization_test
-from service.index.inverted import InvertedIndex
+from service.index.inverted import InvertedIndex, load_index
 from service.mt.bundle import load_bundle
 from service.mt.decoder import DecoderConfig
 from service.retrieval.query import decode_query
-from service.retrieval.runner import load_index
 from service.text.tokenize import preprocess
 
 DEPTH = 1000

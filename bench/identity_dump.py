@@ -28,11 +28,12 @@ from typing import Any, TextIO
 import numpy as np
 
 from service.data import load_qrels, load_queries
+from service.index.inverted import load_index
 from service.ltr.examples import Decoding, build_example
 from service.ltr.space import FeatureSpace
 from service.ltr.task import start_weights
 from service.mt.bundle import load_bundle
-from service.retrieval.runner import decoder_for, load_index, make_scorer, run_queries
+from service.retrieval.runner import decoder_for, make_scorer, run_queries
 
 DATA = "../shared/data/clir"
 LANGS = ("de", "zh")

@@ -35,6 +35,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from bench.common import DATA, ROOT
 from bench.jackknife import fold_of_query
 from service.data.querysets import short_queries
+from service.index.inverted import load_index
 from service.ltr.examples import (
     Decoding,
     DevSet,
@@ -46,7 +47,6 @@ from service.ltr.shard import Shard, shard_specs
 from service.ltr.space import FeatureSpace
 from service.ltr.task import start_weights
 from service.mt.bundle import load_bundle
-from service.retrieval.runner import load_index
 
 FORMS = ("paragraph", "short")
 POP_LIMIT = 200

@@ -15,7 +15,6 @@ from service.api.resources import Resources
 from service.api.serving import QueryService
 from service.api.telemetry import CONTENT_TYPE, Metrics
 from service.collection import Collection
-from service.collection.docstore import live_collection
 from service.settings import Settings
 
 router = APIRouter(tags=["ops"])
@@ -56,7 +55,7 @@ def readyz(request: Request) -> JSONResponse:
         bundle = next(iter(resources.models.values()))
         dense = service.pipeline(resources.doc_index, bundle).dense_status()
         body["dense"] = dense | {"default": bool(dense["available"]) and settings.dense}
-    if (coll := live_collection(resources.doc_index)) is not None:
+    if (coll := resources.doc_index) is not None:
         body["collection"] = collection_status(coll, request.app.state.service)
         ray = request.app.state.service.searchers.ray_state()
         if ray is not None:  # the Ray backend: not ready while its cluster is out of reach
@@ -90,7 +89,12 @@ def collection_status(
             ],
             error=worker.get("error"),
         )
-    return {"generation": snap.generation, "n_docs": snap.n_docs, "shards": shards}
+    return {
+        "generation": snap.generation,
+        "n_docs": snap.n_docs,
+        "writable": not coll.built_whole,  # an index built whole takes no documents
+        "shards": shards,
+    }
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
@@ -101,7 +105,7 @@ def prometheus_metrics(request: Request) -> PlainTextResponse:
     cache_gauges(app)
     metrics: Metrics = app.state.metrics
     resources: Resources | None = getattr(app.state, "resources", None)
-    coll = live_collection(resources.doc_index) if resources is not None else None
+    coll = resources.doc_index if resources is not None else None
     if coll is not None:
         status = collection_status(coll, app.state.service, workers=False)
         shards = status["shards"]

@@ -41,8 +41,8 @@ def _add_weights(verb: VerbAdder) -> None:
 
 
 def _cmd_weights(args: argparse.Namespace) -> int:
+    from service.index.inverted import load_index
     from service.mt.bundle import load_bundle
-    from service.retrieval.runner import load_index
     from service.retrieval.versions import NotOfferedError, activate_version
     from service.settings import get_settings
 

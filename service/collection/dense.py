@@ -129,10 +129,10 @@ class CollectionDense(DenseSource):
 
 # the reader of each open collection's snapshot: made again when a commit changes the
 # snapshot, or (while documents are pending) every few seconds, to find vectors written since
-_READERS: weakref.WeakKeyDictionary[Collection, tuple[Any, CollectionDense, bool, float]] = (
+_READERS: weakref.WeakKeyDictionary[Collection, tuple[Any, CollectionDense, bool, float, str]] = (
     weakref.WeakKeyDictionary()
 )
-_RECHECK_PENDING_S = 5.0
+RECHECK_S = 5.0  # how often a store with documents not read densely is looked at again
 
 
 def collection_dense(
@@ -146,20 +146,26 @@ def collection_dense(
     snap, now = collection.snapshot if snapshot is None else snapshot, time.monotonic()
     with _CACHE_LOCK:
         cached = _READERS.get(collection)
-    if (
-        cached is not None
-        and cached[0] is snap
-        and (not cached[2] or now - cached[3] < _RECHECK_PENDING_S)
-    ):
-        source = cached[1]
+    if cached is not None and cached[0] is snap and (not cached[2] or now - cached[3] < RECHECK_S):
+        source, why = cached[1], cached[4]
     else:
         source = CollectionDense(collection, snap)
         pending = bool(source._parts()[1])
+        why = "on" if source.encoder_signature else _why_none(snap)
         with _CACHE_LOCK:
-            _READERS[collection] = (snap, source, pending, now)
-    if not source.encoder_signature:
-        return None, NO_VECTORS
-    return source, "on"
+            _READERS[collection] = (snap, source, pending, now, why)
+    return (source, why) if source.encoder_signature else (None, why)
+
+
+def _why_none(snapshot: Snapshot) -> str:
+    """Why no segment is read densely: none has vectors, or their build is under way (``clir
+    build-index`` or ``clir embed`` writing them while the service runs)."""
+    from service.dense.vectors import vectors_status
+
+    done = sum(int(vectors_status(v.index.path).get("embedded") or 0) for v in snapshot.views())
+    if not done:
+        return NO_VECTORS
+    return f"vectors being written ({done} of {snapshot.n_docs} documents embedded)"
 
 
 def dense_status(collection: Collection) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from service.collection.ray_driver import (
     DriverUnavailable,
     router_calls,
 )
-from service.collection.reader import Collection, Snapshot
+from service.collection.reader import Collection, Snapshot, open_collection
 from service.collection.replicas import NAMESPACE, OnEvent, ShardRouter
 from service.collection.searcher import SnapshotSearcher
 from service.errors import InternalError, MissingExtraError
@@ -98,7 +98,7 @@ class ShardWorker:
                 if shard != self.shard:
                     raise InternalError(f"this worker holds shard {self.shard}, not {shard}")
                 return True
-            self._collection = Collection(self.path, shards=[shard])
+            self._collection = open_collection(self.path, shards=[shard])
             self.shard = shard
             self._adopted.set()
         return True

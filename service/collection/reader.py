@@ -15,17 +15,25 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from service.arraydir import load_array, load_npy, read_manifest, write_array_dir
-from service.collection.manifest import MANIFEST, CommitManifest, read_commit, shard_of
+from service.collection.manifest import (
+    MANIFEST,
+    CommitManifest,
+    SegmentEntry,
+    is_collection,
+    read_commit,
+    shard_of,
+)
 from service.collection.segment import Segment
 from service.errors import ClirError, DataFormatError, NotFoundError
-from service.index.bm25 import rsj_raw
-from service.index.inverted import InvertedIndex
+from service.index.bm25 import RsjPolicy, rsj
+from service.index.inverted import InvertedIndex, load_index
 from service.records import Doc
 
 SEGMENTS_DIR = "segments"
@@ -80,16 +88,20 @@ class Snapshot:
             self._df_cache[token] = df
         return df
 
+    @cached_property
+    def _policy(self) -> RsjPolicy:
+        return RsjPolicy(self.commit.build.get("rsj", RsjPolicy.FLOOR))
+
     def weighted(self, token: str) -> bool:
-        """Whether the index term of ``token`` is in the collection with a positive RSJ
-        weight (what a single index's ``rsj[term_id] > 0`` says)."""
+        """Whether the index term of ``token`` is in the collection with a non-zero RSJ
+        weight under the build's policy (what a single index's ``rsj[term_id] != 0`` says)."""
         df = self.collection_df(token)
-        return df > 0 and float(rsj_raw(df, self.n_docs)) > 0
+        return df > 0 and float(rsj(df, self.n_docs, self._policy)) != 0
 
     def weighted_ids(self, view: SegmentView, term_ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """:meth:`weighted` of the terms ``term_ids`` of the segment ``view``, at once."""
         df = self.global_df[view.segment.gid[np.asarray(term_ids, dtype=np.int64)]]
-        return (df > 0) & (rsj_raw(df, self.n_docs) > 0)
+        return np.asarray((df > 0) & (rsj(df, self.n_docs, self._policy) != 0), dtype=np.bool_)
 
     def views(self) -> list[SegmentView]:
         return [v for shard in self.shards for v in shard]
@@ -150,6 +162,22 @@ def load_snapshot(
     return snap
 
 
+def whole_snapshot(index: InvertedIndex) -> Snapshot:
+    """An index built whole as the one commit of a collection of one shard and one segment
+    (:meth:`Segment.of_index`), scoring with its own statistics — the collection's, as it is
+    the whole collection: the segment is the index itself, its precomputed weights read as
+    they are."""
+    segment = Segment.of_index(index)
+    commit = CommitManifest(
+        generation=0, shards=1, build=dict(index.manifest["build"]), next_seq=index.n_docs,
+        next_segment=1, n_terms=index.n_terms, terms_bytes=0, n_docs=index.n_docs,
+        total_len=int(index.doc_lengths.sum(dtype=np.int64)), stats_dir=None,
+        segments=(SegmentEntry(segment.name, 0, index.n_docs),),
+    )  # fmt: skip
+    view = SegmentView(segment, None, index)
+    return Snapshot(commit, ((view,),), np.asarray(index.df, dtype=np.int64))
+
+
 STATS_FORMAT = "clir-collection-stats"
 
 
@@ -175,17 +203,31 @@ def read_stats(path: Path, commit: CommitManifest) -> npt.NDArray[np.int64]:
 
 
 class Collection:
-    """A collection directory, read: the current snapshot, refreshed after commits."""
+    """A collection directory, read: the current snapshot, refreshed after commits. An index
+    built whole is a collection too (:meth:`of_index`): one shard of one segment, never
+    written to."""
 
     def __init__(self, path: str | Path, shards: Iterable[int] | None = None) -> None:
         """Open the collection at ``path`` (``shards``: open only these, as a shard worker
         does; documents of the others are then not found here)."""
         self.path = Path(path)
         self.only = None if shards is None else frozenset(shards)
+        self.built_whole = False  # an index built whole: no commit to refresh or write
         self._segments: dict[str, Segment] = {}
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._snapshot = self._load()
+
+    @classmethod
+    def of_index(cls, index: InvertedIndex) -> Collection:
+        """The index built whole ``index`` as the collection of its one segment
+        (:func:`whole_snapshot`): searched by the per-segment code every collection is
+        searched by; :attr:`built_whole` says documents cannot be added to it."""
+        coll = cls.__new__(cls)
+        coll.path, coll.only, coll.built_whole = Path(index.path), None, True
+        coll._segments, coll._lock, coll._stamp = {}, threading.Lock(), None
+        coll._snapshot = whole_snapshot(index)
+        return coll
 
     def _manifest_stamp(self) -> tuple[int, int]:
         st = (self.path / MANIFEST).stat()
@@ -212,7 +254,7 @@ class Collection:
 
     def refresh(self) -> bool:
         """Load the current commit if a writer replaced the manifest; whether it changed."""
-        if self._manifest_stamp() == self._stamp:
+        if self.built_whole or self._manifest_stamp() == self._stamp:
             return False
         with self._lock:
             if self._manifest_stamp() == self._stamp:
@@ -227,3 +269,12 @@ class Collection:
         snap = self._snapshot
         view, docno = snap.locate(key) if isinstance(key, str) else snap.locate_seq(int(key))
         return view.index.doc(docno)
+
+
+def open_collection(path: str | Path, shards: Iterable[int] | None = None) -> Collection:
+    """The collection at ``path`` (``shards``: only these opened), or the index built whole
+    there as the collection of its one segment (:meth:`Collection.of_index`; an index whose
+    tokenizer changed since it was built is refused, :func:`~service.index.inverted.load_index`)."""
+    if is_collection(path):
+        return Collection(path, shards)
+    return Collection.of_index(load_index(path))

@@ -58,6 +58,7 @@ from service.records import Doc
 
 Int64Array = npt.NDArray[np.int64]
 _NOT_STORED = ("rsj", "post_weight")  # statistics of the segment alone: never used
+WHOLE_SEGMENT = "index"  # the name of an index built whole, as a collection's one segment
 
 
 def id_hash(doc_id: bytes) -> int:
@@ -199,6 +200,24 @@ class Segment:
         self.arrays = {
             k: np.asarray(v) for k, v in load_arrays(path, self.manifest, verify).items()
         }
+        self._read_fields()
+
+    @classmethod
+    def of_index(cls, index: InvertedIndex) -> Segment:
+        """An index built whole as the one segment of a collection: its terms are the
+        collection's (global id = term id), its documents numbered in their order (sequence
+        number = document number); nothing is copied."""
+        seg = cls.__new__(cls)
+        seg.path, seg.manifest = index.path, dict(index.manifest)
+        seg.manifest["segment"] = {"name": WHOLE_SEGMENT, "shard": 0}
+        seg.arrays = dict(index.arrays)
+        seg.arrays["gid"] = np.arange(index.n_terms, dtype=np.int64)
+        seg.arrays["seq"] = np.arange(index.n_docs, dtype=np.int64)
+        seg._read_fields()
+        return seg
+
+    def _read_fields(self) -> None:
+        path = self.path
         try:
             info = self.manifest["segment"]
             self.name: str = str(info["name"])

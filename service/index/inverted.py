@@ -43,7 +43,12 @@ from service.index.analysis import Analyzer, analysis_signature, get_analyzer
 from service.index.bm25 import RsjPolicy, length_norm, rsj, tf_bm25
 from service.index.kernels import accumulate_topk, gather_postings
 from service.index.storage import Manifest, load_arrays, read_manifest
-from service.index.tokenizers import TokenizeFn, get_index_tokenizer
+from service.index.tokenizers import (
+    TOKENIZERS,
+    TokenizeFn,
+    get_index_tokenizer,
+    tokenizer_signature,
+)
 from service.index.vocab import Vocabulary
 from service.records import Doc, ScoredDoc
 
@@ -211,6 +216,11 @@ class InvertedIndex:
                 )
             if not bool(np.all(stats.live)):
                 self.live = np.asarray(stats.live, dtype=np.bool_)
+
+    @property
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        """The index's arrays by name (views of the memory maps)."""
+        return self._a
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -597,3 +607,19 @@ class InvertedIndex:
             "source_sha256": str(build.get("source_sha256", ""))[:12],
             "limit": build.get("limit"),
         }
+
+
+def load_index(path: str | Path) -> InvertedIndex:
+    """Open an index and refuse one whose tokenizer has changed since it was built."""
+    index = InvertedIndex.load(path)
+    built = str(index.manifest.get("build", {}).get("tokenizer_signature", ""))
+    name = index.tokenizer_name
+    if name in TOKENIZERS and built != "custom":
+        current = tokenizer_signature(name)
+        if built != current:
+            raise ConfigurationError(
+                f"{path}: the index was built with tokenizer {built!r} but tokenizer {name!r} "
+                f"is now {current!r}, so query terms would not match its terms; rebuild it "
+                "with clir build-index ... --force"
+            )
+    return index

@@ -134,7 +134,7 @@ class Shard:
 
             self._bundle = load_bundle(self.spec.model, state_root=self.spec.state_root)
         if self._index is None:
-            from service.retrieval.runner import load_index
+            from service.index.inverted import load_index
 
             self._index = load_index(self.spec.index)
         return self._bundle, self._index

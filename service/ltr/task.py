@@ -400,8 +400,8 @@ def train_ltr(
 ) -> LtrResult:
     """Run learning to rank and store (and maybe activate) the new weights version
     (``setup``: what the run draws on besides ``params``, default :class:`LtrSetup`)."""
+    from service.index.inverted import load_index
     from service.mt.bundle import load_bundle
-    from service.retrieval.runner import load_index
 
     t0 = time.perf_counter()
     setup = setup or LtrSetup()

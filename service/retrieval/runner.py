@@ -3,10 +3,10 @@
 1000 (Hieber & Riezler 2015, §5, evaluate the top 1,000); a query that cannot be decoded (nothing
 left after normalisation) is reported, not ranked.
 
-Also: opening an index (:func:`load_index`, which refuses one whose tokenizer changed) and a
-scorer over it (:func:`make_scorer`). Runs by path over an index or a collection, written as
-TREC runs or evaluated (``clir search``, ``run``, ``eval``, ``eval-tr``), are
-:mod:`service.runs`.
+Also: a scorer over one index (:func:`make_scorer`; an index is opened by
+:func:`service.index.inverted.load_index`, which refuses one whose tokenizer changed). Runs by
+path over a store, written as TREC runs or evaluated (``clir search``, ``run``, ``eval``,
+``eval-tr``), are :mod:`service.runs`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from service.errors import ConfigurationError, InvalidInputError
+from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
-from service.index.tokenizers import TOKENIZERS, tokenizer_signature
 from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig
@@ -29,22 +27,6 @@ from service.retrieval.base import DecodedQuery, Ranking, Scorer, get_scorer
 from service.retrieval.query import decode_query
 
 DEPTH = 1000
-
-
-def load_index(path: str | Path) -> InvertedIndex:
-    """Open an index and refuse one whose tokenizer has changed since it was built."""
-    index = InvertedIndex.load(path)
-    built = str(index.manifest.get("build", {}).get("tokenizer_signature", ""))
-    name = index.tokenizer_name
-    if name in TOKENIZERS and built != "custom":
-        current = tokenizer_signature(name)
-        if built != current:
-            raise ConfigurationError(
-                f"{path}: the index was built with tokenizer {built!r} but tokenizer {name!r} "
-                f"is now {current!r}, so query terms would not match its terms; rebuild it "
-                "with clir build-index ... --force"
-            )
-    return index
 
 
 def make_scorer(method: str, index: InvertedIndex, bundle: ModelBundle, **params: Any) -> Scorer:

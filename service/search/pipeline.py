@@ -6,9 +6,9 @@ warm-up and the benchmarks all rank through :meth:`SearchPipeline.search`, so a 
 empty result says, how the total is counted, when the dense reader joins) exists once.
 
 * **First ranking and feedback** run where the store is searched — a :class:`FirstStage`,
-  chosen once when the pipeline is built: one index (its scorer, feedback inside it), or a
-  collection in this process or on Ray shard workers (the collection's feedback stage after
-  the merged first ranking). A method's ranking is Hieber & Riezler 2015, §3 (BOW-FD), §5
+  chosen once when the pipeline is built: the store's segments (an index built whole is one)
+  searched in this process or on Ray shard workers, then the feedback stage after the merged
+  first ranking. A method's ranking is Hieber & Riezler 2015, §3 (BOW-FD), §5
   (DT, PSQ); feedback is RM3 (Lavrenko & Croft 2001).
 * **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
   the one the page shows — as an E5 query (on its own thread, while the first ranking runs:
@@ -43,10 +43,9 @@ import numpy as np
 
 from service.dense.encoders import Encoder, encoder_for
 from service.dense.sketch import SketchParams
-from service.dense.source import NO_VECTORS, DenseSource, IndexDense
-from service.errors import ClirError, InvalidInputError
+from service.dense.source import DenseSource
+from service.errors import InvalidInputError
 from service.index.analysis import LONG_STOPWORDS, is_word
-from service.index.inverted import InvertedIndex
 from service.records import Doc
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, one_best
 from service.retrieval.choices import Alternative, Choices, alternatives, apply_choices
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from service.collection.searcher import SnapshotSearcher
 
 READERS = ("lexical", "dense")
-RECHECK_S = 5.0  # how often a store without vectors is looked at again
 VECTOR_CACHE = 256  # query vectors kept per pipeline
 
 
@@ -185,69 +183,6 @@ class FirstStage(ABC):
         search (ranking, dense reading, documents, counts) reads the same commit while
         writers commit beside it. An index never changes: itself."""
         return self
-
-
-ScorerFactory = Callable[[str, Mapping[str, Any]], Scorer]
-
-
-class IndexStage(FirstStage):
-    """One index: the method's scorer ranks it, feedback included (``scorers``: where the
-    scorers come from, so a service keeps one per method and parameters)."""
-
-    def __init__(self, index: InvertedIndex, scorers: ScorerFactory) -> None:
-        self.index = index
-        self.scorers = scorers
-        self._dense: tuple[DenseSource | None, str] | None = None
-        self._checked = 0.0
-
-    def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
-        scorer = self.scorers(opts.method, opts.params)
-        ranking = scorer.rank(query, depth, explain=opts.explain, feedback=opts.feedback)
-        total, relation = scorer.retrieved(ranking, depth, query)
-        return FirstRanking(ranking, total, relation, scorer)
-
-    def weighted(self, terms: Iterable[str]) -> set[str]:
-        out: set[str] = set()
-        for t in terms:
-            tid = self.index.term_id(t)
-            if tid is not None and float(self.index.rsj[tid]) > 0:
-                out.add(t)
-        return out
-
-    def doc(self, docno: int) -> Doc:
-        return self.index.doc(docno)
-
-    def cue(self, english: str) -> str | None:
-        hits = self.index.bm25_topk(self.index.tokenize(english), 1)
-        return self.index.doc(int(hits.docs[0])).title if len(hits.docs) else None
-
-    @property
-    def n_docs(self) -> int:
-        return self.index.n_docs
-
-    def dense(self) -> tuple[DenseSource | None, str]:
-        """The index's vectors once they exist; while they do not, looked for again at most
-        every :data:`RECHECK_S` seconds (a build may finish while the service runs)."""
-        now = time.monotonic()
-        if self._dense is not None and (self._dense[0] is not None or now < self._checked):
-            return self._dense
-        from service.dense.vectors import open_vectors, vectors_status
-
-        self._checked = now + RECHECK_S
-        try:
-            vectors = open_vectors(self.index.path)
-        except ClirError as exc:
-            self._dense = (None, f"unusable vectors: {exc}")
-            return self._dense
-        if vectors is not None:
-            self._dense = (IndexDense(self.index, vectors), "on")
-            return self._dense
-        done = vectors_status(self.index.path).get("embedded")
-        why = NO_VECTORS
-        if done:
-            why = f"vectors being written ({done} of {self.index.n_docs} documents embedded)"
-        self._dense = (None, why)
-        return self._dense
 
 
 class CollectionStage(FirstStage):

@@ -1,31 +1,31 @@
 """Where a store is searched, chosen once: the search pipelines, scorers and shard searchers a
 long-running caller (the API) keeps per store and bundle.
 
-An index is searched by its scorers; a collection by the segment searcher in this process, or
-— the ``ray`` backend — by Ray shard workers that fan each query out over the shards' copies
-(answered here, degraded, where no copy of a shard answers). The backend is fixed when a
-:class:`StoreSearchers` is made, from a :class:`Backend` record that the caller fills from its
-settings; everything above it (the API's routes, its warm-up and probes) asks for a pipeline
-and ranks, whatever the store and wherever its shards run. Short-lived callers (``clir
-search``, runs, benchmarks) build a pipeline directly with
+Every store is a collection (an index built whole is one of one segment) and is searched by the
+segment searcher in this process, or — the ``ray`` backend — by Ray shard workers that fan each
+query out over the shards' copies (answered here, degraded, where no copy of a shard answers).
+The backend is fixed when a :class:`StoreSearchers` is made, from a :class:`Backend` record that
+the caller fills from its settings; everything above it (the API's routes, its warm-up and
+probes) asks for a pipeline and ranks, whatever the store and wherever its shards run. Short-lived
+callers (``clir search``, runs, benchmarks) build a pipeline directly with
 :func:`store_pipeline`: the same stages, searched in process.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from service.collection import Collection
-from service.collection.docstore import Store, live_collection, store_scorer, whole_index
+from service.collection.docstore import Store, store_scorer
 from service.collection.searcher import SnapshotSearcher
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import Scorer
-from service.search.pipeline import CollectionStage, FirstStage, IndexStage, SearchPipeline
+from service.search.pipeline import CollectionStage, SearchPipeline
 
 if TYPE_CHECKING:
     from service.collection.distributed import RaySearcher
@@ -80,20 +80,10 @@ class StoreSearchers:
             found = self._pipelines.get(key)
         if found is not None:
             return found
-        stage: FirstStage
-        if (coll := live_collection(store)) is not None:
-            ray = partial(self.ray_searcher, coll, bundle) if self.backend.kind == "ray" else None
-            if ray is not None:
-                ray()  # the workers start loading now
-            stage = CollectionStage(coll, self.collection_searcher(bundle), ray)
-        elif (index := whole_index(store)) is not None:
-
-            def scorers(method: str, params: Mapping[str, Any]) -> Scorer:
-                return self.scorer(method, store, bundle, **params)
-
-            stage = IndexStage(index, scorers)
-        else:
-            raise TypeError(f"not a document store: {store!r}")
+        ray = partial(self.ray_searcher, store, bundle) if self.backend.kind == "ray" else None
+        if ray is not None:
+            ray()  # the workers start loading now
+        stage = CollectionStage(store, self.collection_searcher(bundle), ray)
         with self._lock:
             return self._pipelines.setdefault(key, SearchPipeline(stage))
 
@@ -144,10 +134,9 @@ class StoreSearchers:
     ) -> list[dict[str, Any]]:
         """With the Ray backend over a collection: start its shard workers and wait up to
         ``timeout_s`` for them to answer; the shards not up then (none otherwise)."""
-        coll = live_collection(store)
-        if self.backend.kind != "ray" or coll is None:
+        if self.backend.kind != "ray":
             return []
-        return [s for s in self.ray_searcher(coll, bundle).status(timeout_s) if not s["up"]]
+        return [s for s in self.ray_searcher(store, bundle).status(timeout_s) if not s["up"]]
 
     def ray_state(self) -> dict[str, Any] | None:
         """Whether the Ray fan-out reaches its cluster, and why not (None: none started)."""

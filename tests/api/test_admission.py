@@ -20,6 +20,7 @@ from service.api.admission import (
 )
 from service.api.serving import QueryService, decode_sentences
 from service.api.telemetry import Metrics
+from service.collection.searcher import SnapshotSearcher
 from service.errors import OverloadedError, QueueFullError
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
@@ -202,29 +203,17 @@ def test_the_deprecated_queue_timeout_still_caps_the_wait() -> None:
 # --- through the API ------------------------------------------------------------------------
 
 
-class SleepyScorer:
-    """A real scorer whose ``rank`` takes ``seconds`` longer (a slow search)."""
-
-    def __init__(self, scorer: Any, seconds: float) -> None:
-        self._scorer = scorer
-        self._seconds = seconds
-
-    def rank(self, *args: Any, **kwargs: Any) -> Any:
-        time.sleep(self._seconds)
-        return self._scorer.rank(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._scorer, name)
-
-
 def test_many_concurrent_requests_on_one_slot_queue_and_all_get_200(
     make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = make_client(max_concurrency=1)
-    service: QueryService = client.app.state.service  # type: ignore[attr-defined]
-    searchers = service.searchers
-    real = searchers.scorer
-    monkeypatch.setattr(searchers, "scorer", lambda *a, **kw: SleepyScorer(real(*a, **kw), 0.15))
+    real = SnapshotSearcher.rank
+
+    def sleepy_rank(self: SnapshotSearcher, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.15)  # a slow search
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SnapshotSearcher, "rank", sleepy_rank)
     words = ["haus", "auto", "buch", "katze", "hund", "baum", "tisch", "stuhl"]
     bodies = [{"query": f"das {w}", "lang": "de", "method": "dt"} for w in words]
     t0 = time.perf_counter()

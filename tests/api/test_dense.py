@@ -52,9 +52,9 @@ def test_api_fuses_by_default_and_says_so(
 def test_vectors_written_while_serving_are_picked_up(
     make_client: MakeClient, toy_index: InvertedIndex, tmp_path: Path, monkeypatch
 ) -> None:
-    import service.search.pipeline as pipeline
+    import service.collection.dense as collection_dense
 
-    monkeypatch.setattr(pipeline, "RECHECK_S", 0.0)
+    monkeypatch.setattr(collection_dense, "RECHECK_S", 0.0)
     index = copy_index(Path(toy_index.path), tmp_path / "idx")
     client = make_client(doc_indexes=[index.path])
     body = {"query": QUERY, "lang": "de", "method": "dt", "k": 3}

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from service.api.limits import BodyGuardMiddleware, is_json_content_type
 from service.api.serving import QueryService
 from service.api.telemetry import Message, Metrics, Receive, Scope, Send
+from service.collection.searcher import SnapshotSearcher
 from service.errors import OverloadedError
 from service.settings import Settings
 from tests.api.conftest import MakeClient
@@ -375,22 +376,6 @@ def test_run_refuses_beyond_max_concurrency_and_recovers() -> None:
     assert service.run(lambda: "again") == "again"  # the slots were given back
 
 
-class SlowScorer:
-    """Wraps a real scorer; ``rank`` waits at the gate first (the test's stand-in for a slow
-    decode or ranking)."""
-
-    def __init__(self, scorer: Any, gate: Gate) -> None:
-        self._scorer = scorer
-        self._gate = gate
-
-    def rank(self, *args: Any, **kwargs: Any) -> Any:
-        self._gate.enter()
-        return self._scorer.rank(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:  # the rest of the scorer, unchanged
-        return getattr(self._scorer, name)
-
-
 TRANSLATE = {"text": "das haus", "lang": "de"}
 
 
@@ -398,11 +383,14 @@ def test_overload_is_503_with_retry_after_while_requests_are_held(
     make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = make_client(embedded_worker=False, max_concurrency=2, queue_timeout_s=0.01)
-    service: QueryService = client.app.state.service  # type: ignore[attr-defined]
     gate = Gate()
-    searchers = service.searchers
-    real = searchers.scorer
-    monkeypatch.setattr(searchers, "scorer", lambda *a, **kw: SlowScorer(real(*a, **kw), gate))
+    real = SnapshotSearcher.rank
+
+    def slow_rank(self: SnapshotSearcher, *args: Any, **kwargs: Any) -> Any:
+        gate.enter()  # the test's stand-in for a slow ranking
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SnapshotSearcher, "rank", slow_rank)
     body = {"query": "das haus", "lang": "de"}
     # two different queries: the same one would wait for the cache entry's lock instead
     bodies = [body, {"query": "das auto", "lang": "de"}]

@@ -118,18 +118,23 @@ def query(toy_bundle: ModelBundle) -> DecodedQuery:
     return decode_query(decoder_for(toy_bundle), QUERY, "de")
 
 
+def as_store(store: InvertedIndex | Collection) -> Collection:
+    """An index built whole as the store it is served as (a collection of one segment)."""
+    return Collection.of_index(store) if isinstance(store, InvertedIndex) else store
+
+
 def query_vector(
     query: DecodedQuery, bundle: ModelBundle, store: InvertedIndex | Collection
 ) -> np.ndarray:
     """The dense reader's query vector, as the pipeline embeds it."""
-    out = store_pipeline(store, bundle).search(query, SearchOptions("dt", k=1))
+    out = store_pipeline(as_store(store), bundle).search(query, SearchOptions("dt", k=1))
     return HashEncoder().encode_queries([dense_query_text(out.translation)])[0]
 
 
 def fused(
     store: InvertedIndex | Collection, bundle: ModelBundle, query: DecodedQuery, method: str
 ) -> tuple[list[str], list[float], list[dict[str, int]], str, str]:
-    out = store_pipeline(store, bundle).search(
+    out = store_pipeline(as_store(store), bundle).search(
         query, SearchOptions(method, k=8, dense=DenseParams(depth=8))
     )
     return (

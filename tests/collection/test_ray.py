@@ -10,9 +10,11 @@ import pytest
 
 from service.collection import Collection, SnapshotSearcher, build_collection
 from service.collection.distributed import RaySearcher
+from service.collection.docstore import open_store
 from service.index.build import build_params
+from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.retrieval.base import DecodedQuery
+from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES, corpus
 
@@ -70,6 +72,30 @@ def test_ray_fan_out_equals_one_process_and_survives_a_killed_shard(
         assert failed and "shard 2" in failed[0]
         got, _, failed = searcher.rank(coll.snapshot, "dt", queries[0], 10)
         assert failed == [] and [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
+    finally:
+        searcher.close()
+
+
+def test_an_index_built_whole_is_fanned_out_as_one_shard(
+    local_ray: None, toy_index: InvertedIndex, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """An index built whole is a store like any: with the Ray backend one shard worker opens
+    it as the collection of its one segment and ranks as the index's own scorer does."""
+    coll = open_store(toy_index.path)
+    assert coll.built_whole
+    searcher = RaySearcher(coll, toy_bundle, timeout_s=60)
+    try:
+        assert [(s["up"], s["n_docs"]) for s in searcher.status()] == [(True, toy_index.n_docs)]
+        for method in ("dt", "psq", "bowfd"):
+            scorer = get_scorer(method, toy_index, bundle=toy_bundle)
+            for q in queries:
+                want = scorer.rank(q, 10)
+                got, total, failed = searcher.rank(coll.snapshot, method, q, 10)
+                assert failed == []
+                assert [(h.doc_id, h.score) for h in got.hits] == [
+                    (h.doc_id, h.score) for h in want.hits
+                ], (method, q.qid)
+                assert total == scorer.retrieved(want, 10, q)
     finally:
         searcher.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.collection.reader import Collection
 from service.dense.kernels import doc_scores_reference
 from service.dense.vectors import open_vectors
 from service.index.inverted import InvertedIndex
@@ -16,21 +17,18 @@ from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
 from service.search.pipeline import (
     DenseParams,
-    IndexStage,
     SearchOptions,
     SearchPipeline,
     dense_query_text,
 )
+from service.search.stores import store_pipeline
 from tests.dense.conftest import HashEncoder
 
 QUERY = "das haus ist groß"
 
 
 def _pipeline(index: InvertedIndex, bundle: ModelBundle) -> SearchPipeline:
-    def scorers(method, params):
-        return get_scorer(method, index, bundle=bundle, **params)
-
-    return SearchPipeline(IndexStage(index, scorers))
+    return store_pipeline(Collection.of_index(index), bundle)
 
 
 @pytest.mark.parametrize("method", ["dt", "psq", "bowfd"])

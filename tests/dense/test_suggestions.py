@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.collection.reader import Collection
 from service.dense.vectors import build_vectors
 from service.index.build import build_pool_index
 from service.index.inverted import InvertedIndex
@@ -119,10 +120,10 @@ def test_a_pool_with_vectors_is_read_instead_of_embedded(
     pool = InvertedIndex.load(tmp_path / "pool")
     decoded = decode_query(toy_bundle.decoder(), "das haus ist groß", "de", search=False)
     scorer = get_scorer("tr", pool, bundle=toy_bundle)
-    assert pool_vectors(pool) is None  # none yet: embedded as read
+    assert pool_vectors(Collection.of_index(pool)) is None  # none yet: embedded as read
     reader = SuggestionReader(HashEncoder(), SuggestionRerank(head=5, power=16.0))
     build_vectors(pool, HashEncoder())
-    stored = pool_vectors(pool)
+    stored = pool_vectors(Collection.of_index(pool))
     assert stored is not None and stored.encoder == reader.encoder.signature()
     calls = reader.encoder.calls
     got, cos = rank_suggestions(
@@ -149,15 +150,15 @@ def test_damaged_pool_vectors_fall_back_to_embedding(
     build_pool_index(write_pool(tmp_path / "pool.tsv", POOL), tmp_path / "pool")
     pool = InvertedIndex.load(tmp_path / "pool")
     build_vectors(pool, HashEncoder())
-    assert pool_vectors(pool) is not None
+    assert pool_vectors(Collection.of_index(pool)) is not None
     manifest = tmp_path / "pool" / "dense" / "manifest.json"
     manifest.write_text("{not json", encoding="utf-8")  # damaged: a new stamp, read again
     os.utime(manifest, ns=(1, 1))
-    assert pool_vectors(pool) is None
+    assert pool_vectors(Collection.of_index(pool)) is None
     decoded = decode_query(toy_bundle.decoder(), "das haus ist groß", "de", search=False)
     reader = SuggestionReader(HashEncoder(), SuggestionRerank(head=5, power=16.0))
     got, cos = rank_suggestions(
         get_scorer("tr", pool, bundle=toy_bundle), decoded, 3, reader,
-        lambda d: pool.doc(d).text, stored=pool_vectors(pool),
+        lambda d: pool.doc(d).text, stored=pool_vectors(Collection.of_index(pool)),
     )  # fmt: skip
     assert got.hits and not any(math.isnan(c) for c in cos)  # embedded as read
