@@ -388,23 +388,25 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     from service.collection import Collection, is_collection
     from service.collection.backup import restore_collection, snapshot_collection
     from service.collection.dense import dense_status
+    from service.collection.docstore import open_store
 
     if args.action == "restore":
         done = restore_collection(args.source, args.index, force=args.force)
         print(json.dumps({"action": "restore", **done.__dict__}, sort_keys=True, default=str))
         return 0
+    if args.action == "status":  # any store: an index built whole is one of one segment
+        coll = open_store(args.index)
+        print(json.dumps(_status(coll, dense_status(coll)), sort_keys=True))
+        return 0
     if not is_collection(args.index):
         raise InvalidInputError(
-            f"{args.index} is not a collection (no collection.json); build one with "
-            "clir build-index --docs F --out DIR --shards S"
+            f"{args.index} is an index built whole (no collection.json): it cannot be "
+            f"{'snapshotted' if args.action == 'snapshot' else 'written to'}; build a "
+            "collection with clir build-index --docs F --out DIR --shards S"
         )
     if args.action == "snapshot":
         made = snapshot_collection(args.index, args.out)
         print(json.dumps({"action": "snapshot", **made.__dict__}, sort_keys=True))
-        return 0
-    if args.action == "status":
-        coll = Collection(args.index)
-        print(json.dumps(_status(coll, dense_status(coll)), sort_keys=True))
         return 0
     embed = args.action == "add" and args.embed
     if embed and args.docs is None:
@@ -468,6 +470,7 @@ def _status(coll: Collection, dense: dict[str, Any]) -> dict[str, Any]:
         "generation": snap.generation, "n_docs": snap.n_docs, "shards": commit.shards,
         "segments": len(snap.views()), "deleted": sum(s["deleted"] for s in shards),
         "by_shard": shards, "build": commit.build, "dense": dense,
+        "writable": not coll.built_whole,
     }  # fmt: skip
 
 

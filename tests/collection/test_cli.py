@@ -75,7 +75,12 @@ def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
                str(index), "--quiet")[0] == 0  # fmt: skip
     code, _, err = run(capsys, "docs", "delete", "--index", str(index), "d1")
-    assert code != 0 and "not a collection" in err and "--shards" in err
+    assert code != 0 and "index built whole" in err and "written to" in err and "--shards" in err
+    # its status is a collection's: one shard of one segment, not writable
+    code, out, _ = run(capsys, "docs", "status", "--index", str(index))
+    status = json.loads(out)
+    assert code == 0 and status["writable"] is False and status["n_docs"] == 5
+    assert (status["shards"], status["segments"], status["generation"]) == (1, 1, 0)
     (tmp_path / "bad.jsonl").write_text('{"id": "x", "text": "a"}\n{"id": 3}\n')
     coll = tmp_path / "coll"
     assert run(capsys, "build-index", "--docs", str(tmp_path / "docs.jsonl"), "--out",
