@@ -56,7 +56,6 @@ from service.errors import (
     MissingResourceError,
 )
 from service.extras import import_extra
-from service.jit import compiled
 
 IntArray = npt.NDArray[np.int32]
 OffsetArray = npt.NDArray[np.int64]
@@ -545,92 +544,9 @@ _Kernel = Callable[
 
 
 def _compiled_kernel() -> _Kernel:
-    """The kernel compiled by numba (:func:`service.jit.compiled`)."""
-    return cast(_Kernel, compiled(_symmetrize_kernel))
+    """The kernel compiled by numba (decorated in :mod:`service.mt.training.align_kernels`,
+    whose helpers it calls; imported when first needed, so this module does not import
+    numba)."""
+    from service.mt.training.align_kernels import symmetrize_kernel
 
-
-def _symmetrize_kernel(
-    fwd: IntArray,
-    fwd_off: OffsetArray,
-    rev: IntArray,
-    rev_off: OffsetArray,
-    src_lens: IntArray,
-    tgt_lens: IntArray,
-    mode: int,
-) -> tuple[IntArray, OffsetArray]:  # pragma: no cover - compiled; tested via symmetrize()
-    """All sentences at once; the same steps and order as symmetrize_reference, on a grid."""
-    # cell bits: 1 = forward link, 2 = reverse link, 4 = in the symmetrised alignment
-    n = src_lens.shape[0]
-    grid = np.zeros((max(1, src_lens.max()), max(1, tgt_lens.max())), dtype=np.uint8)
-    src_aligned = np.zeros(grid.shape[0], dtype=np.bool_)
-    tgt_aligned = np.zeros(grid.shape[1], dtype=np.bool_)
-    out = np.empty((fwd.shape[0] + rev.shape[0], 2), dtype=np.int32)
-    out_off = np.zeros(n + 1, dtype=np.int64)
-    pos = 0
-    for k in range(n):
-        m, t = src_lens[k], tgt_lens[k]
-        for p in range(fwd_off[k], fwd_off[k + 1]):
-            grid[fwd[p, 0], fwd[p, 1]] |= 1
-        for p in range(rev_off[k], rev_off[k + 1]):
-            grid[rev[p, 0], rev[p, 1]] |= 2
-        if mode == _UNION:
-            for i in range(m):
-                for j in range(t):
-                    if grid[i, j] & 3:
-                        grid[i, j] |= 4
-        else:
-            for p in range(fwd_off[k], fwd_off[k + 1]):
-                i, j = fwd[p, 0], fwd[p, 1]
-                if grid[i, j] == 3:
-                    grid[i, j] |= 4
-                    src_aligned[i] = True
-                    tgt_aligned[j] = True
-        if mode >= _GROW_DIAG:
-            changed = True
-            while changed:
-                changed = False
-                for i in range(m):
-                    for j in range(t):
-                        if not grid[i, j] & 4:
-                            continue
-                        for d in range(8):
-                            ni, nj = i + _DI[d], j + _DJ[d]
-                            if ni < 0 or nj < 0 or ni >= m or nj >= t:
-                                continue
-                            cell = grid[ni, nj]
-                            if (
-                                cell & 3
-                                and not cell & 4
-                                and (not src_aligned[ni] or not tgt_aligned[nj])
-                            ):
-                                grid[ni, nj] = cell | 4
-                                src_aligned[ni] = True
-                                tgt_aligned[nj] = True
-                                changed = True
-        if mode >= _GROW_DIAG_FINAL:
-            for direction in range(2):
-                links = fwd if direction == 0 else rev
-                offs = fwd_off if direction == 0 else rev_off
-                for p in range(offs[k], offs[k + 1]):
-                    i, j = links[p, 0], links[p, 1]
-                    if grid[i, j] & 4:
-                        continue
-                    if mode == _GROW_DIAG_FINAL_AND:
-                        ok = not src_aligned[i] and not tgt_aligned[j]
-                    else:
-                        ok = not src_aligned[i] or not tgt_aligned[j]
-                    if ok:
-                        grid[i, j] |= 4
-                        src_aligned[i] = True
-                        tgt_aligned[j] = True
-        for i in range(m):
-            for j in range(t):
-                if grid[i, j] & 4:
-                    out[pos, 0] = i
-                    out[pos, 1] = j
-                    pos += 1
-                grid[i, j] = 0
-            src_aligned[i] = False
-        tgt_aligned[:t] = False
-        out_off[k + 1] = pos
-    return out[:pos].copy(), out_off
+    return cast(_Kernel, symmetrize_kernel)
