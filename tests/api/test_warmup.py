@@ -20,7 +20,12 @@ def test_warm_up_runs_every_path_then_empties_the_cache(
         seconds = warm_up(service, resources, app.state.settings)  # type: ignore[attr-defined]
     parts = {"decode", "translate", "search-dt", "search-psq", "search-bowfd", "suggest"}
     parts.add("search-feedback")  # the store's term vectors for feedback, built once
-    assert set(seconds) == {f"de/{p}" for p in parts}
+    ids = {"ids-docs", "ids-pool"}  # each store's documents by id, found once
+    assert set(seconds) == {f"de/{p}" for p in parts} | ids
+    assert all(
+        view.segment.__dict__.get("ids") is not None
+        for view in resources.pool_index.snapshot.views()
+    )
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(service.cache) == 0
 
