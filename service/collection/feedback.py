@@ -29,6 +29,8 @@ from service.retrieval.explain import Explanation
 from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
+    FeedbackReader,
+    IndexFeedback,
     build_expansion,
     feedback_documents,
     feedback_stage,
@@ -131,6 +133,21 @@ class SnapshotFeedback:
         return view.index.contains(term, docno)
 
 
+def feedback_reader(snapshot: Snapshot) -> FeedbackReader:
+    """The snapshot's :class:`~service.retrieval.feedback.FeedbackReader`: an index built
+    whole (one segment, nothing deleted, documents numbered as the index numbers them) is
+    read by the index's own reader — the vectorised sums the collection's reader equals to
+    the last bit (tests/collection/test_identity.py), at half its cost; any other snapshot
+    by :class:`SnapshotFeedback`."""
+    views = snapshot.views()
+    if len(views) == 1 and views[0].deleted is None:
+        view = views[0]
+        n = view.segment.n_docs
+        if n and int(view.seq[0]) == 0 and int(view.seq[-1]) == n - 1:  # ascending: identity
+            return IndexFeedback(view.index)
+    return SnapshotFeedback(snapshot)
+
+
 def feedback_ranking(
     snapshot: Snapshot,
     query: DecodedQuery,
@@ -167,7 +184,7 @@ def feedback_ranking(
         }.get
 
     stage = feedback_stage(
-        SnapshotFeedback(snapshot), [t for sentence in one_best(query) for t in sentence],
+        feedback_reader(snapshot), [t for sentence in one_best(query) for t in sentence],
         query.target_words(), [(h.docno, h.score) for h in first.hits], k, params,
         own_retrieved=retrieved, own_candidates=first.info.get("candidates"), explain=explain,
         own_explanation={h.docno: h.explanation for h in first.hits}.get,
