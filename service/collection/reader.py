@@ -13,7 +13,7 @@ starts after a refresh; the service refreshes before each search when the manife
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -113,6 +113,25 @@ class Snapshot:
             if docno is not None and (view.index.live is None or view.index.live[docno]):
                 return view, docno
         raise NotFoundError(f"no document {doc_id!r} in the collection")
+
+    def doc_ids(self, seqs: Sequence[int]) -> list[str]:
+        """The external ids of the documents with sequence numbers ``seqs``, found at once
+        (one vectorised binary search a segment, not one lookup a document)."""
+        want = np.asarray(seqs, dtype=np.int64)
+        out: list[str] = [""] * len(want)
+        left = np.ones(len(want), dtype=np.bool_)
+        for view in self.views():
+            if not left.any():
+                break
+            pos = np.searchsorted(view.seq, want)
+            found = left & (pos < len(view.seq))
+            found[found] = view.seq[pos[found]] == want[found]
+            for i in np.flatnonzero(found).tolist():
+                out[i] = view.index.doc_id(int(pos[i]))
+            left &= ~found
+        if left.any():
+            raise NotFoundError(f"no document number {int(want[left][0])} in the collection")
+        return out
 
     def locate_seq(self, seq: int) -> tuple[SegmentView, int]:
         """The segment view and document number of the document with sequence number ``seq``."""

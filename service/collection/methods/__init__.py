@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from service.collection.methods.base import Method, Partial, final_ranking, id_of
+from service.collection.methods.base import Method, Partial, final_ranking
 from service.collection.methods.bowfd import BowFdMethod, SegmentsWeighting
 from service.collection.methods.dt import DtMethod
 from service.collection.methods.psq import PsqMethod
@@ -48,7 +48,7 @@ from service.retrieval.base import DecodedQuery, Ranking, Scorer
 from service.retrieval.bowfd.scorer import BowFdScorer
 
 __all__ = [
-    "METHODS", "Method", "Partial", "SegmentsWeighting", "final_ranking", "get_method", "id_of",
+    "METHODS", "Method", "Partial", "SegmentsWeighting", "final_ranking", "get_method",
     "search_plan",
 ]  # fmt: skip
 

@@ -178,15 +178,9 @@ def final_ranking(
     """The ranking of a collection's merged and finished partial (documents by sequence
     number; their ids looked up where the partial has none)."""
     seqs: list[int] = final.seqs.tolist()
-    ids = final.ids or tuple(id_of(snapshot, s) for s in seqs)
+    ids = final.ids or snapshot.doc_ids(seqs)
     hits = [
         Hit(seq, doc_id, float(score), explained.get(seq))
         for seq, doc_id, score in zip(seqs, ids, final.scores.tolist(), strict=True)
     ]
     return Ranking(query.qid, hits, signature, {**final.info, **info})
-
-
-def id_of(snapshot: Snapshot, seq: int) -> str:
-    """The external id of the document with sequence number ``seq``."""
-    view, docno = snapshot.locate_seq(seq)
-    return view.index.doc_id(docno)
