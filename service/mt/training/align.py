@@ -41,7 +41,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -77,8 +77,8 @@ NEIGHBOURS: Final[tuple[tuple[int, int], ...]] = (
     (1, -1),
     (1, 1),
 )
-_DI: Final = tuple(d[0] for d in NEIGHBOURS)
-_DJ: Final = tuple(d[1] for d in NEIGHBOURS)
+_DI: Final = np.asarray([d[0] for d in NEIGHBOURS], dtype=np.int64)
+_DJ: Final = np.asarray([d[1] for d in NEIGHBOURS], dtype=np.int64)
 
 #: Symmetrisation methods by name; the code selects the steps in the compiled kernel.
 SYMMETRIZATION_METHODS: Final[dict[str, int]] = {
@@ -88,7 +88,6 @@ SYMMETRIZATION_METHODS: Final[dict[str, int]] = {
     "grow-diag-final": 3,
     "grow-diag-final-and": 4,
 }
-_INTERSECTION, _UNION, _GROW_DIAG, _GROW_DIAG_FINAL, _GROW_DIAG_FINAL_AND = range(5)
 
 _FORMAT: Final = "clir-alignments-v1"
 _KEYS: Final = ("links", "offsets", "src_lens", "tgt_lens")
@@ -533,12 +532,14 @@ def symmetrize(
         forward.src_lens,
         forward.tgt_lens,
         code,
+        _DI,
+        _DJ,
     )
     return Alignments(links, offsets, forward.src_lens, forward.tgt_lens)
 
 
 _Kernel = Callable[
-    [IntArray, OffsetArray, IntArray, OffsetArray, IntArray, IntArray, int],
+    [IntArray, OffsetArray, IntArray, OffsetArray, IntArray, IntArray, int, Any, Any],
     tuple[IntArray, OffsetArray],
 ]
 

@@ -11,17 +11,13 @@ from typing import Any
 
 import numba
 import numpy as np
+import numpy.typing as npt
 
-from service.mt.training.align import (
-    _DI,
-    _DJ,
-    _GROW_DIAG,
-    _GROW_DIAG_FINAL,
-    _GROW_DIAG_FINAL_AND,
-    _UNION,
-    IntArray,
-    OffsetArray,
-)
+IntArray = npt.NDArray[np.int32]
+OffsetArray = npt.NDArray[np.int64]
+
+# the codes of :data:`service.mt.training.align.SYMMETRIZATION_METHODS` (0: intersection)
+UNION, GROW_DIAG, GROW_DIAG_FINAL, GROW_DIAG_FINAL_AND = 1, 2, 3, 4
 
 # cell bits: 1 = forward link, 2 = reverse link, 4 = in the symmetrised alignment
 _FWD, _REV, _IN = 1, 2, 4
@@ -47,7 +43,7 @@ def _start(grid: Any, fwd: Any, fwd_off: Any, k: int, m: int, t: int, mode: int,
            src_aligned: Any, tgt_aligned: Any) -> None:  # fmt: skip
     """The starting alignment: the union (whose words are not marked aligned, as the
     reference's), or the intersection."""
-    if mode == _UNION:
+    if mode == UNION:
         for i in range(m):
             for j in range(t):
                 if grid[i, j] & (_FWD | _REV):
@@ -60,9 +56,11 @@ def _start(grid: Any, fwd: Any, fwd_off: Any, k: int, m: int, t: int, mode: int,
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _grow_diag(grid: Any, m: int, t: int, src_aligned: Any, tgt_aligned: Any) -> None:
-    """Add neighbours (the 8 around) of aligned cells that either direction links and whose
-    source or target word is not aligned yet, until none is added."""
+def _grow_diag(grid: Any, m: int, t: int, di: Any, dj: Any, src_aligned: Any,
+               tgt_aligned: Any) -> None:  # fmt: skip
+    """Add neighbours (the 8 around, in the order ``di``, ``dj``) of aligned cells that
+    either direction links and whose source or target word is not aligned yet, until none
+    is added."""
     changed = True
     while changed:
         changed = False
@@ -71,7 +69,7 @@ def _grow_diag(grid: Any, m: int, t: int, src_aligned: Any, tgt_aligned: Any) ->
                 if not grid[i, j] & _IN:
                     continue
                 for d in range(8):
-                    ni, nj = i + _DI[d], j + _DJ[d]
+                    ni, nj = i + di[d], j + dj[d]
                     if ni < 0 or nj < 0 or ni >= m or nj >= t:
                         continue
                     cell = grid[ni, nj]
@@ -127,8 +125,11 @@ def symmetrize_kernel(
     src_lens: IntArray,
     tgt_lens: IntArray,
     mode: int,
+    di: Any,
+    dj: Any,
 ) -> tuple[IntArray, OffsetArray]:  # pragma: no cover - compiled; tested via symmetrize()
-    """All sentences at once; the same steps and order as symmetrize_reference, on a grid."""
+    """All sentences at once; the same steps and order as symmetrize_reference, on a grid
+    (``di``, ``dj``: the neighbours' offsets in the reference's order)."""
     n = src_lens.shape[0]
     grid = np.zeros((max(1, src_lens.max()), max(1, tgt_lens.max())), dtype=np.uint8)
     src_aligned = np.zeros(grid.shape[0], dtype=np.bool_)
@@ -141,10 +142,10 @@ def symmetrize_kernel(
         _mark(grid, fwd, fwd_off, k, _FWD)
         _mark(grid, rev, rev_off, k, _REV)
         _start(grid, fwd, fwd_off, k, m, t, mode, src_aligned, tgt_aligned)
-        if mode >= _GROW_DIAG:
-            _grow_diag(grid, m, t, src_aligned, tgt_aligned)
-        if mode >= _GROW_DIAG_FINAL:
-            both = mode == _GROW_DIAG_FINAL_AND
+        if mode >= GROW_DIAG:
+            _grow_diag(grid, m, t, di, dj, src_aligned, tgt_aligned)
+        if mode >= GROW_DIAG_FINAL:
+            both = mode == GROW_DIAG_FINAL_AND
             _final(grid, fwd, fwd_off, k, both, src_aligned, tgt_aligned)
             _final(grid, rev, rev_off, k, both, src_aligned, tgt_aligned)
         pos = _emit(grid, m, t, out, pos, src_aligned, tgt_aligned)
