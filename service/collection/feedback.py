@@ -29,8 +29,6 @@ from service.retrieval.explain import Explanation
 from service.retrieval.feedback import (
     Expansion,
     FeedbackParams,
-    FeedbackReader,
-    IndexFeedback,
     build_expansion,
     feedback_documents,
     feedback_stage,
@@ -45,19 +43,36 @@ def relevance_model(
     snapshot: Snapshot, seqs: Sequence[int], weights: Sequence[float]
 ) -> dict[str, float]:
     """P(w | R) by term: Σ_d P(d|q) · tf(w, d) / |d| over the documents ``seqs``, for terms
-    with a positive RSJ weight in the collection (the same sums, in the same order, as the
-    single index's :func:`service.retrieval.feedback.relevance_model`)."""
-    model: dict[str, float] = {}
-    for seq, weight in zip(seqs, weights, strict=True):
-        view, docno = snapshot.locate_seq(int(seq))
-        _, ids, tfs = view.index.doc_vectors([docno])
-        total = max(int(view.index.doc_lengths[docno]), 1)  # as the single index's model
-        share = float(weight) / total
+    weighted in the collection (:meth:`~service.collection.reader.Snapshot.weighted`); each
+    segment's documents read at once, the sums kept by global term id and added in the order
+    of ``seqs`` — the same sums, in the same order, as the single index's
+    :func:`service.retrieval.feedback.relevance_model`, so an index built whole gets its
+    model to the last bit."""
+    w = np.asarray(weights, dtype=np.float64)
+    at, gids, shares = [], [], []
+    names: dict[int, str] = {}
+    for view, pos, docnos in snapshot.by_segment(seqs):
+        ptr, ids, tfs = view.index.doc_vectors(docnos)
+        rows = np.diff(ptr)
+        totals = np.maximum(view.index.doc_lengths[docnos], 1)  # as the single index's model
+        share = np.repeat(w[pos] / totals, rows) * tfs
         keep = snapshot.weighted_ids(view, ids)
-        for tid, tf in zip(ids[keep].tolist(), tfs[keep].tolist(), strict=True):
-            term = view.index.term(tid)
-            model[term] = model.get(term, 0.0) + share * tf
-    return model
+        kept_ids = ids[keep]
+        gid = view.segment.gid[kept_ids]
+        uniq, first = np.unique(gid, return_index=True)
+        for g, i in zip(uniq.tolist(), first.tolist(), strict=True):
+            if g not in names:
+                names[g] = view.index.term(int(kept_ids[i]))
+        at.append(np.repeat(pos, rows)[keep])
+        gids.append(gid)
+        shares.append(share[keep])
+    if not at:
+        return {}
+    order = np.argsort(np.concatenate(at), kind="stable")  # the documents' order in ``seqs``
+    key, inverse = np.unique(np.concatenate(gids)[order], return_inverse=True)
+    mass = np.zeros(len(key), dtype=np.float64)
+    np.add.at(mass, inverse, np.concatenate(shares)[order])
+    return dict(zip((names[g] for g in key.tolist()), mass.tolist(), strict=True))
 
 
 def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> tuple[dict[str, float], int]:
@@ -133,21 +148,6 @@ class SnapshotFeedback:
         return view.index.contains(term, docno)
 
 
-def feedback_reader(snapshot: Snapshot) -> FeedbackReader:
-    """The snapshot's :class:`~service.retrieval.feedback.FeedbackReader`: an index built
-    whole (one segment, nothing deleted, documents numbered as the index numbers them) is
-    read by the index's own reader — the vectorised sums the collection's reader equals to
-    the last bit (tests/collection/test_identity.py), at half its cost; any other snapshot
-    by :class:`SnapshotFeedback`."""
-    views = snapshot.views()
-    if len(views) == 1 and views[0].deleted is None:
-        view = views[0]
-        n = view.segment.n_docs
-        if n and int(view.seq[0]) == 0 and int(view.seq[-1]) == n - 1:  # ascending: identity
-            return IndexFeedback(view.index)
-    return SnapshotFeedback(snapshot)
-
-
 def feedback_ranking(
     snapshot: Snapshot,
     query: DecodedQuery,
@@ -184,7 +184,7 @@ def feedback_ranking(
         }.get
 
     stage = feedback_stage(
-        feedback_reader(snapshot), [t for sentence in one_best(query) for t in sentence],
+        SnapshotFeedback(snapshot), [t for sentence in one_best(query) for t in sentence],
         query.target_words(), [(h.docno, h.score) for h in first.hits], k, params,
         own_retrieved=retrieved, own_candidates=first.info.get("candidates"), explain=explain,
         own_explanation={h.docno: h.explanation for h in first.hits}.get,

@@ -114,32 +114,42 @@ class Snapshot:
                 return view, docno
         raise NotFoundError(f"no document {doc_id!r} in the collection")
 
-    def doc_ids(self, seqs: Sequence[int]) -> list[str]:
-        """The external ids of the documents with sequence numbers ``seqs``, found at once
-        (one vectorised binary search a segment, not one lookup a document)."""
-        want = np.asarray(seqs, dtype=np.int64)
-        out: list[str] = [""] * len(want)
+    def by_segment(
+        self, seqs: Sequence[int] | npt.ArrayLike
+    ) -> list[tuple[SegmentView, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """The documents with sequence numbers ``seqs``, found at once (one vectorised binary
+        search a segment): for each segment holding some, ``(view, at, docnos)`` — their
+        positions in ``seqs`` (ascending) and their document numbers there. A number no
+        segment holds is refused."""
+        want = np.asarray(seqs, dtype=np.int64).ravel()
         left = np.ones(len(want), dtype=np.bool_)
+        out = []
         for view in self.views():
             if not left.any():
                 break
             pos = np.searchsorted(view.seq, want)
             found = left & (pos < len(view.seq))
             found[found] = view.seq[pos[found]] == want[found]
-            for i in np.flatnonzero(found).tolist():
-                out[i] = view.index.doc_id(int(pos[i]))
-            left &= ~found
+            if found.any():
+                at = np.flatnonzero(found)
+                out.append((view, at, pos[at].astype(np.int64)))
+                left &= ~found
         if left.any():
             raise NotFoundError(f"no document number {int(want[left][0])} in the collection")
         return out
 
+    def doc_ids(self, seqs: Sequence[int]) -> list[str]:
+        """The external ids of the documents with sequence numbers ``seqs``."""
+        out: list[str] = [""] * len(seqs)
+        for view, at, docnos in self.by_segment(seqs):
+            for i, docno in zip(at.tolist(), docnos.tolist(), strict=True):
+                out[i] = view.index.doc_id(docno)
+        return out
+
     def locate_seq(self, seq: int) -> tuple[SegmentView, int]:
         """The segment view and document number of the document with sequence number ``seq``."""
-        for view in self.views():
-            pos = int(np.searchsorted(view.seq, seq))
-            if pos < len(view.seq) and int(view.seq[pos]) == seq:
-                return view, pos
-        raise NotFoundError(f"no document number {seq} in the collection")
+        [(view, _, docnos)] = self.by_segment([seq])
+        return view, int(docnos[0])
 
 
 def read_deleted(path: Path, entry_deleted: str | None) -> npt.NDArray[np.int32] | None:
@@ -226,27 +236,30 @@ class Collection:
     built whole is a collection too (:meth:`of_index`): one shard of one segment, never
     written to."""
 
-    def __init__(self, path: str | Path, shards: Iterable[int] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        shards: Iterable[int] | None = None,
+        *,
+        whole: InvertedIndex | None = None,
+    ) -> None:
         """Open the collection at ``path`` (``shards``: open only these, as a shard worker
-        does; documents of the others are then not found here)."""
+        does; documents of the others are then not found here); or, given the index built
+        whole there, show it as the collection of its one segment (:func:`whole_snapshot`)."""
         self.path = Path(path)
         self.only = None if shards is None else frozenset(shards)
-        self.built_whole = False  # an index built whole: no commit to refresh or write
+        self.built_whole = whole is not None  # no commit to refresh or write
         self._segments: dict[str, Segment] = {}
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
-        self._snapshot = self._load()
+        self._snapshot = self._load() if whole is None else whole_snapshot(whole)
 
     @classmethod
     def of_index(cls, index: InvertedIndex) -> Collection:
-        """The index built whole ``index`` as the collection of its one segment
-        (:func:`whole_snapshot`): searched by the per-segment code every collection is
-        searched by; :attr:`built_whole` says documents cannot be added to it."""
-        coll = cls.__new__(cls)
-        coll.path, coll.only, coll.built_whole = Path(index.path), None, True
-        coll._segments, coll._lock, coll._stamp = {}, threading.Lock(), None
-        coll._snapshot = whole_snapshot(index)
-        return coll
+        """The index built whole ``index`` as the collection of its one segment: searched by
+        the per-segment code every collection is searched by; :attr:`built_whole` says
+        documents cannot be added to it."""
+        return cls(index.path, whole=index)
 
     def _manifest_stamp(self) -> tuple[int, int]:
         st = (self.path / MANIFEST).stat()

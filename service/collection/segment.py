@@ -194,6 +194,10 @@ def copy_segment(
 class Segment:
     """One segment's arrays, memory-mapped; :meth:`view` scores them with global statistics."""
 
+    #: the index built whole this segment is (:meth:`of_index`), which finds its documents
+    #: by id itself; None for a segment of a collection
+    whole: InvertedIndex | None = None
+
     def __init__(self, path: Path, verify: bool = False) -> None:
         self.path = path
         self.manifest = read_manifest(path)
@@ -213,6 +217,7 @@ class Segment:
         seg.arrays = dict(index.arrays)
         seg.arrays["gid"] = np.arange(index.n_terms, dtype=np.int64)
         seg.arrays["seq"] = np.arange(index.n_docs, dtype=np.int64)
+        seg.whole = index
         seg._read_fields()
         return seg
 
@@ -287,6 +292,8 @@ class Segment:
 
     def find(self, doc_id: str) -> int | None:
         """The document number of ``doc_id`` here (deleted or not), or None."""
+        if self.whole is not None:  # the index's own table (no id hashed again)
+            return self.whole.find(doc_id)
         found = self.ids.find([doc_id])
         return found[0][1] if found else None
 

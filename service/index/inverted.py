@@ -553,12 +553,16 @@ class InvertedIndex:
         self._check_docno(docno)
         return self._string("id", docno)
 
+    def find(self, doc_id: str) -> int | None:
+        """The document number of the external id ``doc_id``, or None."""
+        return self._docno_of.get(doc_id)
+
     def docno(self, doc_id: str) -> int:
         """The document number of the external id ``doc_id``."""
-        try:
-            return self._docno_of[doc_id]
-        except KeyError:
-            raise NotFoundError(f"no document {doc_id!r} in the index {self.path}") from None
+        docno = self.find(doc_id)
+        if docno is None:
+            raise NotFoundError(f"no document {doc_id!r} in the index {self.path}")
+        return docno
 
     def _check_docno(self, docno: int) -> None:
         if not 0 <= docno < self.n_docs:
