@@ -16,6 +16,11 @@ rank with), for refactors of how a store is opened and searched:
 Run it on two checkouts and ``cmp`` the files::
 
     PYTHONPATH=<checkout> .venv/bin/python bench/identity_stores.py out.txt [--models demo]
+
+or over other layouts of the same documents — a collection of 1, 2 or 4 shards (``--docs``),
+searched in this process or by Ray shard workers (``--backend ray``) — and compare their lines
+with the index's (``--no-tr --no-dense``: what a collection without vectors can be compared
+on).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
-from service.search.stores import store_pipeline
+from service.search.stores import Backend, StoreSearchers
 from service.settings import Settings
 
 DATA = "../shared/data/clir"
@@ -50,10 +55,21 @@ def _hits(hits: list) -> str:  # type: ignore[type-arg]
     return " ".join(f"{h.doc_id}:{float(h.score).hex()}" for h in hits)
 
 
-def dump(out: TextIO, which: str, limit: int | None, only: str | None = None) -> None:
+def dump(
+    out: TextIO,
+    which: str,
+    limit: int | None,
+    only: str | None = None,
+    *,
+    docs_path: str | None = None,
+    backend: str = "local",
+    tr: bool = True,
+    dense_too: bool = True,
+) -> None:
     paths = SETS[which]
     settings = Settings()
-    docs, pool = open_store(paths["docs"]), open_store(paths["pool"])
+    docs, pool = open_store(docs_path or paths["docs"]), open_store(paths["pool"])
+    searchers = StoreSearchers(Backend(kind=backend))  # type: ignore[arg-type]
     for lang in ("de", "zh"):
         if lang not in paths:
             continue
@@ -61,14 +77,18 @@ def dump(out: TextIO, which: str, limit: int | None, only: str | None = None) ->
         decoder = decoder_for(bundle)
         queries = islice(load_queries(f"{DATA}/lohelp-{lang}/queries.dev.tsv").items(), limit)
         decoded: list[DecodedQuery] = [decode_query(decoder, t, lang, qid=q) for q, t in queries]
-        tr = store_scorer(pool, "tr", bundle, time_budget=3.0)
-        for q in decoded:
-            r = tr.rank(q, 20)
+        suggest = store_scorer(pool, "tr", bundle, time_budget=3.0)
+        for q in decoded if tr else ():
+            r = suggest.rank(q, 20)
             out.write(f"{lang}\ttr\t{q.qid}\t{_hits(r.hits)}\n")
         if only == "tr":
             continue
-        pipe = store_pipeline(docs, bundle)
-        has_dense = pipe.dense_status()["available"]
+        pipe = searchers.pipeline(docs, bundle)
+        if backend == "ray":  # every shard's worker up: no answer made here, degraded
+            down = searchers.start_shard_workers(docs, bundle, 300.0)
+            if down:
+                raise SystemExit(f"shard workers not up: {down}")
+        has_dense = dense_too and pipe.dense_status()["available"]
         for method in ("bowfd", "dt", "psq"):
             for fb in (False, True):
                 for dense in (False, True) if has_dense else (False,):
@@ -79,6 +99,8 @@ def dump(out: TextIO, which: str, limit: int | None, only: str | None = None) ->
                     )  # fmt: skip
                     for q in decoded:
                         o = pipe.search(q, opts)
+                        if o.failed:
+                            raise SystemExit(f"{q.qid}: shards {o.failed} did not answer")
                         out.write(
                             f"{lang}\t{method}\tfb={fb}\tdense={dense}\t{q.qid}\t{o.total}\t"
                             f"{o.relation}\t{o.total_max}\t{sorted(o.terms)}\t{o.empty_reason}\t"
@@ -88,6 +110,7 @@ def dump(out: TextIO, which: str, limit: int | None, only: str | None = None) ->
         for q in decoded:
             r = scorer.rank(q, 1000)
             out.write(f"{lang}\tscorer\t{q.qid}\t{scorer.retrieved(r, 1000, q)}\t{_hits(r.hits)}\n")
+    searchers.close()
 
 
 def main() -> None:
@@ -96,9 +119,16 @@ def main() -> None:
     ap.add_argument("--models", choices=sorted(SETS), default="full")
     ap.add_argument("--limit", type=int, default=None, help="first N dev queries (default: all)")
     ap.add_argument("--only", choices=["tr"], default=None, help="translation retrieval alone")
+    ap.add_argument("--docs", default=None, help="the documents' store (default: the set's)")
+    ap.add_argument("--backend", choices=["local", "ray"], default="local")
+    ap.add_argument("--no-tr", action="store_true", help="no translation retrieval")
+    ap.add_argument("--no-dense", action="store_true", help="the lexical ranking alone")
     args = ap.parse_args()
     with open(args.out, "w") as out:
-        dump(out, args.models, args.limit, args.only)
+        dump(
+            out, args.models, args.limit, args.only, docs_path=args.docs, backend=args.backend,
+            tr=not args.no_tr, dense_too=not args.no_dense,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
