@@ -80,11 +80,11 @@ XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --di
 pytest: $(DEV_STAMP) browser compose
 	$(BIN)/pytest -W error --strict-markers --durations=15 $(XDIST)
 
-# the inner loop: lint and the fast tier (no subprocess-heavy, Ray, browser or data tests)
+# the inner loop: lint and the fast tier, every test outside the integration/ folders (no process,
+# Ray, browser, shared data or slow run: tests/README.md)
 check: $(DEV_STAMP)
 	$(BIN)/ruff check service tests bench
-	$(BIN)/pytest -W error --strict-markers -q -m "not slow and not ray and not browser and not data" \
-		$(XDIST)
+	$(BIN)/pytest -W error --strict-markers -q --ignore-glob='*/integration/*' $(XDIST)
 
 test: lint typecheck pytest
 

@@ -18,6 +18,7 @@ from service.settings import get_settings
 from tests.synthetic import CONFIG, synthetic
 
 ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "models" / "demo-de-en"  # the committed demo bundle
 SHARED_DATA = ROOT.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "data"
 
@@ -130,6 +131,18 @@ def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
         raise pytest.UsageError(f"cannot set the node id of {item.nodeid} (pytest changed?)")
 
 
+#: why a test belongs to the integration tier (``tests/**/integration/``, tests/README.md)
+TIER_MARKERS = ("slow", "ray", "browser", "data", "process")
+
+
+def in_integration_tier(item: pytest.Item) -> bool:
+    return "integration" in item.path.relative_to(ROOT / "tests").parts[:-1]
+
+
+def tier_reasons(item: pytest.Item) -> list[str]:
+    return [m for m in TIER_MARKERS if item.get_closest_marker(m) is not None]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``make test`` runs on both cores (pytest-xdist, ``--dist loadgroup``): a module's tests
     go to one worker together (its module fixtures are built once), and every test that
@@ -150,6 +163,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             nodeid = f"{nodeid}@{group}"
         if nodeid != item.nodeid:
             _set_nodeid(item, nodeid)
+    misplaced = [i.nodeid for i in items if in_integration_tier(i) != bool(tier_reasons(i))]
+    if misplaced:  # the folder is the tier: a marker says why a test is in the slow one
+        raise pytest.UsageError(
+            f"a test's folder and its markers disagree (tests/README.md): {misplaced[:5]}; a "
+            f"test under integration/ carries one of {TIER_MARKERS}, a test elsewhere none"
+        )
     shared = [nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1]
     if shared:  # xdist would run one test of each such id and never say so
         raise pytest.UsageError(f"several tests share a node id: {shared[:5]}")
+
+
+@pytest.fixture(scope="module")
+def demo(weights_root: Path) -> ModelBundle:
+    """The committed demo bundle (one a module: tests may write weights versions)."""
+    return load_bundle(DEMO, state_root=weights_root)

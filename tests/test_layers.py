@@ -1,7 +1,7 @@
 """The service's structure as a checked contract, read from the source with :mod:`ast`
 (docs/layout.md): layers, no import cycle, no private name across modules, settings read
 only at the edges, training code reached only from the CLI, the reference decoder only through
-the engine registry. :mod:`tests.test_import_graph` checks the last two at run time too.
+the engine registry. :mod:`tests.integration.test_import_graph` checks the last two at run time too.
 
 **Layers**, top first. A module may import its own component and any layer below, never one
 above; the components of a layer written with ``|`` are independent (neither imports the
@@ -311,7 +311,8 @@ def test_settings_are_read_at_the_edges() -> None:
 
 
 def test_training_and_tuning_are_imported_only_by_the_cli() -> None:
-    """The static side of :mod:`tests.test_import_graph`: nothing that serves imports them."""
+    """The static side of :mod:`tests.integration.test_import_graph`: nothing that serves
+    imports them."""
     inside = ("service.mt.training", "service.mt.tuning")
 
     def within(name: str) -> bool:
@@ -326,8 +327,9 @@ def test_training_and_tuning_are_imported_only_by_the_cli() -> None:
 
 
 def test_the_reference_decoder_is_reached_only_through_the_registry() -> None:
-    """The static side of the reference check of :mod:`tests.test_import_graph`: only the
-    engine registry (:data:`service.mt.decoder.DECODERS`) names the reference decoder."""
+    """The static side of the reference check of :mod:`tests.integration.test_import_graph`:
+    only the engine registry (:data:`service.mt.decoder.DECODERS`) names the reference
+    decoder."""
     reference = "service.mt.decoder.reference"
     reached = [
         f"{imp.where()}: {imp.source} imports {reference}"

@@ -11,7 +11,8 @@ them equal. The test checks the index rather than trusting it:
 * every reference in ``service/`` — a public function or method whose name says it is one
   (``*_reference``, ``reference_*``, ``reference``) or a public name of a ``reference`` module —
   is listed: a new reference without its comparison test fails here;
-* serving never imports a ``reference`` module (:mod:`tests.test_import_graph` runs that).
+* serving never imports a ``reference`` module (:mod:`tests.integration.test_import_graph`
+  runs that).
 """
 
 from __future__ import annotations

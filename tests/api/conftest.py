@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -9,10 +10,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
+from service.collection import build_collection
 from service.index import build_pool_index
+from service.index.build import build_params
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.settings import Settings
+from tests.conftest import TOY_DOCS
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = [
@@ -95,3 +99,16 @@ def make_client(
 @pytest.fixture
 def client(make_client: MakeClient) -> TestClient:
     return make_client()
+
+
+@pytest.fixture
+def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> Path:
+    """A private copy of the toy bundle: these tests write and activate weights versions."""
+    return Path(shutil.copytree(toy_bundle.path, tmp_path / "bundle" / "de-en"))
+
+
+@pytest.fixture
+def coll_path(tmp_path: Path) -> Path:
+    out = tmp_path / "coll"
+    build_collection(TOY_DOCS, out, build_params("docs"), shards=2)
+    return out

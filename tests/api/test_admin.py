@@ -6,8 +6,6 @@ job gauges of /metrics, and ids or version names that try to leave their directo
 from __future__ import annotations
 
 import logging
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from service.jobs.store import JobStore
 from service.jobs.worker import run_worker
-from service.mt.bundle import ModelBundle, weights_store
+from service.mt.bundle import weights_store
 from service.mt.weights import WeightsStore
 from service.retrieval.bowfd import IR_FEATURE
 from service.settings import Settings
@@ -25,12 +23,6 @@ from tests.api.conftest import MakeClient
 TOKEN = "tok-3f9a7c1e-admin-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HOUSE = "das haus ist groß"
-
-
-@pytest.fixture
-def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> Path:
-    """A private copy of the toy bundle: these tests write and activate weights versions."""
-    return Path(shutil.copytree(toy_bundle.path, tmp_path / "bundle" / "de-en"))
 
 
 @pytest.fixture
@@ -490,26 +482,6 @@ def test_activation_target_must_be_a_loaded_model(
 
 
 # --- the embedded worker -----------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_the_app_runs_jobs_in_its_embedded_worker_and_stops_it(
-    make_client: MakeClient, bundle_copy: Path
-) -> None:
-    client = make_client(admin_token=TOKEN, model_bundles=[bundle_copy], embedded_worker=True)
-    worker = client.app.state.worker  # type: ignore[attr-defined]
-    assert worker is not None and worker.proc.poll() is None
-    job = ok(admin_post_selftest(client), 202)
-    deadline = time.monotonic() + 60
-    while (state := ok(client.get(f"/v1/admin/jobs/{job['id']}", headers=AUTH))["state"]) in (
-        "queued",
-        "running",
-    ):
-        assert time.monotonic() < deadline, "the embedded worker did not run the job"
-        time.sleep(0.05)
-    assert state == "succeeded"
-    client.__exit__(None, None, None)
-    assert worker.proc.poll() == 0  # stopped cleanly with the app
 
 
 def admin_post_selftest(client: TestClient) -> Any:

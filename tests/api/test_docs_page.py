@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
-from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
 from service.api.app import create_app
 from service.settings import Settings
-from tests.api.browser import LiveServer, headless_chromium
 from tests.api.conftest import bare_settings
 
 # an offline host: every name but the loopback address fails to resolve
@@ -76,19 +72,6 @@ def test_docs_pages_reference_only_local_assets(tmp_path: Path, page: str) -> No
 # --- the browser test ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def docs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer(_settings(tmp_path_factory.mktemp("docs"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def offline_chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    profile = tmp_path_factory.mktemp("chromium-docs-profile")
-    with headless_chromium(profile, ("performance", "browser"), [OFFLINE]) as driver:
-        yield driver
-
-
 def _requested_urls(driver: WebDriver) -> list[str]:
     """URLs of the requests Chromium sent since the log was last read."""
     urls = []
@@ -107,38 +90,3 @@ def _leaving(urls: list[str]) -> list[str]:
         if urlsplit(u).scheme in ("http", "https", "ws", "wss")
         and urlsplit(u).hostname != "127.0.0.1"
     ]
-
-
-@pytest.mark.browser
-def test_swagger_ui_renders_the_operations_offline(
-    offline_chrome: WebDriver, docs_server: LiveServer
-) -> None:
-    _requested_urls(offline_chrome)  # forget earlier pages
-    offline_chrome.get(docs_server.url + "/docs")
-    WebDriverWait(offline_chrome, 30).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock .opblock-summary-path")
-    )
-    paths = {
-        e.get_attribute("data-path")
-        for e in offline_chrome.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
-    }
-    assert set(OPERATIONS) <= paths
-    urls = _requested_urls(offline_chrome)
-    assert any(u.endswith("/openapi.json") for u in urls)
-    assert _leaving(urls) == []
-
-
-@pytest.mark.browser
-def test_redoc_renders_the_operations_offline(
-    offline_chrome: WebDriver, docs_server: LiveServer
-) -> None:
-    _requested_urls(offline_chrome)
-    offline_chrome.get(docs_server.url + "/redoc")
-    WebDriverWait(offline_chrome, 30).until(
-        lambda d: "/v1/search" in d.find_element(By.TAG_NAME, "body").text
-    )
-    text = offline_chrome.find_element(By.TAG_NAME, "body").text
-    assert all(op in text for op in ("/v1/search", "/v1/translate", "/v1/suggest"))
-    # ReDoc's bundle always asks for its maker's logo in the menu's footer, and hides the
-    # image when it does not load: the one request that may leave, and nothing needs it
-    assert set(_leaving(_requested_urls(offline_chrome))) <= {REDOC_LOGO}

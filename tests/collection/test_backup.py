@@ -4,12 +4,8 @@ over a live collection as a new generation."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from service.collection.backup import restore_collection, snapshot_collection
@@ -24,10 +20,8 @@ from service.index.build import build_params
 from service.mt.bundle import ModelBundle
 from service.records import Doc
 from service.retrieval.base import DecodedQuery
-from tests.collection.test_live import ROOT, assert_same_rankings, corpus, queries, reference
+from tests.collection.test_live import assert_same_rankings, corpus, reference
 from tests.dense.conftest import HashEncoder
-
-__all__ = ["queries"]  # the fixture, used here
 
 
 def live_collection(path: Path) -> list[Doc]:
@@ -107,36 +101,6 @@ for i in range(10_000):
         w.merge(max_segments=2)
     print(i, flush=True)
 """
-
-
-def test_a_snapshot_taken_while_a_writer_adds_and_merges(tmp_path: Path) -> None:
-    """Snapshots taken while another process adds and merges: each is a whole commit of the
-    collection (opens, holds the documents its commit says, every one readable)."""
-    src = tmp_path / "c"
-    live_collection(src)
-    with subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(src)], stdout=subprocess.PIPE, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ) as proc:  # fmt: skip
-        try:
-            assert proc.stdout is not None
-            proc.stdout.readline()  # the writer is at work
-            generations = set()
-            for i in range(12):
-                made = snapshot_collection(src, tmp_path / f"s{i}")
-                generations.add(made.generation)
-                coll = Collection(tmp_path / f"s{i}")
-                assert coll.snapshot.n_docs == made.n_docs
-                assert made.n_docs == read_commit(tmp_path / f"s{i}").n_docs
-                for view in coll.snapshot.views():
-                    live = np.ones(view.segment.n_docs, bool)
-                    if view.index.live is not None:
-                        live = view.index.live
-                    for docno in np.flatnonzero(live)[:3]:
-                        assert view.index.doc(int(docno)).text
-            assert len(generations) > 1  # the writer did commit while snapshots were taken
-        finally:
-            proc.kill()
 
 
 def test_dense_vectors_come_back_with_the_segments(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from service.collection import distributed as dist
 from service.collection.distributed import ShardWorker
 from service.errors import InternalError
 from service.index.build import build_params
-from tests.collection.test_ray_failover import toy_corpus
+from tests.collection.test_live import toy_corpus
 
 
 @pytest.fixture(scope="module")

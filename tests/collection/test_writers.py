@@ -4,11 +4,7 @@ empty source, a writer killed with its worker processes (each case was a defect 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +18,7 @@ from service.index.build import build_params
 from service.mt.bundle import ModelBundle
 from service.records import Doc
 from service.retrieval.base import DecodedQuery
-from tests.collection.test_live import ROOT, assert_same_rankings, corpus, queries, reference
-
-__all__ = ["queries"]  # the fixture, used here
+from tests.collection.test_live import assert_same_rankings, corpus, reference
 
 
 def build(docs: list[Doc], out: Path, shards: int = 2, **kw: object) -> None:
@@ -138,34 +132,6 @@ def _alive(pid: int) -> bool:
         return False
     state = Path(f"/proc/{pid}/stat")
     return not (state.exists() and state.read_text().split(")")[-1].split()[0] == "Z")
-
-
-@pytest.mark.slow
-def test_kill_9_of_a_parallel_writer_leaves_no_worker_and_no_lock(tmp_path: Path) -> None:
-    out = tmp_path / "c"
-    build(corpus(20, 1), out)
-    before = read_commit(out)
-    with subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(CHILD), str(out)],
-        stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ) as proc:  # fmt: skip
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == b"ready"
-        workers = _children(proc.pid)
-        assert workers, "the writer started no worker process"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in workers if _alive(p)], "worker processes outlived the writer"
-    assert read_commit(out) == before  # nothing committed, nothing lost
-    with CollectionWriter(out, lock_timeout=1.0) as w:  # the lock is free at once
-        assert not [p for p in (out / "segments").iterdir() if p.name.startswith(".")]
-        w.add([Doc("z", "", "red car", "a")])
-        w.commit()
-    assert Collection(out).snapshot.n_docs == 21
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(".c.")]
 
 
 def test_a_search_reads_one_commit_while_a_rebuild_commits_during_it(

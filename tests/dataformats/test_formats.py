@@ -128,15 +128,6 @@ def test_atomic_write_leaves_no_partial_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [target]
 
 
-@pytest.mark.data
-def test_reads_the_shared_qrels_and_queries(shared_data: Path) -> None:
-    qrels = load_qrels(shared_data / "clir/lohelp-de/qrels.dev.txt")
-    queries = load_queries(shared_data / "clir/lohelp-de/queries.dev.tsv")
-    assert len(queries) == 260
-    assert sum(len(v) for v in qrels.values()) == 1836
-    assert set(qrels) <= set(queries)
-
-
 def test_a_document_over_the_size_limit_is_an_error_naming_its_line_and_id(
     tmp_path: Path,
 ) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,9 +21,6 @@ from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import Weights
 from service.forest.kbest import kbest, unique_kbest
 from service.forest.kbest.compiled import extraction, unique_kbest_compiled
-from service.mt.bundle import ModelBundle, load_bundle
-from service.mt.decoder.compiled import CompiledDecoder
-from service.mt.decoder.reference import ReferenceDecoder
 from service.mt.rules import GLUE
 from tests.forest.forests import (
     SEEDS,
@@ -39,7 +35,6 @@ from tests.forest.forests import (
 from tests.forest.test_kbest import ambiguous_forest, array_backed
 
 PROPERTY = settings(max_examples=150, derandomize=True, deadline=None)
-DEMO = Path(__file__).resolve().parents[2] / "models" / "demo-de-en"
 
 
 def records(ds: list[Derivation]) -> list[tuple[object, ...]]:
@@ -230,32 +225,3 @@ SENTENCES = [
     "fügt das hervorgehobene wort einem benutzerwörterbuch hinzu .",
     "die polynomische regressionsgleichung",
 ]
-
-
-@pytest.fixture(scope="module")
-def demo(weights_root: Path) -> ModelBundle:
-    return load_bundle(DEMO, state_root=weights_root)
-
-
-@pytest.mark.slow
-def test_demo_forests_equal_the_reference(demo: ModelBundle) -> None:
-    weights = demo.active_weights().weights
-    ref_decoder = ReferenceDecoder(demo.grammar, demo.lm, weights)
-    fast_decoder = demo.decoder()
-    assert isinstance(fast_decoder, CompiledDecoder)
-    short = 0
-    for i, text in enumerate(SENTENCES):
-        toks = tuple(text.split())
-        built = ref_decoder.forest(toks).hypergraph  # edge objects made while decoding
-        for k, limit in ((5, 2000), (20, 200)):
-            got = assert_same(built, weights, k, limit)
-            short += len(got) < k
-            # an array-backed forest of the compiled decoder: the same lists
-            a, b = fast_decoder.forest(toks).hypergraph, fast_decoder.forest(toks).hypergraph
-            assert a.array_backed
-            compiled = unique_kbest(a, weights, k, max_derivations=limit)
-            reference = unique_kbest(b, weights, k, max_derivations=limit, engine="reference")
-            assert records(compiled) == records(reference) == records(got)
-        if i == 0:  # one long run through a forest of heavy ambiguity
-            assert len(assert_same(built, weights, 100, 20_000)) < 10
-    assert short >= 3  # spurious ambiguity: fewer than k strings within the bound

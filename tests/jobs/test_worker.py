@@ -3,18 +3,14 @@ whose job is failed as interrupted after a restart, and the API's embedded worke
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
 
 import pytest
 
@@ -23,33 +19,15 @@ from service.jobs.context import StoreJobContext
 from service.jobs.store import INTERRUPTED, SHUTDOWN, Job, JobStore
 from service.jobs.tasks import TASKS, resolve_task, selftest
 from service.jobs.worker import (
-    EmbeddedWorker,
     execute,
     run_worker,
     settings_from_env,
     worker_env,
 )
-from service.mt.bundle import ModelBundle, load_bundle
 from service.progress import RecordingContext
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(job_store=tmp_path / "jobs.sqlite3", worker_poll_s=0.05)
-
-
-@pytest.fixture
-def store(settings: Settings) -> JobStore:
-    return JobStore(settings.job_store)
-
-
-@pytest.fixture
-def bundle_copy(toy_bundle: ModelBundle, tmp_path: Path) -> Path:
-    """A private copy of the toy bundle (tests here write weights versions into it)."""
-    return Path(shutil.copytree(toy_bundle.path, tmp_path / "de-en"))
 
 
 def wait_for(pred: Callable[[], bool], timeout: float = 30.0) -> None:
@@ -213,16 +191,6 @@ def test_starting_worker_fails_jobs_left_running(settings: Settings, store: JobS
 # --- real worker processes ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-
-
 def spawn(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "service.jobs.worker", *args],
@@ -237,73 +205,6 @@ def weights_state(bundle: Path) -> tuple[str, list[str], dict[str, bytes]]:
     wdir = bundle / "weights"
     files = sorted(p.name for p in wdir.iterdir())
     return (wdir / "ACTIVE").read_text(), files, {f: (wdir / f).read_bytes() for f in files}
-
-
-@pytest.mark.slow
-def test_sigkilled_worker_leaves_weights_and_the_job_fails_after_restart(
-    settings: Settings,
-    store: JobStore,
-    bundle_copy: Path,
-    procs: list[subprocess.Popen[bytes]],
-) -> None:
-    before = weights_state(bundle_copy)
-    params: dict[str, Any] = {"steps": 400, "seconds": 0.02, "model": str(bundle_copy)}
-    params["activate"] = True
-    job = store.submit("selftest", params, model=str(bundle_copy))
-    worker = spawn(settings)
-    procs.append(worker)
-    wait_for(lambda: store.get(job.id).progress > 0)
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.wait()
-    assert store.get(job.id).state == "running"  # nobody has noticed yet
-    restarted = spawn(settings, "--once")
-    procs.append(restarted)
-    assert restarted.wait(timeout=60) == 0
-    got = store.get(job.id)
-    assert (got.state, got.error, got.weights_version) == ("failed", INTERRUPTED, None)
-    assert weights_state(bundle_copy) == before  # no new version, ACTIVE untouched
-    bundle = load_bundle(bundle_copy, state_root=settings.weights_state_dir)
-    assert bundle.active_weights().version == before[0].strip()
-
-
-@pytest.mark.slow
-def test_sigterm_stops_the_worker_after_the_current_step(
-    settings: Settings, store: JobStore, procs: list[subprocess.Popen[bytes]]
-) -> None:
-    job = store.submit("selftest", {"steps": 400, "seconds": 0.02})
-    worker = spawn(settings)
-    procs.append(worker)
-    wait_for(lambda: store.get(job.id).progress > 0)
-    worker.terminate()
-    assert worker.wait(timeout=30) == 0
-    got = store.get(job.id)
-    assert (got.state, got.error) == ("failed", SHUTDOWN)
-    assert got.progress < 1
-
-
-@pytest.mark.slow
-def test_embedded_worker_runs_jobs_restarts_after_a_kill_and_stops(
-    settings: Settings, store: JobStore
-) -> None:
-    embedded = EmbeddedWorker(settings, check_s=0.1)
-    embedded.start()
-    try:
-        quick = store.submit("selftest", {"steps": 2, "seconds": 0})
-        wait_for(lambda: store.get(quick.id).state == "succeeded")
-        long = store.submit("selftest", {"steps": 400, "seconds": 0.02})
-        wait_for(lambda: store.get(long.id).progress > 0)
-        assert embedded.proc is not None
-        first_pid = embedded.proc.pid
-        os.kill(first_pid, signal.SIGKILL)
-        wait_for(lambda: store.get(long.id).state == "failed")
-        assert store.get(long.id).error == INTERRUPTED
-        assert embedded.restarts == 1 and embedded.proc.pid != first_pid
-        again = store.submit("selftest", {"steps": 1, "seconds": 0})
-        wait_for(lambda: store.get(again.id).state == "succeeded")
-    finally:
-        code = embedded.stop()
-    assert code == 0
-    assert embedded.proc is not None and embedded.proc.poll() == 0
 
 
 def test_worker_env_carries_the_settings_but_not_the_admin_token(
@@ -321,26 +222,3 @@ def test_worker_env_carries_the_settings_but_not_the_admin_token(
     assert child.admin_token is None
     assert (child.job_store, child.nbest_tr) == (tmp_path / "j.sqlite3", 10)
     assert child.weights_state_dir == settings.weights_state_dir  # what its tasks are handed
-
-
-@pytest.mark.parametrize("log_format", ["json", "text"])
-def test_the_worker_writes_its_lines_in_the_servers_log_format(
-    settings: Settings, store: JobStore, log_format: Literal["json", "text"]
-) -> None:
-    job = store.submit("selftest", {"steps": 1, "seconds": 0.0})
-    settings = settings.model_copy(update={"log_format": log_format})
-    run = subprocess.run(
-        [sys.executable, "-m", "service.jobs.worker", "--once"],
-        env=worker_env(settings), cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True,
-        timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr.decode()
-    assert store.get(job.id).state == "succeeded"
-    lines = run.stderr.decode().splitlines()
-    assert any(job.id in line for line in lines), lines
-    for line in lines:
-        if log_format == "json":
-            record = json.loads(line)  # every line is one JSON object
-            assert {"level", "logger", "message", "time"} <= set(record)
-        else:
-            assert not line.startswith("{") and line.split()[0].rstrip(":") in {"INFO", "WARNING"}

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from service.index.inverted import InvertedIndex
+from service.ltr.backends import InlineBackend
+from service.ltr.shard import ShardSpec
 from service.mt.bundle import ModelBundle, load_bundle
 from service.settings import Settings
 
@@ -73,3 +75,20 @@ def ltr_settings(
         doc_indexes=[toy_index.path],
         pop_limit=50,
     )
+
+
+@pytest.fixture
+def specs(
+    toy_bundle: ModelBundle, toy_index: InvertedIndex, ltr_data: dict[str, Path]
+) -> tuple[list[ShardSpec], dict[str, float]]:
+    from tests.ltr.test_training import make_specs  # a test module that imports this one
+
+    return make_specs(toy_bundle, toy_index, ltr_data, 2, lex=True)
+
+
+@pytest.fixture
+def inline_weights(toy_bundle: ModelBundle, toy_index: InvertedIndex, specs) -> dict[str, float]:
+    from tests.ltr.test_backends import two_epochs  # a test module that imports this one
+
+    _, weights = two_epochs(InlineBackend(toy_bundle, toy_index), *specs)
+    return weights

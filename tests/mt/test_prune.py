@@ -9,16 +9,15 @@ lists and the inside values at the goal stay the same, only ids are renumbered (
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
 from service.forest.hypergraph import Hypergraph, prune_unreachable, reachable
 from service.forest.inference import fast_viterbi, inside, viterbi
-from service.forest.kbest import kbest, unique_kbest
+from service.forest.kbest import kbest
 from service.forest.semiring import COUNTING, LOG
-from service.mt.bundle import ModelBundle, load_bundle
+from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig, Forest
 from service.mt.decoder.compiled import CompiledDecoder
 from service.mt.decoder.reference import ReferenceDecoder
@@ -31,8 +30,6 @@ from tests.forest.forests import (
     toy_forest,
 )
 from tests.mt.test_compiled_decoder import (
-    DEMO,
-    _dev_sentences,
     arrays_difference,
     forest_difference,
 )
@@ -224,32 +221,3 @@ def test_the_compiled_pass_equals_the_reference_on_the_search_output(
         assert b.best_score == whole.best_score
     # small pop limits leave +LM items that no cell above uses (at 20 the toy search keeps all)
     assert pruned_something == (pop < 20)
-
-
-@pytest.fixture(scope="module")
-def demo(weights_root: Path) -> ModelBundle:
-    return load_bundle(DEMO, state_root=weights_root)
-
-
-@pytest.mark.slow
-@pytest.mark.data
-@pytest.mark.parametrize("use_lm", [True, False])
-def test_pruning_the_demo_bundle_changes_no_translation(
-    demo: ModelBundle, shared_data: Path, use_lm: bool
-) -> None:
-    weights = demo.active_weights().weights
-    _, fast = _decoders(demo, 200, use_lm, prune=True)
-    _, whole = _decoders(demo, 200, use_lm, prune=False)
-    for toks in _dev_sentences(shared_data, 12, seed=3):
-        a, b = whole.forest(toks), fast.forest(toks)
-        by_reference = Forest(toks, prune_unreachable(a.hypergraph), a.best_score, a.stats, use_lm)
-        assert forest_difference(by_reference, b) is None, toks
-        assert arrays_difference(by_reference, b) is None, toks
-        da, db = fast_viterbi(a.hypergraph, weights), fast_viterbi(b.hypergraph, weights)
-        assert (da.tokens, da.score, da.features) == (db.tokens, db.score, db.features)
-        ka = unique_kbest(a.hypergraph, weights, 100, max_derivations=20_000)
-        kb = unique_kbest(b.hypergraph, weights, 100, max_derivations=20_000)
-        assert [(d.tokens, d.score, d.features) for d in ka] == [
-            (d.tokens, d.score, d.features) for d in kb
-        ]
-        assert b.stats.nodes <= b.stats.search_nodes == a.stats.nodes

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import itertools
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,22 +76,3 @@ def test_repeated_calls_use_the_cache_and_stay_equal() -> None:
     text = "The file's name, e.g. foo.txt."
     first = fm.tokenize(text)
     assert fm.tokenize(text) == first == fm.reference(text)
-
-
-@pytest.mark.data
-def test_real_text(shared_data: Path) -> None:
-    """Document lines, and both sides of the de-en corpus, every 100th line."""
-    en, de = FAST["en"], FAST["de"]
-    n = 0
-    with gzip.open(shared_data / "clir" / "docs.jsonl.gz", "rt", encoding="utf-8") as f:
-        for line in itertools.islice(f, 0, 16455, 330):
-            for text in json.loads(line)["text"].split("\n")[:60]:
-                assert en.tokenize(text) == en.reference(text), text
-                n += 1
-    with gzip.open(shared_data / "parallel" / "de-en.tsv.gz", "rt", encoding="utf-8") as f:
-        for line in itertools.islice(f, 0, None, 100):
-            _, foreign, english = line.rstrip("\n").split("\t")
-            assert en.tokenize(english) == en.reference(english), english
-            assert de.tokenize(foreign) == de.reference(foreign), foreign
-            n += 1
-    assert n > 6000

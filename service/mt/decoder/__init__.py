@@ -14,7 +14,7 @@ One algorithm, two engines, chosen by name (``DecoderConfig.engine``) in :data:`
 
 The engines' modules are imported when first asked for (:func:`decoder_class`, or their class
 names from this package), so importing the package imports neither numba nor the reference;
-serving never imports the reference (tests/test_import_graph.py).
+serving never imports the reference (tests/integration/test_import_graph.py).
 """
 
 from __future__ import annotations

@@ -47,8 +47,9 @@ across sentences; candidates are keyed by boundary ids and a :class:`Boundary` i
 a new +LM node; and the cyclic garbage collector is paused during the search
 (``DecoderConfig.pause_gc``). The forest is the same as with the reference functions.
 
-Serving runs the compiled engine and never imports this module (tests/test_import_graph.py);
-the bundle builds it only when ``DecoderConfig.engine`` is ``"reference"``.
+Serving runs the compiled engine and never imports this module
+(tests/integration/test_import_graph.py); the bundle builds it only when
+``DecoderConfig.engine`` is ``"reference"``.
 """
 
 from __future__ import annotations

@@ -5,5 +5,5 @@ lexical table (:mod:`.lexical_counts`) and of the rule features (:mod:`.rule_fea
 n-gram language
 model (:mod:`.lm_estimate`), the resumable stages (:mod:`.stages`), the pipeline that writes a
 bundle (:mod:`.train`) and the small demo bundle (:mod:`.demo`). Serving reads the bundles these
-write and never imports this package (tests/test_import_graph.py).
+write and never imports this package (tests/integration/test_import_graph.py).
 """

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import graphlib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,11 +59,3 @@ def test_no_private_name_crosses_a_module(path: Path) -> None:
 def test_every_public_name_resolves() -> None:
     for name in service.mt.lm.__all__:
         assert getattr(service.mt.lm, name) is not None, name
-
-
-def test_importing_the_package_loads_no_numba() -> None:
-    probe = "import sys, service.mt.lm; print('numba' in sys.modules)"
-    run = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert run.stdout.strip() == "False"

@@ -25,7 +25,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.data]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLIR = Path(sys.executable).with_name("clir")  # the console script of this environment
 TOLERANCE = 1e-4
 

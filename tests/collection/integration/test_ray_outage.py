@@ -26,12 +26,11 @@ import pytest
 from service.collection import build_collection
 from service.index.build import build_params
 from service.mt.bundle import ModelBundle
-from tests.collection.test_live import QUERIES
-from tests.collection.test_ray_failover import toy_corpus
+from tests.collection.test_live import QUERIES, toy_corpus
 from tests.servers import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Head:

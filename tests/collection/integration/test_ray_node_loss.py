@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.collection.test_ray_outage import Head, ray_environment
+from tests.collection.integration.test_ray_outage import Head, ray_environment
 from tests.servers import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Node(Head):
@@ -60,7 +60,7 @@ from service.index.build import build_params
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES
-from tests.collection.test_ray_failover import toy_corpus
+from tests.collection.test_live import toy_corpus
 
 address, out, bundle_path, state_root = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 node_pid = int(sys.argv[5])

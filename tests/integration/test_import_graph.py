@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = (
     "service.mt.training",
     "service.mt.tuning",
@@ -89,6 +89,7 @@ def forbidden_modules(code: str, tmp_path: Path) -> list[str]:
     return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in FORBIDDEN)]
 
 
+@pytest.mark.process  # starts a process
 def test_the_probe_sees_training_tuning_and_reference_imports(tmp_path: Path) -> None:
     code = (
         "import service.mt.bundle\nimport service.mt.training.extract\nimport service.mt.tuning\n"
@@ -102,6 +103,7 @@ def test_the_probe_sees_training_tuning_and_reference_imports(tmp_path: Path) ->
     ]
 
 
+@pytest.mark.process  # starts a process
 def test_serving_entry_points_import_no_training_tuning_or_reference(tmp_path: Path) -> None:
     assert forbidden_modules(IMPORT_ENTRY_POINTS, tmp_path) == []
 

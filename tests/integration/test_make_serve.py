@@ -18,9 +18,10 @@ import pytest
 
 from tests.servers import free_port, wait_ready
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.process  # starts a process
 def test_make_serve_answers_a_german_query_on_the_demo_bundle(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

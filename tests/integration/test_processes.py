@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from service.index.inverted import InvertedIndex
 
 
@@ -21,6 +23,7 @@ def run_limited(code: str, soft: int, hard: int) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.process  # starts a process
 def test_the_soft_limit_is_raised_to_the_hard_one_and_never_lowered() -> None:
     code = (
         "import resource\n"
@@ -32,6 +35,7 @@ def test_the_soft_limit_is_raised_to_the_hard_one_and_never_lowered() -> None:
     assert done.stdout.split() == ["4096", "4096", "4096"]  # at most the hard limit; 100 < 4096
 
 
+@pytest.mark.process  # starts a process
 def test_an_index_past_the_limit_names_the_limit_not_a_broken_file(
     toy_index: InvertedIndex,
 ) -> None:

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
 from tests.servers import free_port, wait_ready
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUERY = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 5}
 
 
@@ -47,6 +48,7 @@ class Server:
         self.log.close()
 
 
+@pytest.mark.process  # starts a process
 def test_sigkill_mid_request_then_restart_serves_the_same_version(
     toy_bundle: ModelBundle, toy_index: InvertedIndex, tmp_path: Path
 ) -> None:

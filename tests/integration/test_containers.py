@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.process  # docker-compose config, for every test here
 TOKEN = "compose-test-token"
 
 

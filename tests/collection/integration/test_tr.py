@@ -18,7 +18,7 @@ from service.retrieval.base import get_scorer
 from service.retrieval.explain import TrExplanation
 from service.retrieval.query import decode_query
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEV = ROOT.parent / "shared" / "data" / "tr" / "de-en" / "queries.dev.tsv"
 
 pytestmark = [pytest.mark.slow, pytest.mark.data]

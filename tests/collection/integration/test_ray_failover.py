@@ -20,7 +20,7 @@ from service.mt.bundle import ModelBundle
 from service.records import Doc
 from service.retrieval.base import DecodedQuery
 from service.retrieval.query import decode_query
-from tests.collection.test_live import QUERIES
+from tests.collection.test_live import QUERIES, toy_corpus
 from tests.conftest import TOY_DOCS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -37,17 +37,6 @@ def coll(tmp_path_factory: pytest.TempPathFactory) -> Collection:
     out = tmp_path_factory.mktemp("replicas") / "c"
     build_collection(toy_corpus(), out, build_params("docs"), shards=3, buffer_mb=0.01)
     return Collection(out)
-
-
-def toy_corpus(copies: int = 40) -> list[Doc]:
-    """The toy documents, each ``copies`` times with a varying tail: every test query finds
-    documents (the toy bundle translates them), with ties the merge must break as one index."""
-    extra = ["house", "car", "book", "dog", "tree", "old", "new", "big"]
-    return [
-        Doc(f"{d.id}-{i}", d.title, f"{d.text} {' '.join(extra[: i % 5])}", d.source)
-        for i in range(copies)
-        for d in TOY_DOCS
-    ]
 
 
 @pytest.fixture

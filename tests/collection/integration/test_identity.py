@@ -25,7 +25,7 @@ from service.mt.bundle import ModelBundle, load_bundle
 from service.retrieval.base import DecodedQuery, get_scorer
 from service.retrieval.query import decode_query
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEV = ROOT.parent / "shared" / "data" / "clir" / "lohelp-de" / "queries.dev.tsv"
 
 pytestmark = [pytest.mark.slow, pytest.mark.data]
