@@ -5,11 +5,14 @@ The API's ``POST /v1/search``, ``clir search``, ``clir run`` and ``clir eval``, 
 warm-up and the benchmarks all rank through :meth:`SearchPipeline.search`, so a rule (what an
 empty result says, how the total is counted, when the dense reader joins) exists once.
 
-* **First ranking and feedback** run where the store is searched — a :class:`FirstStage`,
-  chosen once when the pipeline is built: the store's segments (an index built whole is one)
-  searched in this process or on Ray shard workers, then the feedback stage after the merged
-  first ranking. A method's ranking is Hieber & Riezler 2015, §3 (BOW-FD), §5
-  (DT, PSQ); feedback is RM3 (Lavrenko & Croft 2001).
+* **The first ranking** runs where the store is searched — a :class:`FirstStage`, chosen
+  once when the pipeline is built: the store's segments (an index built whole is one)
+  searched in this process or on Ray shard workers, merged. A method's ranking is Hieber &
+  Riezler 2015, §3 (BOW-FD), §5 (DT, PSQ).
+* **Feedback** is the next stage, whatever the store (a cascade of rankers, as Anserini's
+  reranker cascade runs RM3 after the first ranking): RM3 (Lavrenko & Croft 2001, §3)
+  expands the query from the merged first ranking's top documents and ranks again, in this
+  process, over the commit the first ranking read (:meth:`FirstStage.feedback`).
 * **The dense reader** (:mod:`service.dense`) embeds the query's 1-best English translation —
   the one the page shows — as an E5 query (on its own thread, while the first ranking runs:
   the two need only the decoded query) and takes the exact top documents by their best
@@ -154,7 +157,15 @@ class FirstStage(ABC):
 
     @abstractmethod
     def rank(self, query: DecodedQuery, opts: SearchOptions, depth: int) -> FirstRanking:
-        """The method's ranking to ``depth``, with feedback when ``opts.feedback``."""
+        """The method's own ranking to ``depth`` (when ``opts.feedback`` asks for the stage
+        after it, explained only where that stage reads the explanations)."""
+
+    @abstractmethod
+    def feedback(
+        self, query: DecodedQuery, opts: SearchOptions, first: FirstRanking, depth: int
+    ) -> FirstRanking:
+        """RM3 after the ``first`` ranking (``opts.feedback``): the ranking to ``depth`` of
+        the expanded query, mixed with or ranking again the first one's documents."""
 
     @abstractmethod
     def weighted(self, terms: Iterable[str]) -> set[str]:
@@ -216,26 +227,31 @@ class CollectionStage(FirstStage):
         if self.snapshot is None:
             self.collection.refresh()  # a commit is visible to the next search
         snap = self._snap()
-        searcher, method, params, feedback = self.searcher, opts.method, opts.params, opts.feedback
-        first = depth if feedback is None else feedback.first_depth(depth)
+        searcher, method, params = self.searcher, opts.method, opts.params
         # the rerank forms explain their own ranking: the first one's would go unread
-        explain = opts.explain and searcher.explains_first(snap, method, feedback, params)
+        explain = opts.explain and searcher.explains_first(snap, method, opts.feedback, params)
         failed: list[str] = []
         if self.ray is not None:
             ranking, (total, relation), failed = self.ray().rank(
-                snap, method, query, first, explain=explain, params=params
+                snap, method, query, depth, explain=explain, params=params
             )
         else:
             ranking, (total, relation) = searcher.rank(
-                snap, method, query, first, explain=explain, params=params
+                snap, method, query, depth, explain=explain, params=params
             )
-        if feedback is not None:  # the expansion and its ranking read the segments here
-            ranking, (total, relation) = searcher.feedback(
-                snap, method, query, ranking, (total, relation), depth, feedback,
-                explain=opts.explain, params=params,
-            )  # fmt: skip
         scorer = searcher.any_scorer(snap, method, params)
         return FirstRanking(ranking, total, relation, scorer, tuple(failed))
+
+    def feedback(
+        self, query: DecodedQuery, opts: SearchOptions, first: FirstRanking, depth: int
+    ) -> FirstRanking:
+        assert opts.feedback is not None
+        # the expansion and its ranking read this commit's segments, in this process
+        ranking, (total, relation) = self.searcher.feedback(
+            self._snap(), opts.method, query, first.ranking, (first.total, first.relation),
+            depth, opts.feedback, explain=opts.explain, params=opts.params,
+        )  # fmt: skip
+        return replace(first, ranking=ranking, total=total, relation=relation)
 
     def weighted(self, terms: Iterable[str]) -> set[str]:
         snap = self._snap()
@@ -349,8 +365,14 @@ class SearchPipeline:
         if dense_source is not None:  # the encoder reads while the first ranking runs
             text = dense_query_text(translation)
             embedding = _embedder().submit(self.query_vector, dense_source, text)
+        fb = opts.feedback
         try:
-            first = stage.rank(query, opts, depth)
+            first = stage.rank(query, opts, depth if fb is None else fb.first_depth(depth))
+            t_fb = time.perf_counter()
+            seconds["first"] = t_fb - t_first
+            if fb is not None:  # RM3: one stage after the first ranking, whatever the store
+                first = stage.feedback(query, opts, first, depth)
+                seconds["feedback"] = time.perf_counter() - t_fb
         except BaseException:
             if embedding is not None:
                 embedding.cancel()
@@ -358,7 +380,6 @@ class SearchPipeline:
         t1 = time.perf_counter()
         ranking, total, relation = first.ranking, first.total, first.relation
         readers: dict[int, dict[str, int]] = {}
-        seconds["first"] = t1 - t_first
         if embedding is not None and dense_source is not None and opts.dense is not None:
             vector = embedding.result()  # "embed": what the wait adds after the first ranking
             t2 = time.perf_counter()
