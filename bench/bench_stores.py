@@ -50,6 +50,13 @@ class Params:
     out: Annotated[Path, Help("result file")] = RESULTS_DIR / "stores.json"
 
 
+def staged(stage: CollectionStage, query: Any, opts: SearchOptions) -> Any:
+    """The pipeline's first two stages: the method's ranking, then RM3 after it."""
+    assert opts.feedback is not None
+    first = stage.rank(query, opts, opts.feedback.first_depth(DEPTH))
+    return stage.feedback(query, opts, first, DEPTH).ranking
+
+
 def run(args: Params) -> None:
     index = load_index(args.index)
     bundle = load_bundle(args.model)
@@ -66,7 +73,7 @@ def run(args: Params) -> None:
             opts = SearchOptions(method, k=DEPTH, feedback=feedback)
             ms: dict[str, list[float]] = {"index": [], "segment": []}
             for i, q in enumerate(decoded):
-                stage.rank(q, opts, DEPTH)  # warm both: the scorers' caches alike
+                staged(stage, q, opts)  # warm both: the scorers' caches alike
                 scorer.rank(q, DEPTH, feedback=feedback)
                 got: dict[str, Any] = {}
                 for way in ("index", "segment") if i % 2 == 0 else ("segment", "index"):
@@ -75,7 +82,7 @@ def run(args: Params) -> None:
                         ranking = scorer.rank(q, DEPTH, feedback=feedback)
                         scorer.retrieved(ranking, DEPTH, q)
                     else:
-                        ranking = stage.rank(q, opts, DEPTH).ranking
+                        ranking = staged(stage, q, opts)
                     ms[way].append((time.perf_counter() - t0) * 1000)
                     got[way] = [(h.doc_id, h.score) for h in ranking.hits]
                 assert got["index"] == got["segment"], (method, q.qid)

@@ -40,39 +40,44 @@ Rerank = Callable[[Expansion, FeedbackParams, "npt.NDArray[np.int64]", int], Ran
 
 
 def relevance_model(
-    snapshot: Snapshot, seqs: Sequence[int], weights: Sequence[float]
+    snapshot: Snapshot, seqs: Sequence[int], weights: Sequence[float], top: int | None = None
 ) -> dict[str, float]:
     """P(w | R) by term: Σ_d P(d|q) · tf(w, d) / |d| over the documents ``seqs``, for terms
     weighted in the collection (:meth:`~service.collection.reader.Snapshot.weighted`); each
     segment's documents read at once, the sums kept by global term id and added in the order
     of ``seqs`` — the same sums, in the same order, as the single index's
     :func:`service.retrieval.feedback.relevance_model`, so an index built whole gets its
-    model to the last bit."""
+    model to the last bit. ``top``: only the terms that can be among the ``top`` most
+    probable (every term tied with the ``top``-th kept: RM3's cut breaks ties by the term,
+    :func:`~service.retrieval.feedback.cut_relevance`), the others never named."""
     w = np.asarray(weights, dtype=np.float64)
-    at, gids, shares = [], [], []
-    names: dict[int, str] = {}
+    views = snapshot.views()
+    number = {id(v): i for i, v in enumerate(views)}
+    at, gids, lids, where, shares = [], [], [], [], []
     for view, pos, docnos in snapshot.by_segment(seqs):
         ptr, ids, tfs = view.index.doc_vectors(docnos)
         rows = np.diff(ptr)
         totals = np.maximum(view.index.doc_lengths[docnos], 1)  # as the single index's model
         share = np.repeat(w[pos] / totals, rows) * tfs
         keep = snapshot.weighted_ids(view, ids)
-        kept_ids = ids[keep]
-        gid = view.segment.gid[kept_ids]
-        uniq, first = np.unique(gid, return_index=True)
-        for g, i in zip(uniq.tolist(), first.tolist(), strict=True):
-            if g not in names:
-                names[g] = view.index.term(int(kept_ids[i]))
         at.append(np.repeat(pos, rows)[keep])
-        gids.append(gid)
+        lids.append(ids[keep])
+        gids.append(view.segment.gid[ids[keep]])
+        where.append(np.full(int(keep.sum()), number[id(view)], dtype=np.int64))
         shares.append(share[keep])
     if not at:
         return {}
     order = np.argsort(np.concatenate(at), kind="stable")  # the documents' order in ``seqs``
-    key, inverse = np.unique(np.concatenate(gids)[order], return_inverse=True)
+    key, first, inverse = np.unique(
+        np.concatenate(gids)[order], return_index=True, return_inverse=True
+    )
     mass = np.zeros(len(key), dtype=np.float64)
     np.add.at(mass, inverse, np.concatenate(shares)[order])
-    return dict(zip((names[g] for g in key.tolist()), mass.tolist(), strict=True))
+    pick = np.arange(len(key))
+    if top is not None and 0 < top < len(key):
+        pick = np.flatnonzero(mass >= np.partition(mass, len(key) - top)[len(key) - top])
+    lid, view_at = np.concatenate(lids)[order][first], np.concatenate(where)[order][first]
+    return {views[int(view_at[i])].index.term(int(lid[i])): float(mass[i]) for i in pick.tolist()}
 
 
 def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> tuple[dict[str, float], int]:
@@ -96,7 +101,7 @@ def expand(
 ) -> Expansion:
     """RM3's expanded query from the first ranking's top ``params.docs`` documents."""
     seqs, weights = feedback_documents(first, params)
-    rm = relevance_model(snapshot, seqs, weights) if seqs else {}
+    rm = relevance_model(snapshot, seqs, weights, params.terms) if seqs else {}
     original, n = query_model(snapshot, tokens)
     return build_expansion(original, n, rm, params, seqs, str)
 

@@ -17,6 +17,7 @@ from service.index.build import build_params, write_index
 from service.index.inverted import InvertedIndex
 from service.index.tokenizers import get_index_tokenizer
 from service.retrieval import feedback as one_index
+from service.retrieval.feedback import FeedbackParams, cut_relevance
 from tests.collection.test_whole import documents
 
 
@@ -80,3 +81,21 @@ def test_a_document_no_segment_holds_is_refused(stores: tuple[Collection, Invert
     coll, index = stores
     with pytest.raises(NotFoundError, match=f"no document number {index.n_docs}"):
         relevance_model(coll.snapshot, [0, index.n_docs], [0.5, 0.5])
+
+
+@pytest.mark.parametrize(("seed", "top"), [(0, 1), (1, 5), (2, 10), (3, 30), (4, 1000)])
+def test_the_top_terms_cut_as_the_whole_model(
+    stores: tuple[Collection, InvertedIndex], seed: int, top: int
+) -> None:
+    """Naming only the terms that can make RM3's cut (ties at its edge included) cuts to the
+    same terms and weights as the whole model — ties broken by the term alike."""
+    coll, _ = stores
+    rng = random.Random(seed)
+    seqs = rng.sample(range(coll.snapshot.n_docs), rng.randint(1, 25))
+    weights = [rng.choice([0.5, 0.25, rng.random()]) for _ in seqs]  # equal weights: ties
+    whole = relevance_model(coll.snapshot, seqs, weights)
+    some = relevance_model(coll.snapshot, seqs, weights, top)
+    assert set(some) <= set(whole) and all(some[t] == whole[t] for t in some)
+    assert len(some) >= min(top, len(whole))
+    params = FeedbackParams(terms=top)
+    assert cut_relevance(some, params) == cut_relevance(whole, params)
