@@ -65,6 +65,7 @@ def dump(
     backend: str = "local",
     tr: bool = True,
     dense_too: bool = True,
+    methods: tuple[str, ...] = ("bowfd", "dt", "psq"),
 ) -> None:
     paths = SETS[which]
     settings = Settings()
@@ -89,7 +90,7 @@ def dump(
             if down:
                 raise SystemExit(f"shard workers not up: {down}")
         has_dense = dense_too and pipe.dense_status()["available"]
-        for method in ("bowfd", "dt", "psq"):
+        for method in methods:
             for fb in (False, True):
                 for dense in (False, True) if has_dense else (False,):
                     opts = SearchOptions(
@@ -107,7 +108,7 @@ def dump(
                             f"{o.dense}\t{_hits(o.hits)}\n"
                         )
         scorer = store_scorer(docs, "bowfd", bundle)
-        for q in decoded:
+        for q in decoded if "bowfd" in methods else ():
             r = scorer.rank(q, 1000)
             out.write(f"{lang}\tscorer\t{q.qid}\t{scorer.retrieved(r, 1000, q)}\t{_hits(r.hits)}\n")
     searchers.close()
@@ -123,11 +124,12 @@ def main() -> None:
     ap.add_argument("--backend", choices=["local", "ray"], default="local")
     ap.add_argument("--no-tr", action="store_true", help="no translation retrieval")
     ap.add_argument("--no-dense", action="store_true", help="the lexical ranking alone")
+    ap.add_argument("--methods", default="bowfd,dt,psq", help="the pipeline's methods dumped")
     args = ap.parse_args()
     with open(args.out, "w") as out:
         dump(
             out, args.models, args.limit, args.only, docs_path=args.docs, backend=args.backend,
-            tr=not args.no_tr, dense_too=not args.no_dense,
+            tr=not args.no_tr, dense_too=not args.no_dense, methods=tuple(args.methods.split(",")),
         )  # fmt: skip
 
 

@@ -16,8 +16,13 @@ from service.collection.writer import CollectionWriter, create_collection
 from service.index.build import build_params, write_index
 from service.index.inverted import InvertedIndex
 from service.index.tokenizers import get_index_tokenizer
+from service.mt.bundle import ModelBundle
 from service.retrieval import feedback as one_index
 from service.retrieval.feedback import FeedbackParams, cut_relevance
+from service.retrieval.query import decode_query
+from service.search.pipeline import SearchOptions
+from service.search.stores import store_pipeline
+from tests.collection.test_live import QUERIES
 from tests.collection.test_whole import documents
 
 
@@ -99,3 +104,32 @@ def test_the_top_terms_cut_as_the_whole_model(
     assert len(some) >= min(top, len(whole))
     params = FeedbackParams(terms=top)
     assert cut_relevance(some, params) == cut_relevance(whole, params)
+
+
+@pytest.mark.parametrize("form", ["interpolate", "replace", "rerank", "rerank+interpolate"])
+def test_a_search_with_feedback_counts_as_over_one_index(
+    stores: tuple[Collection, InvertedIndex], toy_bundle: ModelBundle, form: str
+) -> None:
+    """The whole page of a search with RM3 — hits, the count, its relation and its upper
+    bound — over several segments equals the index's, every method (DT's bound once summed
+    its segments' top lists)."""
+    coll, index = stores
+    decoder = toy_bundle.decoder()
+    queries = [decode_query(decoder, q, "de", qid=f"q{i}") for i, q in enumerate(QUERIES)]
+    feedback = FeedbackParams(form=form, docs=5, pool=30)  # type: ignore[arg-type]
+    many, one = (
+        store_pipeline(coll, toy_bundle),
+        store_pipeline(Collection.of_index(index), toy_bundle),
+    )
+    seen = 0
+    for method in ("dt", "psq", "bowfd"):
+        opts = SearchOptions(method, k=20, feedback=feedback)
+        for q in queries:
+            a, b = one.search(q, opts), many.search(q, opts)
+            assert [(h.doc_id, h.score) for h in b.hits] == [(h.doc_id, h.score) for h in a.hits]
+            assert (b.total, b.relation, b.total_max) == (a.total, a.relation, a.total_max), (
+                method, q.text,
+            )  # fmt: skip
+            seen += a.total_max is not None
+    # a mix's count is a lower bound with an upper bound: some to compare
+    assert seen or not feedback.for_method(True).mixes

@@ -3,6 +3,7 @@ sequence number (Hieber & Riezler 2015, §5)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,14 @@ class DtMethod(Method):
 
     def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
         return tuple(one_best(query))
+
+    def merge(self, parts: Sequence[Partial]) -> Partial:
+        """The union's top list; its ``candidates`` is that list's length, as one index's
+        (the documents the ranking holds — what bounds a feedback mix's count — not a sum
+        over segments)."""
+        merged = super().merge(parts)
+        merged.info["candidates"] = len(merged.seqs)
+        return merged
 
     def ranking(
         self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
