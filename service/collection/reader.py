@@ -31,6 +31,7 @@ from service.collection.manifest import (
     shard_of,
 )
 from service.collection.segment import Segment
+from service.collection.terms import TERMS_FILE
 from service.errors import ClirError, DataFormatError, NotFoundError
 from service.index.bm25 import RsjPolicy, rsj
 from service.index.inverted import InvertedIndex, load_index
@@ -57,13 +58,37 @@ class SegmentView:
         return self.segment.n_docs - (0 if self.deleted is None else len(self.deleted))
 
 
+class GlobalTerms:
+    """The collection's term dictionary (``terms.txt``) read up to a commit: a term's global
+    id, for the terms no opened segment holds — a shard worker opens its own shards only, and
+    a term of other shards still has the collection's df (PSQ's expected df sums its
+    alternatives' dfs, Darwish & Oard 2003). Read on first use."""
+
+    def __init__(self, path: Path, n_terms: int, n_bytes: int) -> None:
+        self.path, self.n_terms, self.n_bytes = path, n_terms, n_bytes
+        self._ids: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    def id(self, term: str) -> int | None:
+        if self._ids is None:
+            with self._lock:
+                if self._ids is None:
+                    with (self.path / TERMS_FILE).open("rb") as fh:
+                        data = fh.read(self.n_bytes).decode("utf-8")
+                    terms = data.split("\n")[: self.n_terms]
+                    self._ids = {t: i for i, t in enumerate(terms)}
+        return self._ids.get(term)
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """The segments of one commit, by shard."""
+    """The segments of one commit, by shard (``terms``: the collection's term dictionary,
+    when some shards are not opened here)."""
 
     commit: CommitManifest
     shards: tuple[tuple[SegmentView, ...], ...]
     global_df: npt.NDArray[np.int64]
+    terms: GlobalTerms | None = field(default=None, compare=False, repr=False)
     _df_cache: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -80,11 +105,17 @@ class Snapshot:
         df = self._df_cache.get(token)
         if df is None:  # every segment asks for the query's terms: look each up once
             df = 0
-            for view in self.views():
+            views = self.views()
+            for view in views:
                 tid = view.index.term_id(token)
                 if tid is not None:
                     df = int(self.global_df[view.segment.gid[tid]])
                     break
+            else:  # held by no segment opened here: by the shards not opened, if any
+                term = views[0].index.analyzer.term(token) if views and self.terms else None
+                gid = None if term is None or self.terms is None else self.terms.id(term)
+                if gid is not None and gid < len(self.global_df):
+                    df = int(self.global_df[gid])
             self._df_cache[token] = df
         return df
 
@@ -185,7 +216,8 @@ def load_snapshot(
         shards[entry.shard].append(SegmentView(seg, deleted, index))
     for name in set(cache) - {e.name for e in commit.segments}:
         del cache[name]
-    snap = Snapshot(commit, tuple(tuple(s) for s in shards), global_df)
+    terms = None if only is None else GlobalTerms(path, commit.n_terms, commit.terms_bytes)
+    snap = Snapshot(commit, tuple(tuple(s) for s in shards), global_df, terms)
     for view in snap.views():
         view.index.use_collection_df(snap.collection_df)
     return snap
