@@ -51,10 +51,9 @@ def relevance_model(
     probable (every term tied with the ``top``-th kept: RM3's cut breaks ties by the term,
     :func:`~service.retrieval.feedback.cut_relevance`), the others never named."""
     w = np.asarray(weights, dtype=np.float64)
-    views = snapshot.views()
-    number = {id(v): i for i, v in enumerate(views)}
+    found = snapshot.by_segment(seqs)
     at, gids, lids, where, shares = [], [], [], [], []
-    for view, pos, docnos in snapshot.by_segment(seqs):
+    for number, (view, pos, docnos) in enumerate(found):
         ptr, ids, tfs = view.index.doc_vectors(docnos)
         rows = np.diff(ptr)
         totals = np.maximum(view.index.doc_lengths[docnos], 1)  # as the single index's model
@@ -63,7 +62,7 @@ def relevance_model(
         at.append(np.repeat(pos, rows)[keep])
         lids.append(ids[keep])
         gids.append(view.segment.gid[ids[keep]])
-        where.append(np.full(int(keep.sum()), number[id(view)], dtype=np.int64))
+        where.append(np.full(int(keep.sum()), number, dtype=np.int64))
         shares.append(share[keep])
     if not at:
         return {}
@@ -77,7 +76,9 @@ def relevance_model(
     if top is not None and 0 < top < len(key):
         pick = np.flatnonzero(mass >= np.partition(mass, len(key) - top)[len(key) - top])
     lid, view_at = np.concatenate(lids)[order][first], np.concatenate(where)[order][first]
-    return {views[int(view_at[i])].index.term(int(lid[i])): float(mass[i]) for i in pick.tolist()}
+    return {
+        found[int(view_at[i])][0].index.term(int(lid[i])): float(mass[i]) for i in pick.tolist()
+    }
 
 
 def query_model(snapshot: Snapshot, tokens: Sequence[str]) -> tuple[dict[str, float], int]:

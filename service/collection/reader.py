@@ -13,7 +13,7 @@ starts after a refresh; the service refreshes before each search when the manife
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -59,25 +59,39 @@ class SegmentView:
 
 
 class GlobalTerms:
-    """The collection's term dictionary (``terms.txt``) read up to a commit: a term's global
-    id, for the terms no opened segment holds — a shard worker opens its own shards only, and
-    a term of other shards still has the collection's df (PSQ's expected df sums its
-    alternatives' dfs, Darwish & Oard 2003). Read on first use."""
+    """The collection's term dictionary (``terms.txt``, append-only) as read so far: a term's
+    global id, for the terms no opened segment holds — a shard worker opens its own shards
+    only, and a term of other shards still has the collection's df (PSQ's expected df sums
+    its alternatives' dfs, Darwish & Oard 2003). One per collection; each commit's snapshot
+    reads only the terms appended since (:meth:`at`)."""
 
-    def __init__(self, path: Path, n_terms: int, n_bytes: int) -> None:
-        self.path, self.n_terms, self.n_bytes = path, n_terms, n_bytes
-        self._ids: dict[str, int] | None = None
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._ids: dict[str, int] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def id(self, term: str) -> int | None:
-        if self._ids is None:
-            with self._lock:
-                if self._ids is None:
-                    with (self.path / TERMS_FILE).open("rb") as fh:
-                        data = fh.read(self.n_bytes).decode("utf-8")
-                    terms = data.split("\n")[: self.n_terms]
-                    self._ids = {t: i for i, t in enumerate(terms)}
-        return self._ids.get(term)
+    def at(self, commit: CommitManifest) -> Callable[[str], int | None]:
+        """The lookup of ``commit``'s terms (read on its first use)."""
+
+        def lookup(term: str) -> int | None:
+            if self._bytes < commit.terms_bytes:
+                self._read_to(commit.terms_bytes)
+            gid = self._ids.get(term)
+            return gid if gid is not None and gid < commit.n_terms else None
+
+        return lookup
+
+    def _read_to(self, n_bytes: int) -> None:
+        with self._lock:
+            if self._bytes >= n_bytes:
+                return
+            with (self.path / TERMS_FILE).open("rb") as fh:
+                fh.seek(self._bytes)
+                data = fh.read(n_bytes - self._bytes).decode("utf-8")
+            for term in data.split("\n")[:-1]:
+                self._ids[term] = len(self._ids)
+            self._bytes = n_bytes
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class Snapshot:
     commit: CommitManifest
     shards: tuple[tuple[SegmentView, ...], ...]
     global_df: npt.NDArray[np.int64]
-    terms: GlobalTerms | None = field(default=None, compare=False, repr=False)
+    terms: Callable[[str], int | None] | None = field(default=None, compare=False, repr=False)
     _df_cache: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -113,7 +127,7 @@ class Snapshot:
                     break
             else:  # held by no segment opened here: by the shards not opened, if any
                 term = views[0].index.analyzer.term(token) if views and self.terms else None
-                gid = None if term is None or self.terms is None else self.terms.id(term)
+                gid = None if term is None or self.terms is None else self.terms(term)
                 if gid is not None and gid < len(self.global_df):
                     df = int(self.global_df[gid])
             self._df_cache[token] = df
@@ -199,6 +213,7 @@ def load_snapshot(
     commit: CommitManifest,
     cache: dict[str, Segment] | None = None,
     only: frozenset[int] | None = None,
+    terms: GlobalTerms | None = None,
 ) -> Snapshot:
     """The snapshot of ``commit``, opening segments not in ``cache`` (which is updated);
     ``only``: the shards to open (a shard worker's), the others are left empty."""
@@ -216,8 +231,10 @@ def load_snapshot(
         shards[entry.shard].append(SegmentView(seg, deleted, index))
     for name in set(cache) - {e.name for e in commit.segments}:
         del cache[name]
-    terms = None if only is None else GlobalTerms(path, commit.n_terms, commit.terms_bytes)
-    snap = Snapshot(commit, tuple(tuple(s) for s in shards), global_df, terms)
+    if only is not None and terms is None:
+        terms = GlobalTerms(path)
+    lookup = None if only is None or terms is None else terms.at(commit)
+    snap = Snapshot(commit, tuple(tuple(s) for s in shards), global_df, lookup)
     for view in snap.views():
         view.index.use_collection_df(snap.collection_df)
     return snap
@@ -282,6 +299,8 @@ class Collection:
         self.only = None if shards is None else frozenset(shards)
         self.built_whole = whole is not None  # no commit to refresh or write
         self._segments: dict[str, Segment] = {}
+        # the term dictionary, read once and extended by each commit (shards opened alone)
+        self._terms = None if self.only is None else GlobalTerms(self.path)
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._snapshot = self._load() if whole is None else whole_snapshot(whole)
@@ -301,7 +320,9 @@ class Collection:
         for attempt in range(3):
             stamp = self._manifest_stamp()
             try:
-                snap = load_snapshot(self.path, read_commit(self.path), self._segments, self.only)
+                snap = load_snapshot(
+                    self.path, read_commit(self.path), self._segments, self.only, self._terms
+                )
             except ClirError:
                 # a writer may have committed (and removed what the commit read refers to)
                 # between reading the manifest and opening its files: read it again

@@ -6,6 +6,8 @@ with every shard open."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from service.collection.manifest import shard_of
@@ -79,3 +81,21 @@ def test_a_shards_partial_is_the_one_made_with_every_shard_open(
             assert got is not None and want is not None
             assert got.seqs.tolist() == want.seqs.tolist(), (method, text, shard)
             assert got.scores.tolist() == want.scores.tolist(), (method, text, shard)
+
+
+def test_a_shard_alone_learns_the_terms_a_later_commit_adds(tmp_path: Path) -> None:
+    """The term dictionary is read once and extended by each commit it sees."""
+    path = tmp_path / "c"
+    create_collection(path, build_params("docs"), 3)
+    with CollectionWriter(path) as w:
+        w.add(corpus())
+        w.commit()
+    alone = Collection(path, shards=[1])
+    assert alone.snapshot.collection_df("zeppelin") == 0
+    new = next(i for i in (f"z{n}" for n in range(1000)) if shard_of(i, 3) == 0)
+    with CollectionWriter(path) as w:
+        w.add([Doc(new, "", "a zeppelin over the house", "t")])
+        w.commit()
+    assert alone.refresh()
+    assert alone.snapshot.collection_df("zeppelin") == 1
+    assert not any(v.index.term_id("zeppelin") is not None for v in alone.snapshot.views())
