@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,11 +43,15 @@ SEGMENTS_DIR = "segments"
 
 @dataclass(frozen=True)
 class SegmentView:
-    """A segment of one commit: the segment, its deleted documents, the scoring index."""
+    """A segment of one commit: the segment, its deleted documents, the scoring index, and
+    the scorers searchers made over it (:meth:`SnapshotSearcher.scorer`), which live and die
+    with the view: a commit's views are let go with its snapshot, and their scorers and
+    memory maps with them."""
 
     segment: Segment
     deleted: npt.NDArray[np.int32] | None
     index: InvertedIndex
+    scorers: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def seq(self) -> npt.NDArray[np.int64]:
@@ -94,6 +99,45 @@ class GlobalTerms:
             self._bytes = n_bytes
 
 
+class CollectionDf:
+    """The collection's df of a token's index term, from any segment that holds it (every
+    segment maps its terms to the global ids the df is kept by), else from the collection's
+    term dictionary (``terms``, when some shards are not opened here); each token looked up
+    once. It holds the segments' term dictionaries, not their scoring views, so a view that
+    answers its :meth:`~service.index.inverted.InvertedIndex.collection_df` with it makes no
+    reference cycle: a dropped snapshot releases its memory maps (one file descriptor each)
+    at once, not at the garbage collector's next full pass."""
+
+    def __init__(
+        self,
+        views: Sequence[SegmentView],
+        global_df: npt.NDArray[np.int64],
+        terms: Callable[[str], int | None] | None,
+    ) -> None:
+        self._dicts = [(v.index.vocab, v.segment.gid) for v in views]
+        self._analyzer = views[0].index.analyzer if views else None
+        self._global_df = global_df
+        self._terms = terms
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, token: str) -> int:
+        df = self._cache.get(token)
+        if df is None:  # every segment asks for the query's terms: look each up once
+            df = 0
+            term = None if self._analyzer is None else self._analyzer.term(token)
+            gid = None
+            if term is not None:
+                gid = next(
+                    (int(g[i]) for v, g in self._dicts if (i := v.id(term)) is not None), None
+                )
+                if gid is None and self._terms is not None:  # held by the shards not opened
+                    gid = self._terms(term)
+            if gid is not None and gid < len(self._global_df):
+                df = int(self._global_df[gid])
+            self._cache[token] = df
+        return df
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The segments of one commit, by shard (``terms``: the collection's term dictionary,
@@ -103,7 +147,6 @@ class Snapshot:
     shards: tuple[tuple[SegmentView, ...], ...]
     global_df: npt.NDArray[np.int64]
     terms: Callable[[str], int | None] | None = field(default=None, compare=False, repr=False)
-    _df_cache: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def generation(self) -> int:
@@ -113,25 +156,10 @@ class Snapshot:
     def n_docs(self) -> int:
         return self.commit.n_docs
 
-    def collection_df(self, token: str) -> int:
-        """The collection's df of the index term of ``token`` (from any segment that holds
-        it: every segment maps its terms to the global ids the df is kept by)."""
-        df = self._df_cache.get(token)
-        if df is None:  # every segment asks for the query's terms: look each up once
-            df = 0
-            views = self.views()
-            for view in views:
-                tid = view.index.term_id(token)
-                if tid is not None:
-                    df = int(self.global_df[view.segment.gid[tid]])
-                    break
-            else:  # held by no segment opened here: by the shards not opened, if any
-                term = views[0].index.analyzer.term(token) if views and self.terms else None
-                gid = None if term is None or self.terms is None else self.terms(term)
-                if gid is not None and gid < len(self.global_df):
-                    df = int(self.global_df[gid])
-            self._df_cache[token] = df
-        return df
+    @cached_property
+    def collection_df(self) -> CollectionDf:
+        """The collection's df of a token's index term: ``snapshot.collection_df(token)``."""
+        return CollectionDf(self.views(), self.global_df, self.terms)
 
     @cached_property
     def _policy(self) -> RsjPolicy:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -27,7 +26,6 @@ from service.collection.methods import (
 )
 from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
-from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import (
     DecodedQuery,
@@ -58,9 +56,7 @@ class SnapshotSearcher:
         self.threads = threads or os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        self._scorers: weakref.WeakKeyDictionary[InvertedIndex, dict[Any, Scorer]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._key = object()  # this searcher's scorers among a view's
 
     def _thread_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -69,20 +65,22 @@ class SnapshotSearcher:
             return self._pool
 
     def close(self) -> None:
-        """Stop the shard threads and drop the scorers (and the segments they map); a later
-        search starts them again."""
+        """Stop the shard threads; a later search starts them again. (The scorers are kept
+        by the views they score, and go with their snapshot.)"""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-        self._scorers.clear()
 
     def scorer(self, method: str, view: SegmentView, params: Mapping[str, Any]) -> Scorer:
-        key = (method, tuple(sorted(params.items())))
-        per_view = self._scorers.setdefault(view.index, {})
-        scorer = per_view.get(key)
+        """This searcher's scorer of ``method`` over ``view``, made on its first use; kept by
+        the view (not here: a long-lived searcher would keep every commit's segments)."""
+        key = (self._key, method, tuple(sorted(params.items())))
+        scorer: Scorer | None = view.scorers.get(key)
         if scorer is None:
-            scorer = per_view[key] = get_scorer(method, view.index, bundle=self.bundle, **params)
+            scorer = view.scorers[key] = get_scorer(
+                method, view.index, bundle=self.bundle, **params
+            )
         return scorer
 
     def any_scorer(

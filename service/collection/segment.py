@@ -31,7 +31,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from hashlib import blake2b
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,11 @@ def id_hashes(ids: Iterable[bytes]) -> npt.NDArray[np.uint64]:
 def _blob_items(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
     raw, off = bytes(blob), offsets.tolist()
     return [raw[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+
+
+def _id_at(blob: npt.NDArray[np.uint8], off: Int64Array, docno: int) -> str:
+    """The id of document ``docno`` in the id ``blob`` cut at ``off``."""
+    return bytes(blob[off[docno] : off[docno + 1]]).decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -279,16 +284,18 @@ class Segment:
         return InvertedIndex(self.path, self.manifest, self.arrays, stats=stats)
 
     def doc_id(self, docno: int) -> str:
-        off = self.arrays["id_offsets"]
-        return bytes(self.arrays["id_blob"][off[docno] : off[docno + 1]]).decode("utf-8")
+        return _id_at(self.arrays["id_blob"], self.arrays["id_offsets"], docno)
 
     @cached_property
     def ids(self) -> IdTable:
-        """The segment's documents by id (deleted documents included)."""
+        """The segment's documents by id (deleted documents included). Its id reader holds
+        the arrays, not the segment: no reference cycle keeps a dropped segment's memory maps
+        open until the garbage collector's next full pass."""
+        blob, off = self.arrays["id_blob"], self.arrays["id_offsets"]
+        id_of = partial(_id_at, blob, off)
         if "id_hash" in self.arrays:  # memory-mapped
-            return IdTable(self.arrays["id_hash"], self.arrays["id_hash_docno"], self.doc_id)
-        items = _blob_items(self.arrays["id_blob"], self.arrays["id_offsets"])
-        return IdTable.of(items, self.doc_id)  # a segment written before the table was stored
+            return IdTable(self.arrays["id_hash"], self.arrays["id_hash_docno"], id_of)
+        return IdTable.of(_blob_items(blob, off), id_of)  # written before the table was stored
 
     def find(self, doc_id: str) -> int | None:
         """The document number of ``doc_id`` here (deleted or not), or None."""

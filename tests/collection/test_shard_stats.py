@@ -71,12 +71,12 @@ def test_a_shards_partial_is_the_one_made_with_every_shard_open(
     searcher = SnapshotSearcher(toy_bundle)
     full = collection.snapshot
     lead = searcher.any_scorer(full, method, {})
+    alone = [Collection(collection.path, shards=[shard]).snapshot for shard in range(3)]
     for i, text in enumerate(QUERIES):
         query = decode_query(decoder, text, "de", qid=f"q{i}")
         plan = get_method(method).plan(lead, query)
         for shard in range(3):
-            alone = Collection(collection.path, shards=[shard]).snapshot
-            got = searcher.shard_partial(method, alone.shards[shard], query, 20, {}, plan)
+            got = searcher.shard_partial(method, alone[shard].shards[shard], query, 20, {}, plan)
             want = searcher.shard_partial(method, full.shards[shard], query, 20, {}, plan)
             assert got is not None and want is not None
             assert got.seqs.tolist() == want.seqs.tolist(), (method, text, shard)
