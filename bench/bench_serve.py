@@ -65,7 +65,7 @@ class ServeSearcher:
         return [r.result() for r in [h.status.remote() for h in self.handles]]
 
     def rank(self, snapshot: Any, method: str, query: Any, k: int, params: dict[str, Any]) -> Any:
-        from service.collection.methods import final_ranking, get_method, search_plan
+        from service.retrieval.partials import final_ranking, get_method
 
         m = get_method(method)
         lead = self.local.any_scorer(snapshot, method, params)
@@ -73,7 +73,8 @@ class ServeSearcher:
         def first_stage(name: str, depth: int) -> Any:
             return self.rank(snapshot, name, query, depth, {})
 
-        plan = m.remote_plan(search_plan(method, lead, query, first_stage), len(self.handles))
+        plan = None if lead is None else m.search_plan(lead, query, first_stage)
+        plan = m.remote_plan(plan, len(self.handles))
         calls = [h.partial.remote(method, query, k, params, plan, None, True) for h in self.handles]
         parts = [p for _, p, _ in (c.result() for c in calls) if p is not None]
         final = m.finish(m.merge(parts), k)

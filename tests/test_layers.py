@@ -386,9 +386,9 @@ def test_a_private_name_starts_with_an_underscore_and_is_no_dunder(
 # The collection's shard engine (the segment searcher, the Ray fan-out and its router, the
 # shared boards) and Ray itself are reached through the search backends
 # (``service.search.stores``): the API asks for a pipeline and never for a backend.
-SHARD_ENGINE = tuple(
-    f"service.collection.{m}"
-    for m in ("searcher", "distributed", "ray_driver", "replicas", "boards")
+SHARD_ENGINE = (
+    *(f"service.collection.{m}" for m in ("searcher", "distributed", "ray_driver", "replicas")),
+    "service.retrieval.bowfd.boards",
 )
 
 
@@ -429,9 +429,6 @@ SHARED_NAMES = {
     "errors": "domain errors (service) and their HTTP mapping (api)",
     # one algorithm over both kinds of store
     "feedback": "RM3 over an index (retrieval) and over a collection (collection)",
-    "dt": "DT's scorer (retrieval) and its partials over segments (collection/methods)",
-    "psq": "PSQ's scorer (retrieval) and its partials over segments (collection/methods)",
-    "tr": "TR's scorer (retrieval) and its partials over segments (collection/methods)",
 }
 
 

@@ -4,7 +4,7 @@ The query is decoded once, by the caller; what does not depend on the documents 
 structured query) is planned once; the decoded query (its forests as arrays) goes to every
 shard worker, which runs the method over its own segments — BOW-FD's candidates, bounds and
 Viterbi passes stay next to the data — and returns its partial
-(:class:`~service.collection.methods.base.Partial`: a top list, or BOW-FD's per-sentence
+(:class:`~service.retrieval.partials.Partial`: a top list, or BOW-FD's per-sentence
 lists), merged here exactly as the in-process search
 merges them (:class:`~service.collection.searcher.SnapshotSearcher`).
 
@@ -16,7 +16,7 @@ reloading after a restart beyond the maps. Workers are restarted by Ray when the
 answer ``degraded`` with the shard named, never an error.
 
 Workers on one machine share BOW-FD's boards through shared memory (named per query: the
-best scores found so far, :mod:`service.collection.boards`), so a shard prunes by what the
+best scores found so far, :mod:`service.retrieval.bowfd.boards`), so a shard prunes by what the
 others have found, as shards searched in threads of one process do.
 
 A worker refreshes its snapshot to the collection's current commit before each query and says
@@ -37,8 +37,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from service.collection.boards import sweep_boards
-from service.collection.methods import Partial, final_ranking, get_method, search_plan
 from service.collection.ray_driver import (
     DriverConfig,
     DriverProcess,
@@ -53,7 +51,9 @@ from service.logs import current_format
 from service.mt.bundle import ModelBundle, load_bundle
 from service.processes import command_of, exit_with, raise_open_files_limit
 from service.retrieval.base import DecodedQuery, Ranking, Relation
+from service.retrieval.bowfd.boards import sweep_boards
 from service.retrieval.explain import Explanation
+from service.retrieval.partials import Partial, final_ranking, get_method
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class ShardWorker:
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
         ``explain_final`` this shard holds); ``count``: see
-        :meth:`~service.collection.methods.base.Method.partial`."""
+        :meth:`~service.retrieval.partials.Method.partial`."""
         t0 = time.perf_counter()
         collection = self.collection
         collection.refresh()
@@ -412,7 +412,8 @@ class RaySearcher:
             first_failed.extend(failed)
             return ranking
 
-        plan = m.remote_plan(search_plan(method, scorer, query, first_stage), self.shards)
+        plan = None if scorer is None else m.search_plan(scorer, query, first_stage)
+        plan = m.remote_plan(plan, self.shards)
         for _attempt in range(2):
             answers, failed = self._ask(method, query, k, params, plan, count=count)
             if len({a.generation for a in answers}) <= 1:

@@ -1,5 +1,5 @@
 """Searching a collection in this process: :class:`SnapshotSearcher` runs a method
-(:mod:`service.collection.methods`) over the segments of a snapshot, shard by shard or shards
+(:mod:`service.retrieval.partials`) over the segments of a snapshot, shard by shard or shards
 at once in threads, and merges them exactly; :class:`CollectionScorer` is a method over a
 collection shaped as a :class:`~service.retrieval.base.Scorer`.
 """
@@ -18,12 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from service.collection.feedback import Rerank, feedback_ranking
-from service.collection.methods import (
-    Partial,
-    final_ranking,
-    get_method,
-    search_plan,
-)
 from service.collection.reader import Collection, SegmentView, Snapshot
 from service.errors import ConfigurationError
 from service.mt.bundle import ModelBundle
@@ -38,6 +32,7 @@ from service.retrieval.base import (
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.explain import Explanation
 from service.retrieval.feedback import Expansion, FeedbackParams, rerank_weights
+from service.retrieval.partials import Partial, final_ranking, get_method
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -158,7 +153,7 @@ class SnapshotSearcher:
         if restrict is not None:
             plan = m.restricted(np.asarray(restrict, dtype=np.int64))
         else:
-            plan = search_plan(method, lead, query, first_stage)
+            plan = None if lead is None else m.search_plan(lead, query, first_stage)
         if lead is not None:  # once for every shard of this process
             plan = m.segments_plan(lead, snapshot.views(), query, plan, k, len(snapshot.shards))
         seconds: dict[int, float] = {}

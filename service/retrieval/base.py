@@ -252,6 +252,8 @@ class Scorer(ABC):
 
 
 ScorerFactory = Callable[..., Scorer]
+# the one registry of retrieval methods: each one's scorer class, which declares how the method
+# runs over a collection's segments (``segments``: :func:`service.retrieval.partials.get_method`)
 SCORERS: dict[str, ScorerFactory] = {}
 
 
@@ -266,26 +268,26 @@ def register(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
     return deco
 
 
-def get_scorer(name: str, index: InvertedIndex, **params: Any) -> Scorer:
-    """Instantiate the scorer ``name``; an unknown name lists the valid ones."""
+def scorer_class(name: str) -> ScorerFactory:
+    """The scorer registered as ``name``; an unknown name lists the valid ones."""
     _load_builtin_scorers()
     factory = SCORERS.get(name)
     if factory is None:
         valid = ", ".join(sorted(SCORERS))
         raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
-    return factory(index, **params)
+    return factory
+
+
+def get_scorer(name: str, index: InvertedIndex, **params: Any) -> Scorer:
+    """Instantiate the scorer ``name``; an unknown name lists the valid ones."""
+    return scorer_class(name)(index, **params)
 
 
 def configured_params(name: str, setting: Callable[[str], Any]) -> dict[str, Any]:
     """The parameters of the scorer ``name`` that a configuration sets: for each one its
     class names (:attr:`Scorer.configured`), the value ``setting`` gives that setting's name,
     unless it is None (then the method's own default stays)."""
-    _load_builtin_scorers()
-    factory = SCORERS.get(name)
-    if factory is None:
-        valid = ", ".join(sorted(SCORERS))
-        raise ConfigurationError(f"unknown retrieval method {name!r}; choose one of: {valid}")
-    named: Mapping[str, str] = getattr(factory, "configured", {})
+    named: Mapping[str, str] = getattr(scorer_class(name), "configured", {})
     values = {param: setting(key) for param, key in named.items()}
     return {param: value for param, value in values.items() if value is not None}
 

@@ -27,6 +27,9 @@ The records:
 * :class:`TrExplanation` — translation retrieval (TR paper, Algorithms 1 and 2): the N-best
   translations that found the pool sentence, with Pr(t|s), the cosine, the Levenshtein
   similarity and Pr(d|t). TR ranks sentences by whole translations and names no matched terms.
+
+A :class:`Candidate` is what TR's explanation is made from: a pool sentence one translation
+found, with its cosine, Levenshtein similarity and Pr(d|t).
 """
 
 from __future__ import annotations
@@ -205,3 +208,13 @@ class FeedbackExplanation(Explanation):
             "added": list(self.added),
             "first": None if self.first is None else self.first.to_json(),
         }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pool sentence found by one translation: cosine, Levenshtein, Pr(d|t) (unnormalised)."""
+
+    docno: int
+    cosine: float
+    levenshtein: float
+    prob: float

@@ -47,6 +47,7 @@ from service.mt.lexical import LexicalTable
 from service.retrieval.base import DecodedQuery, Hit, Ranking, Relation, Scorer, register
 from service.retrieval.explain import FoundTranslations, PsqExplanation
 from service.retrieval.links import AlignedDerivation, RuleLinks, aligned_derivation
+from service.retrieval.partials import Method
 
 Distribution = dict[str, float]
 
@@ -196,9 +197,26 @@ def psq_scores(
     return scores.astype(np.float32), np.flatnonzero(reached).astype(np.int32)
 
 
+class PsqMethod(Method):
+    """PSQ: the structured query is built once, from the n-best list."""
+
+    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+        assert isinstance(scorer, ProbabilisticStructuredQuery)
+        return scorer.structured(query)
+
+    def ranking(
+        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+    ) -> Ranking:
+        assert isinstance(scorer, ProbabilisticStructuredQuery)
+        hits, info = scorer.rank_structured(plan, depth, explain)
+        return Ranking(query.qid, hits, scorer.signature(query), info)
+
+
 @register("psq")
 class ProbabilisticStructuredQuery(Scorer):
     """PSQ over the index with n-best derived and lexical translation probabilities."""
+
+    segments = PsqMethod()  # how it runs over a collection's segments
 
     configured: ClassVar[Mapping[str, str]] = {"nbest": "nbest_psq"}
 

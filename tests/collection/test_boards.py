@@ -1,4 +1,4 @@
-"""Boards shared by shard workers on one machine (service.collection.boards): every process
+"""Boards shared by shard workers on one machine (service.retrieval.bowfd.boards): every process
 opening a query's board sees the others' posts; a board that cannot be shared is private."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from service.collection.boards import (
+from service.retrieval.bowfd.boards import (
     PREFIX,
     _board_dir,
     new_board_name,

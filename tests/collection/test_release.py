@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from service.collection.docstore import open_store, store_scorer
-from service.collection.methods import get_method
 from service.collection.reader import Collection
 from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import CollectionWriter, create_collection
@@ -25,6 +24,7 @@ from service.index.tokenizers import get_index_tokenizer
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import DecodedQuery
 from service.retrieval.feedback import FeedbackParams
+from service.retrieval.partials import get_method
 from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES, corpus
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from service.collection.manifest import shard_of
-from service.collection.methods import get_method
 from service.collection.reader import Collection
 from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import CollectionWriter, create_collection
 from service.index.build import build_params
 from service.mt.bundle import ModelBundle
 from service.records import Doc
+from service.retrieval.partials import get_method
 from service.retrieval.query import decode_query
 from tests.collection.test_live import QUERIES
 from tests.collection.test_whole import documents

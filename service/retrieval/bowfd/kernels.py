@@ -138,7 +138,7 @@ def _block_kernel(
 
     ``board`` (``slots × len(ranks)``; ``slot`` −1: none) is shared with searches of other
     documents running at the same time (the shards of a collection on one machine, one slot
-    each; see :mod:`service.collection.boards`). At every block this search posts, in row
+    each; see :mod:`service.retrieval.bowfd.boards`). At every block this search posts, in row
     ``slot``, the ``ranks[r]``-th best score it has found (a cell only rises: a shard's earlier
     segments' posts stay valid), and at rank k also θ; θ rises to every score k documents are
     known to reach: a slot's rank-k cell, or for this slot and another ``s`` the smaller of

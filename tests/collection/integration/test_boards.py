@@ -1,6 +1,6 @@
-"""Boards shared by shard workers on one machine (service.collection.boards): every process: the
-tests that start processes, Ray or a browser, read the shared data or run long (the integration
-tier, tests/README.md); the rest are in :mod:`tests.collection.test_boards`."""
+"""Boards shared by shard workers on one machine (:mod:`service.retrieval.bowfd.boards`):
+every test that starts processes, Ray or a browser, reads the shared data or runs long (the
+integration tier, tests/README.md); the rest are in :mod:`tests.collection.test_boards`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from service.collection.boards import (
+from service.retrieval.bowfd.boards import (
     new_board_name,
     open_board,
     release_board,
@@ -27,7 +27,7 @@ def test_processes_share_a_board_and_release_it() -> None:
     # another process opens the same board, reads this one's post and posts its own
     board[0] = -4.5
     child = textwrap.dedent(f"""
-        from service.collection.boards import open_board
+        from service.retrieval.bowfd.boards import open_board
         b, path = open_board({name!r}, 3)
         assert path is not None and b[0] == -4.5, b
         b[2] = -1.25

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.collection.methods import SegmentsWeighting
 from service.collection.reader import Collection
 from service.collection.searcher import SnapshotSearcher
 from service.collection.writer import build_collection
@@ -23,6 +22,7 @@ from service.index.build import BuildParams
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
 from service.retrieval.base import DecodedQuery, get_scorer
+from service.retrieval.bowfd.scorer import SegmentsWeighting
 from service.retrieval.query import decode_query
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from service.collection import Collection, SnapshotSearcher, build_collection
-from service.collection.methods import get_method
 from service.data import read_queries
 from service.index.build import BuildParams
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import load_bundle
 from service.retrieval.base import get_scorer
 from service.retrieval.explain import TrExplanation
+from service.retrieval.partials import get_method
 from service.retrieval.query import decode_query
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,30 +1,101 @@
-"""The shape every method takes over a collection: a :class:`Partial` per set of segments,
-merged into the partial of their union and finished into the collection's ranking (the
-package's docstring says how each method merges exactly)."""
+"""How a retrieval method runs over the segments and shards of a collection, merged exactly:
+the base class :class:`Method` and its :class:`Partial`. Each method declares its own in its
+own module, as its scorer's ``segments`` (DT's :mod:`~service.retrieval.dt`, PSQ's
+:mod:`~service.retrieval.psq`, TR's :mod:`~service.retrieval.tr`, BOW-FD's
+:mod:`~service.retrieval.bowfd.scorer`); the one registry of methods is the scorers'
+(:data:`~service.retrieval.base.SCORERS`), which :func:`get_method` reads.
+
+A segment is read through :class:`SegmentPart` (what a method needs of one: its index scoring
+with the collection's statistics, its documents' sequence numbers, its name and shard), which
+the collection's segment views (:class:`service.collection.reader.SegmentView`) are; an index
+built whole is a collection of one such segment.
+
+Each segment scores with the collection's statistics (:mod:`service.collection.segment`), so
+a document's score does not depend on where it is stored; what remains is to merge top lists
+so that the result is the one a single index over the same documents gives. A method's work
+on a set of segments is a :class:`Partial`, partials of disjoint sets merge into a partial of
+their union (so segments merge into a shard's partial, shards into the collection's), and
+:meth:`Method.finish` turns the collection's partial into the ranking:
+
+* DT and PSQ score each document independently: a partial is a top-``depth`` list, the merge
+  keeps the best ``depth`` of the union (score descending, then sequence number ascending —
+  the document numbers a single index gives the same documents), and the count of documents
+  retrieved adds up.
+* BOW-FD (Hieber & Riezler 2015, §3) ranks each sentence of a query to depth ``K'`` and
+  combines the lists by a product of experts in which a document missing from a list takes
+  that list's minimum: the minimum of the *collection's* list. So its partial keeps each
+  sentence's list (merged to depth ``K'``) and candidate count, and only :meth:`finish`
+  combines them, with the same function the scorer uses.
+
+What does not depend on the documents is done once per query, not per segment: DT's 1-best
+translation, PSQ's structured query and BOW-FD's prepared forests (the words the segments
+together call weighted terms: :class:`~service.retrieval.bowfd.scorer.SegmentsWeighting`),
+each joined with every segment's postings. Shards in one process are searched one after
+another, each bounding the next, or at once in threads (``threads``; the compiled passes
+release the GIL), sharing BOW-FD's boards (:mod:`service.retrieval.bowfd.boards`).
+
+Results carry the document's sequence number as ``docno``
+(:meth:`service.collection.reader.Collection.doc` resolves it) and the external id.
+Explanations are made by the segment holding the document, after the merge (BOW-FD's need
+to know whether the document made the collection's list of each sentence).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from service.collection.reader import SegmentView, Snapshot
 from service.errors import ConfigurationError
+from service.index.inverted import InvertedIndex
 from service.retrieval.base import (
     DecodedQuery,
     Hit,
     Ranking,
     Relation,
     Scorer,
+    scorer_class,
 )
-from service.retrieval.bowfd.ranking import SentenceRanking
-from service.retrieval.explain import Explanation
-from service.retrieval.tr import Candidate
+from service.retrieval.explain import Candidate, Explanation
+
+if TYPE_CHECKING:
+    from service.retrieval.bowfd.ranking import SentenceRanking
 
 Int64Array = npt.NDArray[np.int64]
+
+
+class SegmentName(Protocol):
+    """A segment's name and shard."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def shard(self) -> int: ...
+
+
+class SegmentPart(Protocol):
+    """A segment of one commit as a method reads it: the segment (its name and shard), its
+    index scoring with the collection's statistics (N, avdl, df of every term), and the
+    sequence number of each of its documents (ascending)."""
+
+    @property
+    def segment(self) -> SegmentName: ...
+
+    @property
+    def index(self) -> InvertedIndex: ...
+
+    @property
+    def seq(self) -> Int64Array: ...
+
+
+class DocumentIds(Protocol):
+    """The documents of a commit by sequence number."""
+
+    def doc_ids(self, seqs: Sequence[int]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -64,10 +135,18 @@ class Method:
         """What every segment's :meth:`partial` reads of the query (default: nothing)."""
         return None
 
+    def search_plan(
+        self, scorer: Scorer, query: DecodedQuery, first_stage: Callable[[str, int], Ranking]
+    ) -> Any:
+        """The plan of a search of the whole collection (default: :meth:`plan`); a cascade
+        (BOW-FD's) ranks the collection with its first stage (``first_stage(method,
+        depth)``) and plans the search of those documents."""
+        return self.plan(scorer, query)
+
     def segments_plan(
         self,
         scorer: Scorer,
-        views: Sequence[SegmentView],
+        views: Sequence[SegmentPart],
         query: DecodedQuery,
         plan: Any,
         depth: int,
@@ -95,7 +174,7 @@ class Method:
     def partial(
         self,
         scorer: Scorer,
-        view: SegmentView,
+        view: SegmentPart,
         query: DecodedQuery,
         plan: Any,
         depth: int,
@@ -155,7 +234,7 @@ class Method:
         raise ConfigurationError(f"{type(self).__name__} cannot search a set of documents")
 
     def explain(
-        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentView
+        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart
     ) -> Explanation | None:
         """The explanation of the segment's document ``docno`` in the final ranking (``kept``:
         what :meth:`partial` returned for the segment): by default the segment ranks again
@@ -168,7 +247,7 @@ class Method:
 
 
 def final_ranking(
-    snapshot: Snapshot,
+    snapshot: DocumentIds,
     query: DecodedQuery,
     final: Partial,
     signature: str,
@@ -184,3 +263,12 @@ def final_ranking(
         for seq, doc_id, score in zip(seqs, ids, final.scores.tolist(), strict=True)
     ]
     return Ranking(query.qid, hits, signature, {**final.info, **info})
+
+
+def get_method(name: str) -> Method:
+    """How the method ``name`` runs over segments: the ``segments`` its scorer class declares
+    (an unknown name lists the valid ones)."""
+    method = getattr(scorer_class(name), "segments", None)
+    if not isinstance(method, Method):
+        raise ConfigurationError(f"method {name!r} does not run over a collection")
+    return method
