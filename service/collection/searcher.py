@@ -135,13 +135,16 @@ class SnapshotSearcher:
         count: bool = True,
         restrict: Int64Array | None = None,
         explain_top: int | None = None,
+        prepared: dict[str, Any] | None = None,
     ) -> tuple[Ranking, tuple[int, Relation]]:
         """The top ``k`` of the collection, and how many documents the method retrieved
         (``count``: beyond ``k`` too; else a lower bound); ``restrict``: only these documents
         (sequence numbers, ascending; BOW-FD, as a cascade's first stage restricts it).
         ``explain``: each hit's explanation — only the first ``explain_top`` hits' when given
         (a feedback stage ranks 100 deep for a page of 10; BOW-FD's explanations cost ~2 ms
-        a hit)."""
+        a hit). ``prepared``: what searches of this query over this snapshot share (BOW-FD's
+        prepared forests, :meth:`Method.reusable`), filled by the search of the whole
+        collection and read by a search of ``restrict`` (the feedback stage's rerank)."""
         params = dict(params or {})
         m = get_method(method)
         kept: dict[str, Any] = {}
@@ -150,12 +153,15 @@ class SnapshotSearcher:
         def first_stage(name: str, depth: int) -> Ranking:
             return self.rank(snapshot, name, query, depth, count=False)[0]
 
+        reuse = None if prepared is None else prepared.get(method)
         if restrict is not None:
-            plan = m.restricted(np.asarray(restrict, dtype=np.int64))
+            plan = m.restricted(np.asarray(restrict, dtype=np.int64), reuse)
         else:
             plan = None if lead is None else m.search_plan(lead, query, first_stage)
         if lead is not None:  # once for every shard of this process
             plan = m.segments_plan(lead, snapshot.views(), query, plan, k, len(snapshot.shards))
+            if prepared is not None and restrict is None:
+                prepared[method] = m.reusable(plan)
         seconds: dict[int, float] = {}
 
         def shard_part(i: int, bound: Partial | None) -> Partial | None:
@@ -200,12 +206,14 @@ class SnapshotSearcher:
         *,
         explain: bool = False,
         explain_top: int | None = None,
+        prepared: dict[str, Any] | None = None,
     ) -> Rerank | None:
         """How the rerank feedback forms rank the collection again (None for a method that
         cannot, :attr:`Scorer.reranks`): the method over the given documents only, the query's
         weights carrying the relevance model's (:func:`~service.retrieval.feedback
         .rerank_weights`) — as :meth:`BowFdScorer._rerank` ranks one index. ``explain_top``:
-        how many of its hits are explained (:meth:`rank`; the page's)."""
+        how many of its hits are explained (:meth:`rank`; the page's); ``prepared``: what the
+        first ranking of the query over this snapshot left to reuse (:meth:`rank`)."""
         lead = self._rerank_lead(snapshot, method, params)
         if lead is None:
             return None
@@ -218,7 +226,7 @@ class SnapshotSearcher:
             top = None if fb.mixes else explain_top  # a mix may show any of its hits
             return self.rank(
                 snapshot, method, weighted, max(depth, 1), explain=explain, params=params,
-                count=False, restrict=seqs, explain_top=top,
+                count=False, restrict=seqs, explain_top=top, prepared=prepared,
             )[0]  # fmt: skip
 
         return rerank
@@ -235,11 +243,15 @@ class SnapshotSearcher:
         *,
         explain: bool = False,
         params: Mapping[str, Any] | None = None,
+        prepared: dict[str, Any] | None = None,
     ) -> tuple[Ranking, tuple[int, Relation]]:
         """The feedback stage after the collection's ``first`` ranking of ``query`` (from this
         searcher or from shard workers; :func:`~service.collection.feedback.feedback_ranking`),
-        the rerank forms ranking this process's segments again and explaining the top ``k``."""
-        rerank = self.reranker(snapshot, method, query, params, explain=explain, explain_top=k)
+        the rerank forms ranking this process's segments again and explaining the top ``k``
+        (``prepared``: what the first ranking left to reuse when it ran here, :meth:`rank`)."""
+        rerank = self.reranker(
+            snapshot, method, query, params, explain=explain, explain_top=k, prepared=prepared
+        )
         return feedback_ranking(
             snapshot, query, first, retrieved, k, feedback, explain=explain, rerank=rerank
         )
@@ -302,14 +314,15 @@ class CollectionScorer(Scorer):
         snapshot = self.collection.snapshot
         depth = k if feedback is None else feedback.first_depth(k)
         first_explained = self.searcher.explains_first(snapshot, self.method, feedback, self.params)
+        prepared: dict[str, Any] = {}
         ranking, retrieved = self.searcher.rank(
             snapshot, self.method, query, depth, explain=explain and first_explained,
-            params=self.params,
+            params=self.params, prepared=prepared,
         )  # fmt: skip
         if feedback is not None:  # the feedback stage, as over one index
             ranking, retrieved = self.searcher.feedback(
                 snapshot, self.method, query, ranking, retrieved, k, feedback,
-                explain=explain, params=self.params,
+                explain=explain, params=self.params, prepared=prepared,
             )  # fmt: skip
         ranking.info["retrieved"] = list(retrieved)  # what retrieved() answers
         return ranking

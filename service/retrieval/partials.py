@@ -228,10 +228,16 @@ class Method:
         n = min(k, len(part.seqs))
         return replace(part, seqs=part.seqs[:n], scores=part.scores[:n], ids=part.ids[:n])
 
-    def restricted(self, seqs: Int64Array) -> Any:
+    def restricted(self, seqs: Int64Array, prepared: Any = None) -> Any:
         """The plan of a search of only the documents ``seqs`` (ascending): what the rerank
-        feedback forms search (:meth:`SnapshotSearcher.reranker`)."""
+        feedback forms search (:meth:`SnapshotSearcher.reranker`); ``prepared``: what an
+        earlier search of the query over the same commit left to reuse (:meth:`reusable`)."""
         raise ConfigurationError(f"{type(self).__name__} cannot search a set of documents")
+
+    def reusable(self, plan: Any) -> Any:
+        """What of a search's :meth:`segments_plan` a later search of the same query over the
+        same commit may reuse (:meth:`restricted`; BOW-FD: its prepared forests), or None."""
+        return None
 
     def explain(
         self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart

@@ -117,6 +117,9 @@ class FirstRanking:
     relation: Relation
     scorer: Scorer | None  # says which English terms the method searched with
     failed: tuple[str, ...] = ()  # shards that did not answer
+    # what the ranking prepared in this process that the feedback stage reuses (BOW-FD's
+    # forests; empty when shard workers ranked)
+    prepared: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,16 +234,17 @@ class CollectionStage(FirstStage):
         # the rerank forms explain their own ranking: the first one's would go unread
         explain = opts.explain and searcher.explains_first(snap, method, opts.feedback, params)
         failed: list[str] = []
+        prepared: dict[str, Any] = {}
         if self.ray is not None:
             ranking, (total, relation), failed = self.ray().rank(
                 snap, method, query, depth, explain=explain, params=params
             )
         else:
             ranking, (total, relation) = searcher.rank(
-                snap, method, query, depth, explain=explain, params=params
+                snap, method, query, depth, explain=explain, params=params, prepared=prepared
             )
         scorer = searcher.any_scorer(snap, method, params)
-        return FirstRanking(ranking, total, relation, scorer, tuple(failed))
+        return FirstRanking(ranking, total, relation, scorer, tuple(failed), prepared)
 
     def feedback(
         self, query: DecodedQuery, opts: SearchOptions, first: FirstRanking, depth: int
@@ -250,6 +254,7 @@ class CollectionStage(FirstStage):
         ranking, (total, relation) = self.searcher.feedback(
             self._snap(), opts.method, query, first.ranking, (first.total, first.relation),
             depth, opts.feedback, explain=opts.explain, params=opts.params,
+            prepared=first.prepared,
         )  # fmt: skip
         return replace(first, ranking=ranking, total=total, relation=relation)
 

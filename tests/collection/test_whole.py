@@ -19,6 +19,7 @@ from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.records import Doc
 from service.retrieval.base import DecodedQuery, get_scorer
+from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.feedback import FeedbackParams
 from service.retrieval.query import decode_query
 from service.search.pipeline import SearchOptions
@@ -101,3 +102,34 @@ def test_a_one_segment_collection_ranks_as_the_index(
         assert got.signature == want.signature
         assert got.info.get("expansion") == want.info.get("expansion")
     assert found >= 20  # not a trivial agreement
+
+
+@pytest.mark.parametrize("form", ["rerank", "rerank+interpolate"])
+def test_a_rerank_over_a_store_prepares_the_forests_once(
+    index: Path,
+    toy_bundle: ModelBundle,
+    queries: list[DecodedQuery],
+    form: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """BOW-FD's feedback stage ranks the first ranking's documents again over the forests
+    that ranking prepared (with the relevance model's term weights), as the index's scorer
+    does — not over forests prepared again (Hieber & Riezler 2015, §3: the forest does not
+    depend on the documents)."""
+    prepared: list[str] = []
+    original = BowFdScorer.prepare_forests
+
+    def counted(self: BowFdScorer, query: DecodedQuery, weighting: object = None) -> object:
+        prepared.append(query.qid)
+        return original(self, query, weighting)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BowFdScorer, "prepare_forests", counted)
+    feedback = FeedbackParams(form=form, pool=20)  # type: ignore[arg-type]
+    pipe = store_pipeline(open_store(index), toy_bundle)
+    reranked = 0
+    for q in queries:
+        prepared.clear()
+        outcome = pipe.search(q, SearchOptions("bowfd", k=10, explain=True, feedback=feedback))
+        reranked += bool(outcome.hits)
+        assert prepared == [q.qid], q.qid
+    assert reranked >= 2

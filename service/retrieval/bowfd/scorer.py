@@ -115,6 +115,16 @@ class BowFdPlan:
 
 
 @dataclass(frozen=True)
+class BowFdReuse:
+    """The plan of a rerank (:meth:`BowFdMethod.restricted`): the documents to rank again
+    and the forests the first ranking of the query prepared over the same commit, which the
+    rerank takes with its own term weights instead of preparing them again."""
+
+    docs: Int64Array
+    forests: tuple[PreparedForest, ...]
+
+
+@dataclass(frozen=True)
 class BowFdRemote:
     """BOW-FD's plan as sent to shard workers in other processes: a cascade's first-stage
     documents and the name of the boards the workers on one machine share
@@ -140,14 +150,19 @@ class BowFdMethod(Method):
         if isinstance(plan, BowFdPlan):
             return plan
         assert isinstance(scorer, BowFdScorer)
-        forests = scorer.prepare_forests(query, SegmentsWeighting(views))
+        if isinstance(plan, BowFdReuse):
+            docs: Int64Array | None = plan.docs
+            forests = scorer.reweighted(plan.forests, query)
+        else:
+            docs = plan.docs if isinstance(plan, BowFdRemote) else plan
+            forests = scorer.prepare_forests(query, SegmentsWeighting(views))
         cols = len(board_ranks(scorer.sentence_depth(len(forests), depth))[0])
         if isinstance(plan, BowFdRemote):
             shape = (len(forests), plan.slots, cols)
             cells, board_file = open_board(plan.board, int(np.prod(shape)))
-            return BowFdPlan(plan.docs, tuple(forests), cells.reshape(shape), board_file)
+            return BowFdPlan(docs, tuple(forests), cells.reshape(shape), board_file)
         shape = (len(forests), slots, cols)
-        return BowFdPlan(plan, tuple(forests), private_board(int(np.prod(shape))).reshape(shape))
+        return BowFdPlan(docs, tuple(forests), private_board(int(np.prod(shape))).reshape(shape))
 
     def remote_plan(self, plan: Any, slots: int) -> Any:
         return BowFdRemote(plan, new_board_name(), slots)
@@ -244,8 +259,13 @@ class BowFdMethod(Method):
         ranking = first_stage(scorer.first_stage, scorer.cascade)
         return np.sort(np.asarray([h.docno for h in ranking.hits], dtype=np.int64))
 
-    def restricted(self, seqs: Int64Array) -> Any:
-        return seqs  # as a cascade's first-stage documents (search_plan)
+    def restricted(self, seqs: Int64Array, prepared: Any = None) -> Any:
+        if prepared is None:
+            return seqs  # as a cascade's first-stage documents (search_plan)
+        return BowFdReuse(seqs, tuple(prepared))
+
+    def reusable(self, plan: Any) -> Any:
+        return plan.forests if isinstance(plan, BowFdPlan) else None
 
     def explain(
         self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart
@@ -372,6 +392,15 @@ class BowFdScorer(Scorer):
             prep = prepare_forest(hg, smt, weighting or self.index, self.beam)
             out.append(with_term_weights(prep, term_w))
         return out
+
+    def reweighted(
+        self, forests: Sequence[PreparedForest], query: DecodedQuery
+    ) -> list[PreparedForest]:
+        """Prepared ``forests`` with the per-term IR weights of ``query`` (whose weights
+        carry a relevance model's in the rerank feedback forms): the rest of a prepared
+        forest does not read them, so a rerank takes the first ranking's."""
+        term_w = self._term_weights(query)
+        return [with_term_weights(f, term_w) for f in forests]
 
     def prepare(
         self,
