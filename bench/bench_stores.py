@@ -8,7 +8,7 @@ of the two is the figure). Queries: the German dev sets of the three kinds peopl
 (paragraph, short, question), decoded once outside the timing; the two answers are checked
 equal (ids and scores) as they are timed.
 
-``python -m bench stores [--limit N]``
+``python -m bench stores [--limit N] [--methods bowfd ...] [--out FILE]``
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Params:
     index: Annotated[Path, Help("an index built whole")] = ROOT / "indexes" / "docs"
     model: Annotated[Path, Help("German bundle")] = ROOT / "models" / "de-en"
     limit: Annotated[int, Help("queries per set")] = 60
+    methods: Annotated[tuple[str, ...], Help("methods timed")] = ("bowfd", "dt", "psq")
     out: Annotated[Path, Help("result file")] = RESULTS_DIR / "stores.json"
 
 
@@ -68,7 +69,7 @@ def run(args: Params) -> None:
         queries = list(load_queries(ROOT / path).items())[: args.limit]
         decoded = [decode_query(decoder, text, "de", qid=qid) for qid, text in queries]
         entry: dict[str, Any] = {"queries": len(decoded)}
-        for method in ("bowfd", "dt", "psq"):
+        for method in args.methods:
             scorer = get_scorer(method, index, bundle=bundle)
             opts = SearchOptions(method, k=DEPTH, feedback=feedback)
             ms: dict[str, list[float]] = {"index": [], "segment": []}
