@@ -38,11 +38,11 @@ def matched_terms(index: InvertedIndex, terms: list[str], docno: int) -> list[st
     return [t for t in dict.fromkeys(terms) if index.contains(t, docno)]
 
 
-class DtMethod(Method):
+class DtMethod(Method["DirectTranslation"]):
     """DT: the 1-best translation found once per query; a segment's partial is its top list
     by sequence number, without ids (only the final top ``k``'s are looked up)."""
 
-    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+    def plan(self, scorer: DirectTranslation, query: DecodedQuery) -> Any:
         return tuple(one_best(query))
 
     def merge(self, parts: Sequence[Partial]) -> Partial:
@@ -54,15 +54,14 @@ class DtMethod(Method):
         return merged
 
     def ranking(
-        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+        self, scorer: DirectTranslation, query: DecodedQuery, plan: Any, depth: int, explain: bool
     ) -> Ranking:
-        assert isinstance(scorer, DirectTranslation)
         hits, info = scorer.rank_translation(plan, depth, explain)
         return Ranking(query.qid, hits, scorer.signature(query), info)
 
     def partial(
         self,
-        scorer: Scorer,
+        scorer: DirectTranslation,
         view: SegmentPart,
         query: DecodedQuery,
         plan: Any,
@@ -71,7 +70,6 @@ class DtMethod(Method):
         count: bool = True,
         own: Partial | None = None,
     ) -> tuple[Partial, Any]:
-        assert isinstance(scorer, DirectTranslation)
         tokens = [t for sentence in plan for t in sentence]
         top, reached = scorer.index.bm25_topk_counted(tokens, depth)
         relation: Relation = "eq"  # the documents holding a weighted term, counted in one pass

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -125,18 +125,22 @@ def top_order(seqs: Int64Array, scores: npt.NDArray[np.float64], depth: int) -> 
     return np.lexsort((seqs, -scores))[:depth].astype(np.int64)
 
 
-class Method:
-    """How one retrieval method runs over segments and merges (one per method name).
+S = TypeVar("S", bound=Scorer)
+
+
+class Method(Generic[S]):
+    """How one retrieval method runs over segments and merges (one per method name), over
+    its scorers of type ``S``.
 
     :meth:`plan` does once per query what does not depend on the documents (PSQ's structured
     query from the n-best list); :meth:`partial` runs the method over one segment."""
 
-    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
+    def plan(self, scorer: S, query: DecodedQuery) -> Any:
         """What every segment's :meth:`partial` reads of the query (default: nothing)."""
         return None
 
     def search_plan(
-        self, scorer: Scorer, query: DecodedQuery, first_stage: Callable[[str, int], Ranking]
+        self, scorer: S, query: DecodedQuery, first_stage: Callable[[str, int], Ranking]
     ) -> Any:
         """The plan of a search of the whole collection (default: :meth:`plan`); a cascade
         (BOW-FD's) ranks the collection with its first stage (``first_stage(method,
@@ -145,7 +149,7 @@ class Method:
 
     def segments_plan(
         self,
-        scorer: Scorer,
+        scorer: S,
         views: Sequence[SegmentPart],
         query: DecodedQuery,
         plan: Any,
@@ -166,14 +170,14 @@ class Method:
         """Free what :meth:`segments_plan` took for a search that is done (default: none)."""
 
     def ranking(
-        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+        self, scorer: S, query: DecodedQuery, plan: Any, depth: int, explain: bool
     ) -> Ranking:
         """The segment's own ranking (default: the scorer's :meth:`~Scorer.rank`)."""
         return scorer.rank(query, depth, explain=explain)
 
     def partial(
         self,
-        scorer: Scorer,
+        scorer: S,
         view: SegmentPart,
         query: DecodedQuery,
         plan: Any,
@@ -240,7 +244,7 @@ class Method:
         return None
 
     def explain(
-        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart
+        self, scorer: S, kept: Any, docno: int, final: Partial, view: SegmentPart
     ) -> Explanation | None:
         """The explanation of the segment's document ``docno`` in the final ranking (``kept``:
         what :meth:`partial` returned for the segment): by default the segment ranks again
@@ -271,7 +275,7 @@ def final_ranking(
     return Ranking(query.qid, hits, signature, {**final.info, **info})
 
 
-def get_method(name: str) -> Method:
+def get_method(name: str) -> Method[Any]:
     """How the method ``name`` runs over segments: the ``segments`` its scorer class declares
     (an unknown name lists the valid ones)."""
     method = getattr(scorer_class(name), "segments", None)

@@ -197,17 +197,20 @@ def psq_scores(
     return scores.astype(np.float32), np.flatnonzero(reached).astype(np.int32)
 
 
-class PsqMethod(Method):
+class PsqMethod(Method["ProbabilisticStructuredQuery"]):
     """PSQ: the structured query is built once, from the n-best list."""
 
-    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
-        assert isinstance(scorer, ProbabilisticStructuredQuery)
+    def plan(self, scorer: ProbabilisticStructuredQuery, query: DecodedQuery) -> Any:
         return scorer.structured(query)
 
     def ranking(
-        self, scorer: Scorer, query: DecodedQuery, plan: Any, depth: int, explain: bool
+        self,
+        scorer: ProbabilisticStructuredQuery,
+        query: DecodedQuery,
+        plan: Any,
+        depth: int,
+        explain: bool,
     ) -> Ranking:
-        assert isinstance(scorer, ProbabilisticStructuredQuery)
         hits, info = scorer.rank_structured(plan, depth, explain)
         return Ranking(query.qid, hits, scorer.signature(query), info)
 

@@ -288,17 +288,16 @@ def _tr_keep(before: Sequence[Candidate], m: int, seq: npt.NDArray[np.int64]) ->
     return lambda docno, cosine: (-cosine, int(seq[docno])) < floor
 
 
-class TrMethod(Method):
+class TrMethod(Method["TranslationRetrieval"]):
     """Translation retrieval (TR paper, Algorithm 1): each translation's top-M candidates by
     cosine are merged to the collection's top M, then combined once."""
 
-    def plan(self, scorer: Scorer, query: DecodedQuery) -> Any:
-        assert isinstance(scorer, TranslationRetrieval)
+    def plan(self, scorer: TranslationRetrieval, query: DecodedQuery) -> Any:
         return tuple((tuple(t), p) for t, p in scorer.translations(query))
 
     def partial(
         self,
-        scorer: Scorer,
+        scorer: TranslationRetrieval,
         view: SegmentPart,
         query: DecodedQuery,
         plan: Any,
@@ -307,7 +306,6 @@ class TrMethod(Method):
         count: bool = True,
         own: Partial | None = None,
     ) -> tuple[Partial, Any]:
-        assert isinstance(scorer, TranslationRetrieval)
         keep = None
         if bound is not None and bound.candidates:
             keep = [_tr_keep(cands, scorer.max_candidates, view.seq) for cands in bound.candidates]
@@ -350,7 +348,7 @@ class TrMethod(Method):
         )
 
     def explain(
-        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart
+        self, scorer: TranslationRetrieval, kept: Any, docno: int, final: Partial, view: SegmentPart
     ) -> Explanation | None:
         seqs: list[int] = final.seqs.tolist()
         return final.explanations[seqs.index(int(view.seq[docno]))]

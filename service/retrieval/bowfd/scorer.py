@@ -135,12 +135,12 @@ class BowFdRemote:
     slots: int
 
 
-class BowFdMethod(Method):
+class BowFdMethod(Method["BowFdScorer"]):
     """BOW-FD: each sentence's list merged, combined at the end."""
 
     def segments_plan(
         self,
-        scorer: Scorer,
+        scorer: BowFdScorer,
         views: Sequence[SegmentPart],
         query: DecodedQuery,
         plan: Any,
@@ -149,7 +149,6 @@ class BowFdMethod(Method):
     ) -> Any:
         if isinstance(plan, BowFdPlan):
             return plan
-        assert isinstance(scorer, BowFdScorer)
         if isinstance(plan, BowFdReuse):
             docs: Int64Array | None = plan.docs
             forests = scorer.reweighted(plan.forests, query)
@@ -173,7 +172,7 @@ class BowFdMethod(Method):
 
     def partial(
         self,
-        scorer: Scorer,
+        scorer: BowFdScorer,
         view: SegmentPart,
         query: DecodedQuery,
         plan: Any,
@@ -182,7 +181,6 @@ class BowFdMethod(Method):
         count: bool = True,
         own: Partial | None = None,
     ) -> tuple[Partial, Any]:
-        assert isinstance(scorer, BowFdScorer)
         plan = self.segments_plan(scorer, [view], query, plan, depth, view.segment.shard + 1)
         v = scorer.v_for(query.weights)
         # a cascade: the collection's first-stage documents held here
@@ -249,11 +247,10 @@ class BowFdMethod(Method):
         )  # fmt: skip
 
     def search_plan(
-        self, scorer: Scorer, query: DecodedQuery, first_stage: Callable[[str, int], Ranking]
+        self, scorer: BowFdScorer, query: DecodedQuery, first_stage: Callable[[str, int], Ranking]
     ) -> Any:
         """A cascade's plan: the sequence numbers of the collection's first-stage top
         documents (ascending), which every segment then searches alone."""
-        assert isinstance(scorer, BowFdScorer)
         if scorer.cascade is None:
             return self.plan(scorer, query)
         ranking = first_stage(scorer.first_stage, scorer.cascade)
@@ -268,9 +265,8 @@ class BowFdMethod(Method):
         return plan.forests if isinstance(plan, BowFdPlan) else None
 
     def explain(
-        self, scorer: Scorer, kept: Any, docno: int, final: Partial, view: SegmentPart
+        self, scorer: BowFdScorer, kept: Any, docno: int, final: Partial, view: SegmentPart
     ) -> Explanation | None:
-        assert isinstance(scorer, BowFdScorer)
         preps, v = kept
         local = [
             replace(r, docs=np.flatnonzero(np.isin(view.seq, r.docs)).astype(np.int32))
