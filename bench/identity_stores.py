@@ -70,7 +70,11 @@ def dump(
     paths = SETS[which]
     settings = Settings()
     docs, pool = open_store(docs_path or paths["docs"]), open_store(paths["pool"])
-    searchers = StoreSearchers(Backend(kind=backend))  # type: ignore[arg-type]
+    # CLIR_SEARCH_SHARD_TIMEOUT_S: a fresh checkout's shard workers compile their kernels
+    # on their first call (DT's took 11 s on this machine, above the 10 s default)
+    searchers = StoreSearchers(
+        Backend(kind=backend, shard_timeout_s=settings.search_shard_timeout_s)  # type: ignore[arg-type]
+    )
     for lang in ("de", "zh"):
         if lang not in paths:
             continue
