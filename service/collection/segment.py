@@ -50,7 +50,7 @@ from service.dense.vectors import (
 )
 from service.errors import ClirError, DataFormatError
 from service.index.build import BuildParams, build_arrays
-from service.index.inverted import InvertedIndex, ScoringStats
+from service.index.inverted import InvertedIndex, ScoringStats, blob_string
 from service.index.storage import load_arrays, read_manifest, write_index_dir
 from service.index.tokenizers import TokenizeFn, get_index_tokenizer
 from service.index.vocab import Vocabulary, encode_terms
@@ -73,11 +73,6 @@ def id_hashes(ids: Iterable[bytes]) -> npt.NDArray[np.uint64]:
 def _blob_items(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
     raw, off = bytes(blob), offsets.tolist()
     return [raw[off[i] : off[i + 1]] for i in range(len(off) - 1)]
-
-
-def _id_at(blob: npt.NDArray[np.uint8], off: Int64Array, docno: int) -> str:
-    """The id of document ``docno`` in the id ``blob`` cut at ``off``."""
-    return bytes(blob[off[docno] : off[docno + 1]]).decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -284,18 +279,18 @@ class Segment:
         return InvertedIndex(self.path, self.manifest, self.arrays, stats=stats)
 
     def doc_id(self, docno: int) -> str:
-        return _id_at(self.arrays["id_blob"], self.arrays["id_offsets"], docno)
+        return blob_string(self.arrays, "id", docno)
 
     @cached_property
     def ids(self) -> IdTable:
         """The segment's documents by id (deleted documents included). Its id reader holds
         the arrays, not the segment: no reference cycle keeps a dropped segment's memory maps
         open until the garbage collector's next full pass."""
-        blob, off = self.arrays["id_blob"], self.arrays["id_offsets"]
-        id_of = partial(_id_at, blob, off)
+        id_of = partial(blob_string, self.arrays, "id")
         if "id_hash" in self.arrays:  # memory-mapped
             return IdTable(self.arrays["id_hash"], self.arrays["id_hash_docno"], id_of)
-        return IdTable.of(_blob_items(blob, off), id_of)  # written before the table was stored
+        items = _blob_items(self.arrays["id_blob"], self.arrays["id_offsets"])
+        return IdTable.of(items, id_of)  # a segment written before the table was stored
 
     def find(self, doc_id: str) -> int | None:
         """The document number of ``doc_id`` here (deleted or not), or None."""

@@ -136,6 +136,13 @@ def top_k(scores: Float32Array, candidates: Int32Array, k: int) -> Hits:
     return Hits(candidates[order].astype(np.int32), cand_scores[order].astype(np.float32))
 
 
+def blob_string(arrays: Mapping[str, np.ndarray], name: str, i: int) -> str:
+    """String ``i`` of the blob ``arrays[name + "_blob"]`` cut at ``arrays[name +
+    "_offsets"]`` (a document's id, a term, a source)."""
+    off = arrays[f"{name}_offsets"]
+    return bytes(arrays[f"{name}_blob"][int(off[i]) : int(off[i + 1])]).decode("utf-8")
+
+
 class InvertedIndex:
     """A memory-mapped inverted BM25 index (documents or the sentence pool)."""
 
@@ -536,8 +543,7 @@ class InvertedIndex:
     # --- documents -------------------------------------------------------------------------------
 
     def _string(self, name: str, i: int) -> str:
-        off = self._a[f"{name}_offsets"]
-        return bytes(self._a[f"{name}_blob"][int(off[i]) : int(off[i + 1])]).decode("utf-8")
+        return blob_string(self._a, name, i)
 
     @cached_property
     def _docno_of(self) -> dict[str, int]:
