@@ -51,7 +51,7 @@ import httpx2
 
 from bench.bench_load import Server, free_port, latency_stats, load_queries, process_tree
 from bench.common import ROOT, write_result
-from service.processes import command_of
+from service.core.processes import command_of
 
 TOKEN = "bench-chaos-token"
 MIX = (("short", 0.60), ("question", 0.25), ("paragraph", 0.15))

@@ -32,6 +32,7 @@ from typing import Annotated, Any
 from bench.bench_querysets import QUERYSETS, english_pages, load_set
 from bench.common import RESULTS_DIR, ROOT, Help, bundle_signature, percentile, write_result
 from service.collection.reader import Collection
+from service.core.settings import Settings
 from service.data import load_queries
 from service.data.querysets import ceiling_queries
 from service.errors import InvalidInputError
@@ -48,7 +49,6 @@ from service.search.pipeline import (
     feedback_from_settings,
 )
 from service.search.stores import store_pipeline
-from service.settings import Settings
 
 METRICS = ("map", "ndcg@10", "mrr")
 

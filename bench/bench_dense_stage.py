@@ -24,13 +24,13 @@ import service.search.pipeline as pipeline_module
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.collection.reader import Collection
+from service.core.settings import Settings
 from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
 from service.search.stores import store_pipeline
-from service.settings import Settings
 
 
 class _Inline:

@@ -34,7 +34,7 @@ import numpy as np
 
 from bench.common import DATA as SHARED_DATA
 from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.data.formats import read_parallel
 from service.mt.grammar import (
     PAD,

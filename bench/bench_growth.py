@@ -49,7 +49,7 @@ from service.api.resources import load_resources
 from service.mt.decoder import DecoderConfig
 from service.retrieval.query import decode_query
 from service.retrieval.runner import make_scorer
-from service.settings import Settings
+from service.core.settings import Settings
 
 def status(key):
     for line in open("/proc/self/status"):

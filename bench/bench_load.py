@@ -65,7 +65,7 @@ from typing import Annotated, Any
 import httpx2
 
 from bench.common import DATA, RESULTS_DIR, ROOT, Help, percentile, write_result
-from service.settings import Settings
+from service.core.settings import Settings
 
 RESULTS = RESULTS_DIR / "load.json"
 HOT_SET = 20

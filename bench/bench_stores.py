@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from bench.common import RESULTS_DIR, ROOT, Help, percentile, write_result
 from service.collection.reader import Collection
 from service.collection.searcher import SnapshotSearcher
+from service.core.settings import Settings
 from service.data import load_queries
 from service.index.inverted import load_index
 from service.mt.bundle import load_bundle
@@ -28,7 +29,6 @@ from service.retrieval.base import get_scorer
 from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
 from service.search.pipeline import CollectionStage, SearchOptions, feedback_from_settings
-from service.settings import Settings
 
 SETS = {
     "paragraph": "../shared/data/clir/lohelp-de/queries.dev.tsv",

@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from bench.bench_querysets import load_set
 from bench.common import RESULTS_DIR, ROOT, percentile, write_result
 from service.api.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 
 ROUNDS = 2
 

@@ -79,7 +79,7 @@ class Params:
 
 def load_old(path: Path) -> ModuleType:
     """The old kernel module, loaded from ``path`` as ``kbest_kernel_before`` (its imports,
-    ``service.csr`` and ``service.forest.hypergraph``, are unchanged)."""
+    ``service.core.csr`` and ``service.forest.hypergraph``, are unchanged)."""
     spec = importlib.util.spec_from_file_location("kbest_kernel_before", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")

@@ -40,6 +40,7 @@ import numpy as np
 from bench.bench_querysets import load_set
 from bench.common import DATA, RESULTS_DIR, ROOT, bundle_signature, percentile, write_result
 from service.collection.reader import Collection
+from service.core.settings import Settings
 from service.data import read_docs
 from service.dense.kernels import quantize, top_docs
 from service.dense.source import IndexDense
@@ -57,7 +58,6 @@ from service.search.pipeline import (
     fuse_rankings,
 )
 from service.search.stores import store_pipeline
-from service.settings import Settings
 
 DEPTH = 1000
 PERMUTATIONS = 10_000

@@ -30,6 +30,7 @@ from itertools import islice
 from typing import TextIO
 
 from service.collection.docstore import open_store, store_scorer
+from service.core.settings import Settings
 from service.data import load_queries
 from service.mt.bundle import load_bundle
 from service.retrieval.base import DecodedQuery
@@ -37,7 +38,6 @@ from service.retrieval.query import decode_query
 from service.retrieval.runner import decoder_for
 from service.search.pipeline import SearchOptions, dense_from_settings, feedback_from_settings
 from service.search.stores import Backend, StoreSearchers
-from service.settings import Settings
 
 DATA = "../shared/data/clir"
 SETS = {

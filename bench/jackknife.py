@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from bench.common import DATA
+from service.core.settings import get_settings
 from service.mt.training.train import TrainConfig, train_model
-from service.settings import get_settings
 
 LOHELP = "lohelp:"
 

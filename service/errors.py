@@ -21,7 +21,7 @@ class ConfigurationError(ClirError):
 class MissingExtraError(ConfigurationError):
     """A feature needs a package of an optional extra that is not installed.
 
-    The message names the extra and the command that installs it (``service.extras``).
+    The message names the extra and the command that installs it (``service.core.extras``).
     """
 
     def __init__(self, feature: str, module: str, extra: str) -> None:

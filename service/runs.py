@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from service.collection.docstore import open_store, store_scorer
+from service.core.jit import Engine
 from service.data import load_qrels, load_queries, rank_entries, write_run
 from service.errors import InvalidInputError
 from service.evaluation import CLIR_METRICS, TR_METRICS, evaluate
 from service.forest.kbest import UNIQUE_KBEST_TIME_BUDGET_S
-from service.jit import Engine
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.weights import DEFAULT_STATE_DIR
 from service.records import QrelsDict

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from service.core.settings import get_settings
 from service.data import write_docs
 from service.index import build_docs_index
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle, load_bundle
 from service.mt.training.train import train_model
 from service.records import Doc
-from service.settings import get_settings
 from tests.synthetic import CONFIG, synthetic
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from service.api.app import create_app
 from service.cli.core import build_parser
-from service.settings import Settings
+from service.core.settings import Settings
 from tests.api.conftest import bare_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,8 +19,10 @@ other):
 * ``mt | dense`` — translation models, decoding, training and tuning; the dense encoders and
   the passage vectors beside an index;
 * ``forest | index`` — hypergraphs and their inference; the inverted BM25 index;
-* foundation — ``settings | logs | jit | arraydir | extras | csr | learning | progress |
-  processes | text | data | evaluation``, each standing alone;
+* foundation — the modules of the ``core`` package (``core.settings | core.logs | core.jit |
+  core.arraydir | core.extras | core.csr | core.learning | core.progress | core.processes``)
+  and ``text | data | evaluation``, each standing alone: a module of ``core`` is a component
+  of its own;
 * base — ``errors | records`` and the package root (``__version__``).
 
 **What counts as an import**: every ``import`` statement of a module wherever it stands — at
@@ -34,7 +36,7 @@ count as importing ``a.b``'s ``__init__``.
 **Private names**: ``from m import _x`` and ``m._x`` (``m`` a module) are refused across
 modules; dunders (``__version__``) are public.
 
-**Settings** (:mod:`service.settings`) are read at the edges — the app factory, the CLI and the
+**Settings** (:mod:`service.core.settings`) are read at the edges — the app factory, the CLI and the
 job worker with its tasks — and passed down as arguments and config objects: only ``api``,
 ``cli`` and ``jobs`` import the module.
 """
@@ -56,21 +58,23 @@ PACKAGE = "service"
 
 @dataclass(frozen=True)
 class Layer:
-    """Components (top-level modules or packages of ``service``) at one level."""
+    """Components (top-level modules or packages of ``service``, or modules of ``core``) at one
+    level."""
 
     name: str
     components: tuple[str, ...]
     independent: bool = False  # the components may not import each other
 
 
+CORE = "core"  # the package of foundation modules: each of its modules is a component
 FOUNDATION = (
-    *("settings", "logs", "jit", "arraydir", "extras", "csr", "learning", "progress"),
-    "processes",
+    *(f"{CORE}.{m}" for m in ("settings", "logs", "jit", "arraydir", "extras", "csr")),
+    *(f"{CORE}.{m}" for m in ("learning", "progress", "processes")),
     *("text", "data", "evaluation"),
 )
 # bottom first
 LAYERS = (
-    Layer("base", ("", "errors", "records"), independent=True),
+    Layer("base", ("", "errors", "records", CORE), independent=True),
     Layer("foundation", FOUNDATION, independent=True),
     Layer("forest | index", ("forest", "index"), independent=True),
     Layer("mt | dense", ("mt", "dense"), independent=True),
@@ -82,7 +86,7 @@ LAYERS = (
     Layer("api", ("api",)),
     Layer("cli", ("cli",)),
 )
-SETTINGS = "service.settings"
+SETTINGS = "service.core.settings"
 EDGES = ("api", "cli", "jobs")  # the only components that import SETTINGS
 
 
@@ -116,8 +120,11 @@ def module_path(name: str) -> str:
 
 
 def component(name: str) -> str:
-    """The top-level module or package of ``service`` that module ``name`` belongs to."""
+    """The top-level module or package of ``service`` that module ``name`` belongs to; in the
+    ``core`` package, the module itself (``core.logs``), whose package root is in the base."""
     parts = name.split(".")
+    if len(parts) > 2 and parts[1] == CORE:
+        return f"{CORE}.{parts[2]}"
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -305,7 +312,7 @@ def test_settings_are_read_at_the_edges() -> None:
     deep = [
         f"{imp.where()}: {imp.source} imports {SETTINGS}"
         for imp in imports()
-        if imp.target == SETTINGS and component(imp.source) not in (*EDGES, "settings")
+        if imp.target == SETTINGS and component(imp.source) not in (*EDGES, f"{CORE}.settings")
     ]
     _fail_with(deep)
 
@@ -360,6 +367,8 @@ def _fake(source: str, target: str, names: tuple[str, ...] = ()) -> Import:
         ("service.runs", "service.collection.searcher", True),
         ("service.text.clean", "service.records", True),
         ("service.text.clean", "service.data.io", False),  # foundation modules stand alone
+        ("service.core.progress", "service.core.logs", False),  # so do core's
+        ("service.core.logs", "service.errors", True),
     ],
 )
 def test_the_layer_check_sees_an_import(source: str, target: str, allowed: bool) -> None:
@@ -483,7 +492,7 @@ def test_no_function_is_longer_than_80_lines_but_the_measured_kernels() -> None:
         tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
         [node] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func]
         decorated = any("njit" in ast.unparse(d) for d in node.decorator_list)
-        registered = any(  # {"name": func, ...} handed to service.jit.compiled
+        registered = any(  # {"name": func, ...} handed to service.core.jit.compiled
             isinstance(n, ast.Dict)
             and any(isinstance(v, ast.Name) and v.id == func for v in n.values)
             for n in ast.walk(tree)

@@ -37,13 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.deps import ResourcesDep, SettingsDep
 from service.api.serving import language_bundle
 from service.collection.docstore import probe_index
+from service.core.settings import Settings
 from service.errors import ClirError, InvalidInputError, NotFoundError, NotReadyError
 from service.jobs.store import JOB_STATES, MAX_LIMIT, Job, JobState, JobStore
 from service.jobs.tasks import ltr_setup
 from service.ltr.task import LtrParams
 from service.mt.bundle import ModelBundle
 from service.retrieval.versions import NotOfferedError, activate_version, active_version_or_none
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from service.core.settings import Settings
 from service.errors import OverloadedError, QueueFullError
-from service.settings import Settings
 
 # the service time assumed before a kind of request has been measured (seconds)
 PRIOR_SERVICE_S = 0.2

@@ -28,9 +28,9 @@ from service.api.resources import load_resources
 from service.api.serving import QueryService
 from service.api.telemetry import Metrics, MetricsMiddleware
 from service.api.warmup import warm_up
+from service.core.processes import raise_open_files_limit
+from service.core.settings import Settings, get_settings
 from service.jobs.worker import EmbeddedWorker
-from service.processes import raise_open_files_limit
-from service.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 

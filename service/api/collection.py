@@ -28,10 +28,10 @@ from service.api.deps import ResourcesDep, SettingsDep, get_doc_index
 from service.api.resources import Resources
 from service.collection import Collection, CollectionWriter
 from service.collection.docstore import writable
+from service.core.settings import Settings
 from service.data import doc_size_problem
 from service.errors import ClirError, InputTooLargeError
 from service.records import Doc
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

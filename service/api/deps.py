@@ -10,8 +10,8 @@ from fastapi import Depends, Request
 from service.api.resources import Resources
 from service.api.serving import QueryService
 from service.collection.docstore import Store
+from service.core.settings import Settings
 from service.errors import NotReadyError
-from service.settings import Settings
 
 DocumentIndex = Store  # the documents: one index, or a live collection
 

@@ -38,8 +38,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from service.api.errors import status_for
 from service.api.telemetry import ASGIApp, Message, Receive, Scope, Send
+from service.core.settings import Settings
 from service.errors import OverloadedError
-from service.settings import Settings
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 QUEUED_PATHS = frozenset({"/v1/search", "/v1/translate", "/v1/suggest"})  # admission queue

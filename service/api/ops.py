@@ -15,7 +15,7 @@ from service.api.resources import Resources
 from service.api.serving import QueryService
 from service.api.telemetry import CONTENT_TYPE, Metrics
 from service.collection import Collection
-from service.settings import Settings
+from service.core.settings import Settings
 
 router = APIRouter(tags=["ops"])
 

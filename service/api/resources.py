@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from service.collection.docstore import Store, open_store
+from service.core.settings import Settings
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle, load_bundle
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -47,6 +47,7 @@ from service.api.serving import QueryService
 from service.api.snippets import make_snippet
 from service.api.telemetry import DEGRADED
 from service.collection.docstore import Store
+from service.core.settings import Settings
 from service.data.origin import doc_origin
 from service.errors import InvalidInputError
 from service.mt.bundle import ModelBundle
@@ -60,7 +61,6 @@ from service.search.pipeline import (
     dense_from_settings,
     feedback_from_settings,
 )
-from service.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

@@ -39,6 +39,7 @@ from service.api.admission import AdmissionQueue
 from service.api.logs import note_request
 from service.api.telemetry import CACHE_HITS, CACHE_MISSES, DEGRADED, Metrics
 from service.collection.docstore import Store
+from service.core.settings import Settings
 from service.errors import (
     InputTooLargeError,
     InvalidInputError,
@@ -50,7 +51,6 @@ from service.retrieval.base import DecodedQuery, Scorer, configured_params
 from service.retrieval.query import decoder_sentences
 from service.search.pipeline import SearchPipeline
 from service.search.stores import Backend, StoreSearchers
-from service.settings import Settings
 from service.text.languages import SUPPORTED_LANGUAGES, normalize_language
 
 log = logging.getLogger(__name__)

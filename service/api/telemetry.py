@@ -60,7 +60,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from service.api.asgi import StatusSend, route_template
-from service.processes import pid_alive
+from service.core.processes import pid_alive
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

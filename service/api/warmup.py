@@ -21,10 +21,10 @@ from service.api.schemas import SearchRequest, SuggestRequest, TranslateRequest
 from service.api.serving import QueryService
 from service.api.telemetry import UncountedMetrics
 from service.collection.docstore import Store
+from service.core.settings import Settings
 from service.errors import ClirError
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import document_methods
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ must exist once, not once per process:
 * **one metrics view** — ``prometheus_client``'s multiprocess directory, created (or emptied of
   an earlier run's files) here before any API process starts and handed to them as
   ``PROMETHEUS_MULTIPROC_DIR`` (:mod:`service.api.telemetry`);
-* **one log format** — the logging configuration of :mod:`service.logs`, which uvicorn
+* **one log format** — the logging configuration of :mod:`service.core.logs`, which uvicorn
   applies in every process;
 * **a dead process noticed at once** — uvicorn's supervisor pings each process and waits up to
   ``CLIR_WORKER_HEALTHCHECK_S`` for the answer (long, because a process busy decoding answers
@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from service.core.settings import Settings
 from service.errors import ConfigurationError
 from service.jobs.worker import EmbeddedWorker
-from service.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client in each API process
 
@@ -101,7 +101,7 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str, workers: 
     """Run the app in ``workers`` processes (1: in this process, as ``uvicorn.run`` does)."""
     import uvicorn
 
-    from service.logs import logging_config
+    from service.core.logs import logging_config
 
     app = "service.api.app:create_app"
     options: dict[str, Any] = {

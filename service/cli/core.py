@@ -20,8 +20,8 @@ from service.cli.runs import register as register_runs
 from service.cli.search import register as register_search
 from service.cli.serving import register as register_serving
 from service.cli.weights import register as register_weights
+from service.core.processes import raise_open_files_limit
 from service.errors import ClirError
-from service.processes import raise_open_files_limit
 
 # One BLAS thread per process: the heavy work is many small products, which multithreaded
 # OpenBLAS slows down several times on this 2-core machine.

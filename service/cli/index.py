@@ -83,11 +83,11 @@ def _embed(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     and passages; what was done, as JSON."""
     from service.collection import Collection, is_collection
     from service.collection.dense import embed_collection
+    from service.core.settings import get_settings
     from service.dense.encoders import get_encoder
     from service.dense.passages import PassageParams
     from service.dense.vectors import build_vectors
     from service.index.inverted import InvertedIndex
-    from service.settings import get_settings
 
     s = get_settings()
     encoder = get_encoder(args.encoder or s.dense_encoder, args.encoder_model or s.dense_model)
@@ -183,7 +183,7 @@ def _add_build_index(verb: VerbAdder) -> None:
 def _defaults(args: argparse.Namespace) -> dict[str, Any]:
     """What a new index takes from the settings unless a flag says otherwise: k1 and b, and
     for documents the analysis chain and the title weight (the pool: none, and no title)."""
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     s = get_settings()
     out: dict[str, Any] = {"k1": s.bm25_k1, "b": s.bm25_b, "analysis": args.analysis}
@@ -295,14 +295,14 @@ def _add_max_doc_bytes_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _max_doc_bytes(args: argparse.Namespace) -> int:
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     limit = getattr(args, "max_doc_bytes", None)
     return int(limit if limit is not None else get_settings().max_doc_bytes)
 
 
 def _buffer_mb(args: argparse.Namespace) -> float:
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     return float(args.buffer_mb if args.buffer_mb is not None else get_settings().segment_buffer_mb)
 

@@ -84,10 +84,10 @@ def _add_train_ltr(verb: VerbAdder) -> None:
 
 
 def _cmd_train_ltr(args: argparse.Namespace) -> int:
+    from service.core.progress import ConsoleContext
+    from service.core.settings import get_settings
     from service.jobs.tasks import ltr_setup
     from service.ltr.task import train_ltr
-    from service.progress import ConsoleContext
-    from service.settings import get_settings
 
     params = dict(
         model=args.model, index=args.index, queries=args.queries, qrels=args.qrels,

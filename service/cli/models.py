@@ -53,8 +53,8 @@ def _add_train_model(verb: VerbAdder) -> None:
 
 
 def _cmd_train_model(args: argparse.Namespace) -> int:
+    from service.core.settings import get_settings
     from service.mt.training.train import TrainConfig, train_model
-    from service.settings import get_settings
 
     config = TrainConfig(
         src=args.src,
@@ -118,11 +118,11 @@ def _add_tune(verb: VerbAdder) -> None:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    from service.core.settings import get_settings
     from service.mt.bundle import load_bundle
     from service.mt.decoder import DecoderConfig
     from service.mt.tuning.data import load_dev_pairs
     from service.mt.tuning.run import default_pool, tune_bundle
-    from service.settings import get_settings
 
     settings = get_settings()
     bundle = load_bundle(args.model, state_root=settings.weights_state_dir)

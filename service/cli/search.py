@@ -106,8 +106,8 @@ def _add_feedback_flags(p: argparse.ArgumentParser) -> None:
 def _feedback(args: argparse.Namespace) -> Any:
     """RM3's parameters from the flags and, where a flag is not given, the settings; None when
     feedback is off (``--no-feedback``, or CLIR_FEEDBACK=false without ``--feedback``)."""
+    from service.core.settings import get_settings
     from service.search.pipeline import feedback_from_settings
-    from service.settings import get_settings
 
     return feedback_from_settings(
         get_settings(), args.feedback, docs=args.feedback_docs, terms=args.feedback_terms,
@@ -138,8 +138,8 @@ def _add_dense_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _dense(args: argparse.Namespace) -> Any:
+    from service.core.settings import get_settings
     from service.search.pipeline import dense_from_settings
-    from service.settings import get_settings
 
     return dense_from_settings(
         get_settings(), args.dense, depth=args.dense_depth, fusion=args.dense_fusion,
@@ -166,18 +166,18 @@ def _add_translate(verb: VerbAdder) -> None:
 
 def _run_setup() -> RunSetup:
     """What a run draws on besides its flags, from the settings."""
+    from service.core.settings import get_settings
     from service.runs import RunSetup
-    from service.settings import get_settings
 
     s = get_settings()
     return RunSetup(s.weights_state_dir, s.decoder_engine, s.kbest_time_budget_s)
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
+    from service.core.settings import get_settings
     from service.mt.bundle import load_bundle
     from service.mt.decoder import DecoderConfig
     from service.mt.translate import translate_text
-    from service.settings import get_settings
 
     settings = get_settings()
     bundle = load_bundle(args.model, state_root=settings.weights_state_dir)
@@ -389,9 +389,9 @@ def _add_eval_tr(verb: VerbAdder) -> None:
 
 
 def _cmd_eval_tr(args: argparse.Namespace) -> int:
+    from service.core.settings import get_settings
     from service.runs import evaluate_tr
     from service.search.suggestions import suggestion_reader_from_settings
-    from service.settings import get_settings
 
     payload = evaluate_tr(
         args.model,

@@ -28,7 +28,7 @@ def _add_serve(verb: VerbAdder) -> None:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from service.api.workers import serve
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     settings = get_settings()
     workers = args.workers if args.workers is not None else settings.workers
@@ -47,8 +47,8 @@ def _add_worker(verb: VerbAdder) -> None:
 def _cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
+    from service.core.settings import get_settings
     from service.jobs.worker import run_worker
-    from service.settings import get_settings
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s worker %(process)d %(levelname)s %(message)s"

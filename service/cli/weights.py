@@ -41,10 +41,10 @@ def _add_weights(verb: VerbAdder) -> None:
 
 
 def _cmd_weights(args: argparse.Namespace) -> int:
+    from service.core.settings import get_settings
     from service.index.inverted import load_index
     from service.mt.bundle import load_bundle
     from service.retrieval.versions import NotOfferedError, activate_version
-    from service.settings import get_settings
 
     settings = get_settings()
     bundle = load_bundle(args.model, state_root=settings.weights_state_dir)

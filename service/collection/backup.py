@@ -25,11 +25,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.arraydir import atomic_directory
 from service.collection.manifest import CommitManifest, is_collection, read_commit, write_commit
 from service.collection.reader import SEGMENTS_DIR, Collection
 from service.collection.terms import TERMS_FILE
 from service.collection.writer import CollectionWriter, WriteSummary
+from service.core.arraydir import atomic_directory
 from service.errors import ClirError, ConflictError, InvalidInputError
 from service.index.build import BuildParams
 

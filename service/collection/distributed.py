@@ -46,10 +46,10 @@ from service.collection.ray_driver import (
 from service.collection.reader import Collection, Snapshot, open_collection
 from service.collection.replicas import NAMESPACE, OnEvent, ShardRouter
 from service.collection.searcher import SnapshotSearcher
+from service.core.logs import current_format
+from service.core.processes import command_of, exit_with, raise_open_files_limit
 from service.errors import InternalError, MissingExtraError
-from service.logs import current_format
 from service.mt.bundle import ModelBundle, load_bundle
-from service.processes import command_of, exit_with, raise_open_files_limit
 from service.retrieval.base import DecodedQuery, Ranking, Relation
 from service.retrieval.bowfd.boards import sweep_boards
 from service.retrieval.explain import Explanation

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.arraydir import fsync_dir, read_json_manifest, write_file
+from service.core.arraydir import fsync_dir, read_json_manifest, write_file
 from service.errors import DataFormatError
 
 FORMAT_NAME = "clir-collection"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from service.logs import LogFormat, logging_config
+from service.core.logs import LogFormat, logging_config
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.arraydir import load_array, load_npy, read_manifest, write_array_dir
 from service.collection.manifest import (
     MANIFEST,
     CommitManifest,
@@ -33,6 +32,7 @@ from service.collection.manifest import (
 )
 from service.collection.segment import Segment
 from service.collection.terms import TERMS_FILE
+from service.core.arraydir import load_array, load_npy, read_manifest, write_array_dir
 from service.errors import ClirError, DataFormatError, NotFoundError
 from service.index.bm25 import RsjPolicy, rsj
 from service.index.inverted import InvertedIndex, load_index

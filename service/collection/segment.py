@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from service.collection.terms import TermDictionary
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.dense.vectors import (
     DENSE_DIR,
     gather_vectors,

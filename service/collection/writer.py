@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.arraydir import atomic_directory, fsync_dir, remove_leftovers, save_array
 from service.collection.manifest import (
     CommitManifest,
     SegmentEntry,
@@ -61,11 +60,12 @@ from service.collection.segment import (
     store_segment,
 )
 from service.collection.terms import TERMS_FILE, TermDictionary
+from service.core.arraydir import atomic_directory, fsync_dir, remove_leftovers, save_array
+from service.core.processes import exit_with
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
 from service.index.build import BuildParams
 from service.index.tokenizers import TokenizeFn
-from service.processes import exit_with
 from service.records import Doc
 
 LOCK_FILE = "LOCK"

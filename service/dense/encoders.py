@@ -28,8 +28,8 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from service.core.extras import import_extra
 from service.errors import ConfigurationError
-from service.extras import import_extra
 
 Float32Array = npt.NDArray[np.float32]
 T = TypeVar("T")

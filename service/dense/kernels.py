@@ -13,7 +13,7 @@ the order; it is kept so that scores are cosines (up to the quantisation error).
 
 :func:`doc_scores_reference` is the slow, obviously correct version: one document and one
 passage at a time in Python integers. :func:`doc_scores` is the compiled kernel (numba, on
-first use; see :mod:`service.jit`), run in two halves on two threads for large collections.
+first use; see :mod:`service.core.jit`), run in two halves on two threads for large collections.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-from service.jit import Engine, compiled
+from service.core.jit import Engine, compiled
 
 Int8Array = npt.NDArray[np.int8]
 Float32Array = npt.NDArray[np.float32]

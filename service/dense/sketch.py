@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from service.core.jit import Engine, compiled
 from service.dense.kernels import in_parts
-from service.jit import Engine, compiled
 
 Int8Array = npt.NDArray[np.int8]
 Float32Array = npt.NDArray[np.float32]

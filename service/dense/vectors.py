@@ -4,7 +4,7 @@ An index directory (a whole index, or a segment of a collection) may hold a ``de
 directory: the int8 vectors of its documents' passages (:mod:`service.dense.passages`), one
 scale per row, and ``doc_ptr`` (the passages of document ``i`` are rows
 ``doc_ptr[i]:doc_ptr[i+1]``), written atomically as every array directory here
-(:mod:`service.arraydir`). Its manifest names the encoder that made them
+(:mod:`service.core.arraydir`). Its manifest names the encoder that made them
 (:meth:`~service.dense.encoders.Encoder.signature`), the passage parameters and the
 fingerprint of the index's documents (the SHA-256 of its ids): vectors of other documents are
 never searched. An index without them serves lexically.
@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service import arraydir
-from service.csr import gather_rows
+from service.core import arraydir
+from service.core.csr import gather_rows
+from service.core.jit import Engine
 from service.dense.encoders import Encoder
 from service.dense.kernels import doc_scores, quantize, top_docs
 from service.dense.passages import PassageParams, passages
@@ -50,7 +51,6 @@ from service.dense.sketch import (
 from service.errors import ConfigurationError, DataFormatError
 from service.index.inverted import InvertedIndex
 from service.index.storage import read_manifest as read_index_manifest
-from service.jit import Engine
 
 FORMAT_NAME = "clir-dense-vectors"
 FORMAT_VERSION = 1

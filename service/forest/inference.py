@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import gather_rows, ptr_from_counts
+from service.core.csr import gather_rows, ptr_from_counts
+from service.core.jit import compiled
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.hypergraph import (
     Derivation,
@@ -45,7 +46,6 @@ from service.forest.hypergraph import (
     renumbered_node,
 )
 from service.forest.semiring import LOG, TROPICAL, Semiring
-from service.jit import compiled
 
 T = TypeVar("T")
 Weights = Mapping[str, float] | FloatArray

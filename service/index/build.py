@@ -37,8 +37,8 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from service.arraydir import sha256_file
-from service.csr import ptr_from_counts
+from service.core.arraydir import sha256_file
+from service.core.csr import ptr_from_counts
 from service.data import read_docs, read_pool
 from service.errors import (
     ClirError,

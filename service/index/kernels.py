@@ -5,7 +5,7 @@ It does the same arithmetic in the same order as the numpy reference
 (:meth:`InvertedIndex.accumulate` + :func:`service.index.inverted.top_k`) and is tested
 against it; it exists because per-term numpy calls cost more than the work itself on short
 queries (bench/bench_index.py). Ties are broken by ascending document number. The kernel is
-compiled on first use (:func:`service.jit.compiled`), so importing the index costs no numba.
+compiled on first use (:func:`service.core.jit.compiled`), so importing the index costs no numba.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.jit import compiled
+from service.core.jit import compiled
 
 
 def _accumulate_topk(

@@ -7,7 +7,7 @@ crash never leaves a half-written index under the final name (an existing index 
 replaced is moved aside first and removed after the rename). Loading memory-maps the arrays
 and checks each file against the manifest; a missing, truncated or corrupted file is a
 :class:`~service.errors.DataFormatError` naming that file. The writing and reading are
-:mod:`service.arraydir`'s (shared with the grammar and the LM table cache); this module
+:mod:`service.core.arraydir`'s (shared with the grammar and the LM table cache); this module
 fixes the index's format name, version and JSON layout.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from service import arraydir
-from service.arraydir import MANIFEST
+from service.core import arraydir
+from service.core.arraydir import MANIFEST
 
 FORMAT_NAME = "clir-inverted-index"
 FORMAT_VERSION = 1

@@ -15,7 +15,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.errors import DataFormatError
 
 SEP = "\n"

@@ -1,10 +1,10 @@
-"""The worker's :class:`~service.progress.JobContext`: what a background task sees of its job.
+"""The worker's :class:`~service.core.progress.JobContext`: what a background task sees of its job.
 
 :class:`StoreJobContext` writes progress and metrics through to the
 :class:`~service.jobs.store.JobStore`; ``cancelled()`` reads the job's ``cancel_requested`` flag
 at most every ``check_interval_s`` seconds (a task may poll it in a tight loop) and is also true
 once the worker itself was asked to shut down. The protocol and the contexts that need no store
-(recording, scaled, console) are in :mod:`service.progress`.
+(recording, scaled, console) are in :mod:`service.core.progress`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 class StoreJobContext:
-    """A :class:`~service.progress.JobContext` backed by the job store (one per running job)."""
+    """A :class:`~service.core.progress.JobContext` backed by the job store (one per running
+    job)."""
 
     def __init__(
         self,

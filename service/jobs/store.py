@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
+from service.core.processes import pid_alive
 from service.errors import (
     ClirError,
     ConflictError,
@@ -41,7 +42,6 @@ from service.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from service.processes import pid_alive
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[JobState, ...] = get_args(JobState)

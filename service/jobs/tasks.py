@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from service.core.progress import JobContext
+from service.core.settings import Settings
 from service.errors import InvalidInputError, JobCancelled
-from service.progress import JobContext
-from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.ltr.task import LtrSetup

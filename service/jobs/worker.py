@@ -41,12 +41,12 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
+from service.core.logs import logging_config
+from service.core.settings import Settings, get_settings
 from service.errors import ClirError, JobCancelled
 from service.jobs.context import StoreJobContext
 from service.jobs.store import SHUTDOWN, Job, JobState, JobStore
 from service.jobs.tasks import resolve_task
-from service.logs import logging_config
-from service.settings import Settings, get_settings
 
 log = logging.getLogger("service.jobs.worker")  # not "__main__" when run with -m
 

@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
 
+from service.core.extras import import_extra
 from service.errors import ClirError, ConfigurationError, JobCancelled
-from service.extras import import_extra
 from service.index.inverted import InvertedIndex
 from service.ltr.shard import Cancelled, Shard, ShardEpoch, ShardSpec
 from service.mt.bundle import ModelBundle

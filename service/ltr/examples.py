@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from service.core.jit import Engine
 from service.data import load_qrels, load_queries
 from service.errors import InvalidInputError, NotFoundError
 from service.evaluation import EvalResult, evaluate
 from service.index.inverted import InvertedIndex
-from service.jit import Engine
 from service.ltr.forest import CandidateRows, CompactSentence
 from service.ltr.space import FeatureSpace
 from service.mt.bundle import ModelBundle

@@ -41,10 +41,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from service.csr import gather_rows, ptr_from_counts
+from service.core.csr import gather_rows, ptr_from_counts
+from service.core.jit import compiled
 from service.forest.hypergraph import Hyperedge, Hypergraph, HypergraphArrays, Node
 from service.index.inverted import InvertedIndex
-from service.jit import compiled
 from service.ltr.space import IR_COLUMN, FeatureSpace
 from service.retrieval.bowfd import (
     PreparedSentence,

@@ -8,7 +8,7 @@ name in :data:`OBJECTIVES` (:func:`make_objective`). Weights outside the ``train
 never move (``freeze_smt``).
 
 Gradient objectives (:class:`GradientObjective`) take Adadelta steps (Zeiler 2012; ρ = 0.95,
-ε = 1e-6, as in Hieber & Riezler 2015, §4; :class:`service.learning.AdaDelta`) on
+ε = 1e-6, as in Hieber & Riezler 2015, §4; :class:`service.core.learning.AdaDelta`) on
 ``∂L/∂w = Xᵀ ∂L/∂s``; its running averages persist across queries and epochs (one optimiser per
 shard). ``l2 > 0`` adds ``l2 · ½‖w − w₀‖²`` to every step's loss, ``w₀`` the weights the
 objective first saw (the run's start): regularisation towards the starting weights.
@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from service.core.learning import AdaDelta, listmle_loss_grad, listnet_loss_grad, position_costs
 from service.errors import ConfigurationError
-from service.learning import AdaDelta, listmle_loss_grad, listnet_loss_grad, position_costs
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

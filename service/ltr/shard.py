@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from service.core.jit import Engine
 from service.errors import ClirError, InvalidInputError, JobCancelled
 from service.index.inverted import InvertedIndex
-from service.jit import Engine
 from service.ltr.examples import (
     Decoding,
     QueryExample,

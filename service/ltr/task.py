@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from service.core.jit import Engine
+from service.core.progress import JobContext, ScaledContext
 from service.data import load_queries
 from service.errors import ClirError, ConflictError, InvalidInputError, MissingResourceError
-from service.jit import Engine
 from service.ltr.backends import BACKENDS, make_backend
 from service.ltr.examples import (
     Decoding,
@@ -57,7 +58,6 @@ from service.ltr.trainer import (
     train,
 )
 from service.mt.weights import DEFAULT_STATE_DIR
-from service.progress import JobContext, ScaledContext
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
 from service.retrieval.lex import is_lex_feature
 from service.text.languages import normalize_language

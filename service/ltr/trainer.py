@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.core.progress import JobContext
 from service.errors import JobCancelled
 from service.ltr.backends import Backend
 from service.ltr.examples import DevSet
 from service.ltr.shard import ShardEpoch, ShardSpec, mix
-from service.progress import JobContext
 
 
 class NullContext:

@@ -50,9 +50,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from service import arraydir
-from service.arraydir import MANIFEST
-from service.csr import ptr_from_counts
+from service.core import arraydir
+from service.core.arraydir import MANIFEST
+from service.core.csr import ptr_from_counts
 from service.errors import (
     ConfigurationError,
     DataFormatError,

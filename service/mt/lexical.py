@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.data.io import atomic_write
 from service.errors import DataFormatError, InvalidInputError, MissingResourceError
 

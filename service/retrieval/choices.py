@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from service.core.jit import Engine
 from service.errors import InvalidInputError
 from service.forest.hypergraph import Hypergraph
 from service.forest.inference import (
@@ -55,7 +56,6 @@ from service.forest.inference import (
     viterbi_scores,
 )
 from service.index.analysis import LONG_STOPWORDS, is_word
-from service.jit import Engine
 from service.retrieval.base import DecodedQuery
 
 MIN_P = 0.05  # an option below this share of its word's own translations is not offered

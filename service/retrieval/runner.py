@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.core.jit import Engine
 from service.errors import InvalidInputError
 from service.index.inverted import InvertedIndex
-from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import Decoder, DecoderConfig
 from service.records import RunDict, ScoredDoc

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.arraydir import MANIFEST
 from service.collection.docstore import Store, whole_index
+from service.core.arraydir import MANIFEST
 from service.dense.encoders import Encoder, get_encoder
 from service.dense.vectors import DENSE_DIR, DenseVectors, open_vectors
 from service.errors import ClirError, ConfigurationError

@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.collection import build_collection
+from service.core.settings import Settings
 from service.index import build_pool_index
 from service.index.build import build_params
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.settings import Settings
 from tests.conftest import TOY_DOCS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from service.core.settings import Settings
 from service.jobs.store import JobStore
 from service.jobs.worker import run_worker
 from service.mt.bundle import weights_store
 from service.mt.weights import WeightsStore
 from service.retrieval.bowfd import IR_FEATURE
-from service.settings import Settings
 from tests.api.conftest import MakeClient
 
 TOKEN = "tok-3f9a7c1e-admin-secret"

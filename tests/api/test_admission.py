@@ -21,10 +21,10 @@ from service.api.admission import (
 from service.api.serving import QueryService, decode_sentences
 from service.api.telemetry import Metrics
 from service.collection.searcher import SnapshotSearcher
+from service.core.settings import Settings
 from service.errors import OverloadedError, QueueFullError
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecoderConfig
-from service.settings import Settings
 from tests.api.conftest import MakeClient
 
 WAIT_S = 30.0

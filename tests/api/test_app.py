@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from service import errors
 from service.api.app import create_app
 from service.api.errors import STATUS_BY_ERROR, status_for
+from service.core.settings import Settings
 from service.errors import (
     ClirError,
     ConfigurationError,
@@ -24,7 +25,6 @@ from service.forest.hypergraph import HypergraphBuilder
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
-from service.settings import Settings
 
 
 def test_health_and_not_ready_without_models(tmp_path: Path) -> None:

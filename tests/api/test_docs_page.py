@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from service.api.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 from tests.api.conftest import bare_settings
 
 # an offline host: every name but the loopback address fails to resolve

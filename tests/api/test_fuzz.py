@@ -30,9 +30,9 @@ from schemathesis.checks import (
 )
 
 from service.api.app import create_app
+from service.core.settings import Settings
 from service.index.inverted import InvertedIndex
 from service.mt.bundle import ModelBundle
-from service.settings import Settings
 
 CHECKS = [
     not_a_server_error,

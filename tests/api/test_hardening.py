@@ -18,8 +18,8 @@ from service.api.limits import BodyGuardMiddleware, is_json_content_type
 from service.api.serving import QueryService
 from service.api.telemetry import Message, Metrics, Receive, Scope, Send
 from service.collection.searcher import SnapshotSearcher
+from service.core.settings import Settings
 from service.errors import OverloadedError
-from service.settings import Settings
 from tests.api.conftest import MakeClient
 
 WAIT_S = 30.0  # upper bound for waits on other threads; never reached when the code works

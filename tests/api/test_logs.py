@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.logs import REQUEST_LOGGER
-from service.logs import TextFormatter, logging_config, resolve_format
+from service.core.logs import TextFormatter, logging_config, resolve_format
 
 SEARCH = {"query": "das Haus ist groß", "lang": "de", "method": "bowfd", "k": 3}
 

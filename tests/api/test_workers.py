@@ -69,7 +69,7 @@ def test_busy_processes_get_the_configured_healthcheck_time(
     import uvicorn
 
     from service.api.workers import serve
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     seen: dict[str, object] = {}
 

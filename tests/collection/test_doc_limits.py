@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
+from service.core.settings import get_settings
 from service.data import write_docs
 from service.records import Doc
-from service.settings import get_settings
 from tests.conftest import TOY_DOCS
 
 

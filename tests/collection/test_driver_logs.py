@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from service.collection.ray_driver import DriverConfig, log_as
-from service.logs import current_format
+from service.core.logs import current_format
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 
 import service.forest.kbest as kbest_module
+from service.core.settings import Settings
 from service.forest.hypergraph import (
     Derivation,
     DerivationNode,
@@ -31,7 +32,6 @@ from service.forest.inference import Weights, resolve_edge_weights, viterbi, vit
 from service.forest.kbest import LazyKBest, kbest, unique_kbest
 from service.forest.semiring import TROPICAL
 from service.mt.rules import GLUE
-from service.settings import Settings
 from tests.forest.forests import (
     SEEDS,
     TOY_WEIGHTS,

@@ -147,8 +147,8 @@ def test_the_default_docs_chain_and_the_setting_clir_build_index_passes(
     docs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from service.cli import main
+    from service.core.settings import Settings, get_settings
     from service.index.build import DOCS_ANALYSIS
-    from service.settings import Settings, get_settings
 
     assert Settings().docs_analysis == DOCS_ANALYSIS  # the default of both
     built = build_docs_index(docs_file, tmp_path / "default", tokenizer="regex")

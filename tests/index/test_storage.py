@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.arraydir import sha256_file
+from service.core.arraydir import sha256_file
 from service.errors import ConfigurationError, DataFormatError, MissingResourceError, NotFoundError
 from service.index import InvertedIndex, build_docs_index, is_current, read_manifest, storage
 from service.records import Doc

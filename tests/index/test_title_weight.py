@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from service.cli import main as cli_main
+from service.core.settings import get_settings
 from service.data import write_docs
 from service.errors import InvalidInputError
 from service.index import InvertedIndex, build_docs_index, is_current, read_manifest
 from service.index.build import BuildParams, build_arrays, build_in_memory
 from service.index.tokenizers import regex_tokenize
 from service.records import Doc
-from service.settings import get_settings
 
 DOCS = [
     Doc("tables", "Inserting Tables", "Choose Table - Insert Table. A table has rows.", "lo"),

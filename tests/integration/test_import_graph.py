@@ -50,7 +50,7 @@ SERVE_DEMO = (
     + """
 from service.api.resources import load_resources
 from service.api.warmup import warm_up
-from service.settings import get_settings
+from service.core.settings import get_settings
 
 settings = get_settings()
 resources = load_resources(settings)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from service.core.settings import Settings
 from service.jobs.store import JobStore
 from service.mt.bundle import ModelBundle
-from service.settings import Settings
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from service.core.settings import Settings
 from service.index.inverted import InvertedIndex
 from service.jobs.store import JobStore
 from service.jobs.worker import execute
 from service.mt.bundle import ModelBundle, load_bundle, weights_store
 from service.mt.weights import ACTIVE
-from service.settings import Settings
 
 
 @pytest.fixture

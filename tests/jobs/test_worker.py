@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from service.core.progress import RecordingContext
+from service.core.settings import Settings
 from service.errors import InvalidInputError, JobCancelled
 from service.jobs.context import StoreJobContext
 from service.jobs.store import INTERRUPTED, SHUTDOWN, Job, JobStore
@@ -24,8 +26,6 @@ from service.jobs.worker import (
     settings_from_env,
     worker_env,
 )
-from service.progress import RecordingContext
-from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from service.core.settings import Settings
 from service.index.inverted import InvertedIndex
 from service.ltr.backends import InlineBackend
 from service.ltr.shard import ShardSpec
 from service.mt.bundle import ModelBundle, load_bundle
-from service.settings import Settings
 
 # German queries of the synthetic corpus (tests/synthetic.py) and the toy documents d1..d8 of
 # tests/conftest.py that answer them: level 3 for the document about the thing, lower levels

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from service.api.admin import job_params
+from service.core.settings import Settings
 from service.errors import DataFormatError, InvalidInputError, JobCancelled, MissingResourceError
 from service.index.inverted import InvertedIndex
 from service.jobs.tasks import ltr, ltr_setup
@@ -23,7 +24,6 @@ from service.ltr.task import LtrParams, start_weights, train_ltr
 from service.ltr.trainer import train
 from service.mt.bundle import ModelBundle
 from service.retrieval.bowfd import IR_FEATURE, is_ir_term_feature
-from service.settings import Settings
 from tests.ltr.conftest import DEV_QRELS, TRAIN_QUERIES, write_qrels
 
 

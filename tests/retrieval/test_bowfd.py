@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
+from service.core.jit import Engine
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder
 from service.index.analysis import analysis_signature
 from service.index.inverted import InvertedIndex
 from service.index.vocab import encode_terms
-from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder import DecodeStats, Forest
 from service.mt.rules import GLUE, Rule, nt, target_yield

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.core.jit import Engine
 from service.errors import InvalidInputError
 from service.forest.hypergraph import HypergraphBuilder
 from service.forest.inference import covered_positions
-from service.jit import Engine
 from service.mt.bundle import ModelBundle
 from service.mt.decoder.base import DecodeStats, Forest
 from service.mt.rules import GLUE, nt, target_yield

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
+from service.core.settings import get_settings
 from service.data import load_run, write_docs
 from service.index import build_docs_index
 from service.mt.bundle import load_bundle
 from service.records import Doc
 from service.retrieval.bowfd import IR_FEATURE
-from service.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "models" / "demo-de-en"

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from service.core.jit import Engine
 from service.errors import ConfigurationError
 from service.forest.hypergraph import Derivation, Hypergraph
 from service.forest.inference import Weights
@@ -40,7 +41,6 @@ from service.forest.kbest.candidates import (
     target_pattern,
 )
 from service.forest.kbest.lazy import LazyKBest, kbest
-from service.jit import Engine
 
 if TYPE_CHECKING:
     from service.forest.kbest.compiled import unique_kbest_compiled

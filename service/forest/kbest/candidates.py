@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.forest.hypergraph import FloatArray, HypergraphArrays, IntArray, Yield
 
 # Default time budget (seconds) of :func:`~service.forest.kbest.unique_kbest` when no

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.errors import InternalError
 from service.forest.hypergraph import Derivation, DerivationNode, Hypergraph
 from service.forest.inference import Weights, resolve_edge_weights, viterbi_scores

@@ -22,8 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from service.core.jit import Engine
 from service.errors import ConfigurationError
-from service.jit import Engine
 from service.mt.decoder.base import (
     TOP,
     Decoder,

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
+from service.core.jit import Engine
 from service.errors import InputTooLargeError, InvalidInputError
 from service.forest.hypergraph import Hypergraph, HypergraphBuilder
-from service.jit import Engine
 from service.mt.grammar import Grammar, SentenceGrammar
 from service.mt.lm import LanguageModel
 from service.mt.rules import (

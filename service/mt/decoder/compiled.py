@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.hypergraph import (
     Hyperedge,

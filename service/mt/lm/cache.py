@@ -10,7 +10,7 @@ KenLM keeps a binary file beside the ARPA text
 ``<arpa stem>.table/`` beside the ARPA file (:func:`cache_path`), with the vocabulary and a
 ``manifest.json`` (format, the hash seed, the ARPA's size, mtime and sha256, order, counts,
 table size, whether it was verified), written to a temporary directory and renamed into place
-(:mod:`service.arraydir`), and opened memory-mapped; a stale, partial or corrupt cache, or one
+(:mod:`service.core.arraydir`), and opened memory-mapped; a stale, partial or corrupt cache, or one
 of another format or seed, is rebuilt.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from service import arraydir
+from service.core import arraydir
 from service.errors import MissingResourceError
 from service.mt.lm.assemble import assemble
 from service.mt.lm.kernels import SEED
@@ -196,7 +196,7 @@ def _open_cache(cache: Path, arpa: Path, verify: bool) -> tuple[LmTable | None, 
 
 
 def _write_cache(cache: Path, table: LmTable, manifest: dict[str, Any]) -> None:
-    """Write the cache atomically (:func:`service.arraydir.atomic_directory`), the manifest
+    """Write the cache atomically (:func:`service.core.arraydir.atomic_directory`), the manifest
     last, after removing what interrupted writers left beside it."""
     arraydir.remove_leftovers(cache, STALE_TEMP_SECONDS)
     with arraydir.atomic_directory(cache) as tmp:

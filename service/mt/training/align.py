@@ -46,7 +46,8 @@ from typing import Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
+from service.core.extras import import_extra
 from service.data.io import atomic_write
 from service.errors import (
     ClirError,
@@ -55,7 +56,6 @@ from service.errors import (
     InvalidInputError,
     MissingResourceError,
 )
-from service.extras import import_extra
 
 IntArray = npt.NDArray[np.int32]
 OffsetArray = npt.NDArray[np.int64]

@@ -1,7 +1,7 @@
 """The compiled symmetrisation of :func:`service.mt.training.align.symmetrize` (Och & Ney 2003,
 §4.1; Koehn, Och & Marcu 2003, §3, grow-diag-final): every sentence at once on one grid, the
 same steps in the same order as :func:`~service.mt.training.align.symmetrize_reference`. Its
-steps are kernels of their own, so this module imports numba (:mod:`service.jit`'s rule); only
+steps are kernels of their own, so this module imports numba (:mod:`service.core.jit`'s rule); only
 training imports it, when it first symmetrises.
 """
 

@@ -87,7 +87,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from service.csr import gather_rows, ptr_from_counts
+from service.core.csr import gather_rows, ptr_from_counts
 from service.errors import ConfigurationError, InvalidInputError
 from service.mt.rules import X, is_nt, nt
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.data.io import ErrorPolicy, MalformedLines, atomic_write, iter_lines, open_output
 from service.errors import ConfigurationError, DataFormatError, InvalidInputError
 from service.mt.lm import BOS, EOS, UNK

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.errors import ConfigurationError
 from service.mt.lexical import LexicalTable
 from service.mt.rules import (

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from service import __version__
-from service.arraydir import sha256_file
+from service.core.arraydir import sha256_file
+from service.core.extras import import_extra
 from service.data import read_parallel
 from service.data.io import atomic_write, iter_lines
 from service.errors import ConfigurationError, DataFormatError, InvalidInputError
-from service.extras import import_extra
 from service.mt.bundle import (
     BUNDLE_FORMAT,
     DEFAULT_WEIGHTS,

@@ -2,6 +2,6 @@
 
 :mod:`.bleu` scores hypotheses, :mod:`.optimizers` holds MERT, PRO and the listwise optimisers
 behind one :class:`~.optimizers.Optimizer` interface (their losses and AdaDelta are in
-:mod:`service.learning`, shared with learning to rank), :mod:`.loop` runs Algorithm 1 (decode,
+:mod:`service.core.learning`, shared with learning to rank), :mod:`.loop` runs Algorithm 1 (decode,
 optimise, repeat) and :mod:`.dev` turns a model bundle into the loop's k-best decoder.
 """

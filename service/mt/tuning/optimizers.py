@@ -23,7 +23,7 @@ weights. They are registered by name in :data:`OPTIMIZERS` (:func:`get_optimizer
 - ``listmle-te`` — top-rank enhanced ListMLE (Chen et al. 2017, §4): factor ``j`` weighted by the
   position cost ``c(j) = (n − j + 1) / Σ_{t=1..n} t`` with ``n`` the list's length.
 
-The listwise losses (:mod:`service.learning`, shared with learning to rank) are minimised by
+The listwise losses (:mod:`service.core.learning`, shared with learning to rank) are minimised by
 Algorithm 2 of Chen et al. 2017: epochs over the training lists in shuffled mini-batches of 10,
 each batch's summed gradient applied by AdaDelta (Zeiler 2012, ρ = 0.95, ε = 1e-6; its running
 averages start from zero at every call, i.e. every outer iteration, so the first steps are about
@@ -44,10 +44,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
+from service.core.jit import compiled as jit
+from service.core.learning import (
+    NEG,
+    AdaDelta,
+    listmle_loss_grad,
+    listnet_loss_grad,
+    position_costs,
+)
 from service.errors import ConfigurationError, InvalidInputError
-from service.jit import compiled as jit
-from service.learning import NEG, AdaDelta, listmle_loss_grad, listnet_loss_grad, position_costs
 from service.mt.tuning.bleu import STATS_SIZE, bleu_from_matrix
 from service.mt.tuning.lists import FeatureSpace, FloatArray, KbestEntry, ListArrays
 

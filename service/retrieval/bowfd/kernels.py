@@ -11,7 +11,7 @@ The other kernels serve the preparation (:mod:`service.retrieval.bowfd.prepare`)
 Viterbi outside scores (:func:`_outside_kernel`), the most occurrences of each term in one
 derivation (:func:`_max_count_kernel`) and the grouping of postings by document
 (:func:`_scatter_kernel`). Every kernel is a plain function compiled on first use
-(:func:`service.jit.compiled`, through :func:`kernel`): importing this module does not import
+(:func:`service.core.jit.compiled`, through :func:`kernel`): importing this module does not import
 numba. The searches that call the kernels on a prepared sentence are in
 :mod:`service.retrieval.bowfd.ranking` (the block pass, the bounds) and
 :mod:`service.retrieval.bowfd.prepare` (the outside scores, the counts, the grouping).
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from service.core.jit import compiled
 from service.forest.hypergraph import FloatArray, IntArray
 from service.index.inverted import Int32Array
-from service.jit import compiled
 
 
 def _outside_kernel(

@@ -37,7 +37,7 @@ from typing import Generic, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from service.csr import gather_rows, ptr_from_counts
+from service.core.csr import gather_rows, ptr_from_counts
 from service.errors import ConfigurationError, InternalError, InvalidInputError
 from service.forest.hypergraph import FloatArray, Hyperedge, Hypergraph, IntArray
 from service.forest.inference import viterbi_scores

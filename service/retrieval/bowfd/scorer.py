@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from service.core.jit import ENGINES, Engine
 from service.errors import ConfigurationError
 from service.forest.hypergraph import FloatArray
 from service.index.inverted import Int32Array, InvertedIndex
-from service.jit import ENGINES, Engine
 from service.mt.bundle import ModelBundle
 from service.retrieval.base import (
     DecodedQuery,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from service.core.processes import pid_alive
 from service.jobs.store import INTERRUPTED, JobStore
-from service.processes import pid_alive
 from tests.jobs.test_store import ROOT, dead_pid
 
 

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 import pytest
 
+from service.core.settings import Settings
 from service.jobs.store import INTERRUPTED, SHUTDOWN, JobStore
 from service.jobs.worker import (
     EmbeddedWorker,
     worker_env,
 )
 from service.mt.bundle import load_bundle
-from service.settings import Settings
 from tests.jobs.test_worker import ROOT, spawn, wait_for, weights_state
 
 

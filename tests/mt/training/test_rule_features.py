@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.core.settings import Settings
 from service.errors import ConfigurationError, DataFormatError, MissingResourceError
 from service.mt.lexical import LexicalTable
 from service.mt.rules import GLUE, RULE_FEATURES, Rule
@@ -27,7 +28,6 @@ from service.mt.training.rule_features import (
     lexical_weight,
     reference_rule_table,
 )
-from service.settings import Settings
 
 # S1 das haus / the house, S2 das buch / the book, S3 das buch / a book; all monotone 1-1.
 THREE = [

@@ -2,7 +2,7 @@
 
 The fast padded implementations are checked against slow per-list references written from
 the formulas of Chen et al. 2017, §3.1.2 and §4, and their gradients against finite
-differences; AdaDelta and the position costs themselves are tested in tests/test_learning.py.
+differences; AdaDelta and the position costs themselves are tested in tests/core/test_learning.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.csr import ptr_from_counts
+from service.core.csr import ptr_from_counts
 from service.mt.tuning.bleu import bleu_from_matrix, bleu_stats
 from service.mt.tuning.lists import ListArrays
 from service.mt.tuning.optimizers import MERT, MertProblem, upper_envelopes

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from service.cli import EXIT_ERROR, main
+from service.core.extras import import_extra
 from service.errors import ConfigurationError, MissingExtraError
-from service.extras import import_extra
 from service.ltr.backends import make_backend
 from service.mt.training.align import align_corpus
 from service.mt.training.train import TrainConfig, train_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -76,7 +76,7 @@ def logging_config(
             "timestamp": "time",
         }
     else:
-        formatter = {"()": "service.logs.TextFormatter", "fmt": "%(levelprefix)s %(message)s"}
+        formatter = {"()": "service.core.logs.TextFormatter", "fmt": "%(levelprefix)s %(message)s"}
     handler: dict[str, Any] = {
         "class": "logging.StreamHandler",
         "formatter": fmt,

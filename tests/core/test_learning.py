@@ -1,4 +1,4 @@
-"""AdaDelta and the position costs of the listwise losses (service.learning).
+"""AdaDelta and the position costs of the listwise losses (service.core.learning).
 
 AdaDelta is checked against a two-step update worked by hand (Zeiler 2012, Algorithm 1), the
 position costs against Chen et al. 2017, §4; the losses themselves are checked against
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.learning import AdaDelta, position_costs
+from service.core.learning import AdaDelta, position_costs
 
 
 def test_position_costs() -> None:

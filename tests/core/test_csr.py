@@ -1,4 +1,4 @@
-"""The CSR helpers (service.csr): pointers from counts, gathering rows."""
+"""The CSR helpers (service.core.csr): pointers from counts, gathering rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.csr import gather_rows, ptr_from_counts
+from service.core.csr import gather_rows, ptr_from_counts
 
 
 @pytest.mark.parametrize(

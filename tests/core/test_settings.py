@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from service.core.settings import Settings, get_settings
 from service.errors import ConfigurationError
-from service.settings import Settings, get_settings
 
 
 def test_defaults_follow_the_papers() -> None:

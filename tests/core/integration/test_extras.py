@@ -1,6 +1,6 @@
 """Optional extras: ``ray`` (extra ``ray``) and ``eflomal`` (extra ``train``): the tests that start
 processes, Ray or a browser, read the shared data or run long (the integration tier,
-tests/README.md); the rest are in :mod:`tests.test_extras`."""
+tests/README.md); the rest are in :mod:`tests.core.test_extras`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.test_extras import ROOT
+from tests.core.test_extras import ROOT
 
 
 @pytest.mark.process  # starts a process

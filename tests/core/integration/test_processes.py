@@ -27,7 +27,7 @@ def run_limited(code: str, soft: int, hard: int) -> subprocess.CompletedProcess[
 def test_the_soft_limit_is_raised_to_the_hard_one_and_never_lowered() -> None:
     code = (
         "import resource\n"
-        "from service.processes import raise_open_files_limit as r\n"
+        "from service.core.processes import raise_open_files_limit as r\n"
         "print(r(), r(100), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
     done = run_limited(code, 256, 4096)
