@@ -106,9 +106,12 @@ def toy_paths(toy_bundle: ModelBundle, toy_index: InvertedIndex) -> tuple[Path, 
     return toy_bundle.path, toy_index.path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def local_ray() -> Iterator[None]:
-    """A local Ray instance for the tests of one module (marker ``ray``)."""
+    """One local Ray instance for the whole session (marker ``ray``), started by the first test
+    that asks for it: every test that starts Ray runs in one xdist worker, one after another
+    (:func:`pytest_collection_modifyitems`). The cluster tests start clusters of their own
+    beside it and stop only what they started (tests/collection/integration/clusters.py)."""
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -145,9 +148,10 @@ def tier_reasons(item: pytest.Item) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``make test`` runs on both cores (pytest-xdist, ``--dist loadgroup``): a module's tests
-    go to one worker together (its module fixtures are built once), and every test that
-    starts Ray — a local instance or a cluster of ``ray start`` processes — to one worker,
-    one after another (one Ray at a time on the machine). xdist groups by the node id's
+    go to one worker together (its module fixtures are built once); every test that starts
+    Ray — the session's local instance or a cluster of ``ray start`` processes — to one
+    worker, one after another (Ray's processes do not compete with each other), and every
+    browser test to one worker (one Chromium a session). xdist groups by the node id's
     ``@group`` suffix, set here."""
     grouped = bool(getattr(config.option, "loadgroup", False))  # set by xdist in its workers
     for item in items:
@@ -158,7 +162,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # all the function's node id: xdist would run one of them
             nodeid = f"{nodeid.rpartition('::')[0]}::{item.name}"
         ray = item.get_closest_marker("ray") is not None or "local_ray" in item.fixturenames
-        group = "ray" if ray else nodeid.split("::")[0]
+        browser = item.get_closest_marker("browser") is not None
+        group = "ray" if ray else "browser" if browser else nodeid.split("::")[0]
         if grouped:
             nodeid = f"{nodeid}@{group}"
         if nodeid != item.nodeid:

@@ -1,6 +1,8 @@
 """Helpers for the browser tests (marker ``browser``): the app served by uvicorn on a free
 loopback port, and Debian's headless Chromium driven through chromedriver (``make browser``
-installs both)."""
+installs both). One Chromium serves every browser test of a session (the ``chrome`` fixture of
+tests/api/integration/conftest.py): offline — no host but 127.0.0.1 resolves, as on a host
+without internet — and keeping its console and its network log."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
@@ -37,6 +40,8 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--window-size=1200,1000",
 ]
+#: no host name resolves but the loopback's: a page that needs the internet shows it
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 
 class LiveServer:
@@ -103,3 +108,23 @@ def headless_chromium(
         yield driver
     finally:
         driver.quit()
+
+
+def requested_urls(driver: WebDriver) -> list[str]:
+    """URLs of the requests Chromium sent since its network log was last read."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def leaving(urls: list[str]) -> list[str]:
+    """The URLs that leave 127.0.0.1 (``data:`` and ``blob:`` URLs stay in the browser)."""
+    return [
+        u
+        for u in urls
+        if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+        and urlsplit(u).hostname != "127.0.0.1"
+    ]

@@ -11,7 +11,6 @@ its decorative logo, which it hides when it cannot load).
 
 from __future__ import annotations
 
-import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,14 +18,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
-from selenium.webdriver.remote.webdriver import WebDriver
 
 from service.api.app import create_app
 from service.core.settings import Settings
 from tests.api.conftest import bare_settings
 
 # an offline host: every name but the loopback address fails to resolve
-OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 OPERATIONS = ["/v1/search", "/v1/translate", "/v1/suggest", "/healthz", "/metrics"]
 
@@ -67,26 +64,3 @@ def test_docs_pages_reference_only_local_assets(tmp_path: Path, page: str) -> No
             assert not parts.scheme and not parts.netloc, f"{page} loads {url} from elsewhere"
             asset = client.get(url)
             assert asset.status_code == 200 and asset.content, url
-
-
-# --- the browser test ------------------------------------------------------------------------
-
-
-def _requested_urls(driver: WebDriver) -> list[str]:
-    """URLs of the requests Chromium sent since the log was last read."""
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
-
-
-def _leaving(urls: list[str]) -> list[str]:
-    """The URLs that leave 127.0.0.1 (``data:`` and ``blob:`` URLs stay in the browser)."""
-    return [
-        u
-        for u in urls
-        if urlsplit(u).scheme in ("http", "https", "ws", "wss")
-        and urlsplit(u).hostname != "127.0.0.1"
-    ]

@@ -31,7 +31,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.api.browser import LiveServer, headless_chromium
+from tests.api.browser import LiveServer, leaving, requested_urls
 from tests.api.conftest import demo_settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,19 +56,16 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
         yield server
 
 
-@pytest.fixture(scope="session")
-def chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    with headless_chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
-        yield driver
-
-
 @pytest.fixture
 def page(chrome: WebDriver, live_server: LiveServer) -> Iterator[WebDriver]:
-    """The page loaded afresh, languages filled in; afterwards: no script error, no CSP hit."""
+    """The page loaded afresh, languages filled in; afterwards: no script error, no CSP hit and
+    no request that left this host (the browser is offline: tests/api/browser.py)."""
     chrome.set_window_size(1200, 1000)
+    requested_urls(chrome)  # forget earlier pages
     chrome.get(live_server.url + "/")
     wait(chrome).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-lang option"))
     yield chrome
+    assert leaving(requested_urls(chrome)) == []
     problems = [
         e["message"]
         for e in chrome.get_log("browser")

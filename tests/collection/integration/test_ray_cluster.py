@@ -1,16 +1,12 @@
 """A real two-node Ray cluster on this machine (``ray start --head`` and a second ``ray start
---address``, both with the same auth token, as Ray 2.60 requires): the shard workers spread
-over both nodes and the fanned-out search ranks as in one process. The driver runs in its own
-process, as the API does, with the token in its environment from the start (Ray reads it once
-per process)."""
+--address``, both with the same auth token, as Ray 2.60 requires; clusters.py): the shard
+workers spread over both nodes and the fanned-out search ranks as in one process. The driver
+runs in its own process, as the API does, with the token in its environment from the start
+(Ray reads it once per process)."""
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,38 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.collection.integration.clusters import two_nodes
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    exe = shutil.which("ray", path=str(Path(sys.executable).parent))
-    assert exe is not None, "the ray command is installed with the ray extra"
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
-           "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}  # fmt: skip
-    port = free_port()
-    common = ["--num-cpus=1", "--disable-usage-stats"]
-    run: dict = {"env": env, "capture_output": True, "text": True, "timeout": 180}
-    head = subprocess.run(
-        [exe, "start", "--head", f"--port={port}", "--include-dashboard=false", *common],
-        check=False, **run,
-    )  # fmt: skip
-    try:
-        assert head.returncode == 0, head.stderr[-2000:]
-        node = subprocess.run(
-            [exe, "start", f"--address=127.0.0.1:{port}", *common], check=False, **run
-        )
-        assert node.returncode == 0, node.stderr[-2000:]
-        yield f"127.0.0.1:{port}", env
-    finally:
-        subprocess.run([exe, "stop", "--force"], check=False, **run)
+    with two_nodes(tmp_path) as (address, env, _):
+        yield address, env
 
 
 DRIVER = """

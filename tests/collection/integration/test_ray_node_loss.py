@@ -8,7 +8,6 @@ driver runs in its own process, as in test_ray_cluster.py."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,37 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.collection.integration.test_ray_outage import Head, ray_environment
-from tests.servers import free_port
+from tests.collection.integration import clusters
+from tests.collection.integration.clusters import Node
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 
 
-class Node(Head):
-    """``ray start --address ... --block``: a second node on this machine."""
-
-    def __init__(self, address: str, env: dict[str, str], log: Path) -> None:
-        super().__init__(0, env, log)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)  # the head's is the cluster's
-        self.cmd = [self.cmd[0], "start", f"--address={address}", "--block", "--num-cpus=1",
-                    "--disable-usage-stats"]  # fmt: skip
-
-
 @pytest.fixture
 def two_nodes(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Node]]:
-    ray_env = ray_environment()
-    port = free_port()
-    head = Head(port, ray_env, tmp_path / "head.log")
-    node = Node(f"127.0.0.1:{port}", ray_env, tmp_path / "node.log")
-    head.start()
-    try:
-        node.start()
-        yield f"127.0.0.1:{port}", ray_env, node
-    finally:
-        node.stop()
-        head.stop()
-        shutil.rmtree(head.temp_dir, ignore_errors=True)
+    with clusters.two_nodes(tmp_path) as cluster:
+        yield cluster
 
 
 DRIVER = """

@@ -8,13 +8,9 @@ machine, with an auth token as Ray 2.60 requires, stopped by its own process (``
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,49 +22,12 @@ import pytest
 from service.collection import build_collection
 from service.index.build import build_params
 from service.mt.bundle import ModelBundle
+from tests.collection.integration.clusters import Head, ray_environment
 from tests.collection.test_live import QUERIES, toy_corpus
 from tests.servers import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class Head:
-    """``ray start --head --block`` on ``port``: stopped by signalling its own process."""
-
-    def __init__(self, port: int, env: dict[str, str], log: Path) -> None:
-        exe = shutil.which("ray", path=str(Path(sys.executable).parent))
-        assert exe is not None, "the ray command is installed with the ray extra"
-        # a temp dir of its own: the default one's ray_current_cluster, left behind when the
-        # head is stopped by a signal, would send every later ray.init() to a dead cluster
-        self.temp_dir = tempfile.mkdtemp(prefix="clir-ray-", dir="/tmp")  # short: sockets
-        self.cmd = [exe, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-                    "--include-dashboard=false", "--disable-usage-stats",
-                    f"--temp-dir={self.temp_dir}"]  # fmt: skip
-        self.env, self.log = env, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=out, stderr=out)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # ray start --block stops what it started
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-
-def ray_environment() -> dict[str, str]:
-    """This environment without CLIR_ settings, with a fresh Ray auth token."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLIR_")}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
-               RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))  # fmt: skip
-    return env
 
 
 @pytest.fixture
@@ -84,7 +43,7 @@ def head(ray_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[Head, int]]:
         yield h, port
     finally:
         h.stop()
-        shutil.rmtree(h.temp_dir, ignore_errors=True)
+        h.remove()
 
 
 def poll(url: str, path: str, want: int, timeout_s: float, proc: Any) -> dict[str, Any]:
