@@ -81,8 +81,12 @@ def find_page(docs: Store | None, sentence_id: str) -> Doc | None:
 
 def find_document(resources: Resources, doc_id: str) -> DocumentPublic:
     """The document ``doc_id`` of the document index, else the pool sentence of that id
-    (with its page's title and id when the document index holds the page)."""
+    (with its page's title and id when the document index holds the page). Each store is
+    read at its current commit or build (a commit, a rebuild since the last request)."""
     docs, pool = resources.doc_index, resources.pool_index
+    for store in (docs, pool):
+        if store is not None:
+            store.refresh()
     doc = _find(docs, doc_id)
     if doc is not None:
         return DocumentPublic(id=doc.id, title=doc.title, text=doc.text, source=doc.source)

@@ -32,6 +32,7 @@ from service.collection.manifest import (
 )
 from service.collection.segment import Segment
 from service.collection.terms import TERMS_FILE
+from service.core.arraydir import MANIFEST as INDEX_MANIFEST
 from service.core.arraydir import load_array, load_npy, read_manifest, write_array_dir
 from service.errors import ClirError, DataFormatError, NotFoundError
 from service.index.bm25 import RsjPolicy, rsj
@@ -275,7 +276,8 @@ def whole_snapshot(index: InvertedIndex) -> Snapshot:
     they are."""
     segment = Segment.of_index(index)
     commit = CommitManifest(
-        generation=0, shards=1, build=dict(index.manifest["build"]), next_seq=index.n_docs,
+        generation=index.generation, shards=1, build=dict(index.manifest["build"]),
+        next_seq=index.n_docs,
         next_segment=1, n_terms=index.n_terms, terms_bytes=0, n_docs=index.n_docs,
         total_len=int(index.doc_lengths.sum(dtype=np.int64)), stats_dir=None,
         segments=(SegmentEntry(segment.name, 0, index.n_docs),),
@@ -285,6 +287,8 @@ def whole_snapshot(index: InvertedIndex) -> Snapshot:
 
 
 STATS_FORMAT = "clir-collection-stats"
+#: what a collection's path holds ("collection" or "index") and its manifest's mtime and inode
+Stamp = tuple[str, int, int]
 
 
 def write_stats(target: Path, df: npt.NDArray[np.int64]) -> None:
@@ -311,7 +315,9 @@ def read_stats(path: Path, commit: CommitManifest) -> npt.NDArray[np.int64]:
 class Collection:
     """A collection directory, read: the current snapshot, refreshed after commits. An index
     built whole is a collection too (:meth:`of_index`): one shard of one segment, never
-    written to."""
+    written to, refreshed when it is rebuilt. A path may change from one to the other under a
+    reader (``clir build-index --force``, with or without ``--shards``): the reader switches
+    at its next refresh, to a later generation."""
 
     def __init__(
         self,
@@ -325,13 +331,17 @@ class Collection:
         whole there, show it as the collection of its one segment (:func:`whole_snapshot`)."""
         self.path = Path(path)
         self.only = None if shards is None else frozenset(shards)
-        self.built_whole = whole is not None  # no commit to refresh or write
         self._segments: dict[str, Segment] = {}
         # the term dictionary, read once and extended by each commit (shards opened alone)
-        self._terms = None if self.only is None else GlobalTerms(self.path)
+        self._terms: GlobalTerms | None = None
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
-        self._snapshot = self._load() if whole is None else whole_snapshot(whole)
+        self._stamp: Stamp | None = None
+        if whole is None:
+            self._snapshot = self._load()
+        else:
+            self._stamp = self._source_stamp()
+            self._snapshot = whole_snapshot(whole)
+        self.built_whole = whole is not None  # no commit to write
 
     @classmethod
     def of_index(cls, index: InvertedIndex) -> Collection:
@@ -340,24 +350,41 @@ class Collection:
         documents cannot be added to it."""
         return cls(index.path, whole=index)
 
-    def _manifest_stamp(self) -> tuple[int, int]:
-        st = (self.path / MANIFEST).stat()
-        return st.st_mtime_ns, st.st_ino
+    def _source_stamp(self) -> Stamp | None:
+        """What the path holds and when it was written (its manifest's mtime and inode): a
+        collection, else an index built whole; None while it holds neither (a build is
+        renaming its directory into place)."""
+        for kind, name in (("collection", MANIFEST), ("index", INDEX_MANIFEST)):
+            try:
+                st = (self.path / name).stat()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            return kind, st.st_mtime_ns, st.st_ino
+        return None
 
     def _load(self) -> Snapshot:
+        """The snapshot of what the path holds now; :attr:`built_whole` says which kind."""
         for attempt in range(3):
-            stamp = self._manifest_stamp()
+            stamp = self._source_stamp()
             try:
-                snap = load_snapshot(
-                    self.path, read_commit(self.path), self._segments, self.only, self._terms
-                )
+                if stamp is None or stamp[0] == "collection":
+                    if self.only is not None and self._terms is None:
+                        self._terms = GlobalTerms(self.path)
+                    commit = read_commit(self.path)  # names the path when it holds nothing
+                    snap = load_snapshot(self.path, commit, self._segments, self.only, self._terms)
+                else:
+                    snap = whole_snapshot(load_index(self.path))
+                    self._segments.clear()
+                    self._terms = None
             except ClirError:
-                # a writer may have committed (and removed what the commit read refers to)
-                # between reading the manifest and opening its files: read it again
-                if attempt == 2 or self._manifest_stamp() == stamp:
+                # a writer may have committed (and removed what the commit read refers to),
+                # or a build replaced the directory, between reading the manifest and opening
+                # its files: read it again
+                if attempt == 2 or self._source_stamp() == stamp:
                     raise
                 continue
             self._stamp = stamp
+            self.built_whole = stamp is not None and stamp[0] == "index"
             return snap
         raise AssertionError("unreachable")
 
@@ -366,11 +393,14 @@ class Collection:
         return self._snapshot
 
     def refresh(self) -> bool:
-        """Load the current commit if a writer replaced the manifest; whether it changed."""
-        if self.built_whole or self._manifest_stamp() == self._stamp:
+        """Load what the path holds if a writer or a build replaced it (a commit, a rebuild,
+        an index built whole again); whether the generation changed. While a build renames
+        its directory into place the current snapshot stays."""
+        stamp = self._source_stamp()
+        if stamp is None or stamp == self._stamp:
             return False
         with self._lock:
-            if self._manifest_stamp() == self._stamp:
+            if self._source_stamp() in (None, self._stamp):
                 return False
             snap = self._load()
             changed = snap.generation != self._snapshot.generation

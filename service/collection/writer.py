@@ -64,7 +64,7 @@ from service.core.arraydir import atomic_directory, fsync_dir, remove_leftovers,
 from service.core.processes import exit_with
 from service.errors import ConfigurationError, ConflictError, InvalidInputError
 from service.index.bm25 import RsjPolicy
-from service.index.build import BuildParams
+from service.index.build import BuildParams, replaced_generation
 from service.index.tokenizers import TokenizeFn
 from service.records import Doc
 
@@ -142,16 +142,18 @@ def _check_layout(params: BuildParams, shards: int) -> None:
         )
 
 
-def create_collection(path: Path, params: BuildParams, shards: int) -> None:
-    """An empty collection at ``path`` (which must not exist) with ``shards`` shards."""
+def create_collection(path: Path, params: BuildParams, shards: int, generation: int = 0) -> None:
+    """An empty collection at ``path`` (which must not exist) with ``shards`` shards, at
+    ``generation`` (its first commit is the next)."""
     _check_layout(params, shards)
     path.mkdir(parents=True, exist_ok=False)
     (path / SEGMENTS_DIR).mkdir()
     (path / DELETES_DIR).mkdir()
     (path / TERMS_FILE).touch()
     commit = CommitManifest(
-        generation=0, shards=shards, build=asdict(params), next_seq=0, next_segment=0,
-        n_terms=0, terms_bytes=0, n_docs=0, total_len=0, stats_dir=None, segments=(),
+        generation=generation, shards=shards, build=asdict(params), next_seq=0,
+        next_segment=0, n_terms=0, terms_bytes=0, n_docs=0, total_len=0, stats_dir=None,
+        segments=(),
     )  # fmt: skip
     write_commit(path, commit)
 
@@ -610,7 +612,8 @@ def build_collection(
     service searching the collection switches to it at its next refresh and never sees a
     directory swapped under it (readers keep their open segments; segment names are never
     reused), and a build that fails, or reads no document, leaves the collection as it was.
-    Any other existing ``out`` (a single index) is replaced only with ``force``."""
+    Any other existing ``out`` (a single index) is replaced only with ``force``, by a
+    collection whose first commit is the generation after the index's."""
     out = Path(out)
     if is_collection(out):
         if not force:
@@ -625,9 +628,12 @@ def build_collection(
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise ConflictError(f"{out} exists and is not a collection; --force replaces it")
     remove_leftovers(out, stale_seconds=_STALE_BUILD_S)  # what a killed build left
+    # over an index built whole, the generation after it: a service searching the path (and
+    # its shard workers) tells the collection from the index it replaces
+    replaced = replaced_generation(out)
     with atomic_directory(out) as tmp:
         coll = tmp / "c"
-        create_collection(coll, params, shards)
+        create_collection(coll, params, shards, 0 if replaced is None else replaced)
         with CollectionWriter(coll, buffer_mb=buffer_mb, tokenize=tokenize, workers=workers) as w:
             w.add(docs)
             summary = w.commit()

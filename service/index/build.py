@@ -23,6 +23,7 @@ the same source bytes with the same settings, unless ``force``.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from array import array
@@ -379,13 +380,33 @@ def build_in_memory(
     return InvertedIndex(Path("<in-memory>"), manifest, arrays)
 
 
+def replaced_generation(out: str | Path) -> int | None:
+    """The generation of the store an index built at ``out`` replaces: the index's there (0
+    for one built before indexes counted them) or the collection's current commit; None when
+    ``out`` holds neither. An index built over a store is the generation after it, so that a
+    service searching the path, and its shard workers, tell the two apart."""
+    collection = Path(out) / COLLECTION_MANIFEST
+    if collection.is_file():
+        try:
+            return int(json.loads(collection.read_text(encoding="utf-8"))["generation"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # damaged: what replaces it starts afresh
+    try:
+        return int(read_manifest(out).get("generation", 0))
+    except ClirError:
+        return None
+
+
 def write_index(
     out: str | Path,
     docs: Iterable[Doc],
     tokenize: TokenizeFn,
     params: BuildParams,
 ) -> Manifest:
-    """Build the index of ``docs`` and write it atomically to ``out``; returns the manifest."""
+    """Build the index of ``docs`` and write it atomically to ``out``; returns the manifest.
+    Its ``generation`` is one past the store it replaces (:func:`replaced_generation`), else
+    0."""
+    before = replaced_generation(out)
     arrays, counts = build_arrays(
         docs,
         tokenize,
@@ -397,7 +418,8 @@ def write_index(
         where=params.source_name or "<documents>",
         title_weight=params.title_weight,
     )
-    manifest: Manifest = {"build": asdict(params), "counts": counts}
+    generation = 0 if before is None else before + 1
+    manifest: Manifest = {"build": asdict(params), "counts": counts, "generation": generation}
     write_index_dir(out, arrays, manifest)
     return read_manifest(out)
 

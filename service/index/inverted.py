@@ -225,6 +225,12 @@ class InvertedIndex:
                 self.live = np.asarray(stats.live, dtype=np.bool_)
 
     @property
+    def generation(self) -> int:
+        """Which build of its path this index is: one past the store it replaced
+        (:func:`service.index.build.replaced_generation`); 0 for the first."""
+        return int(self.manifest.get("generation", 0))
+
+    @property
     def arrays(self) -> Mapping[str, np.ndarray]:
         """The index's arrays by name (views of the memory maps)."""
         return self._a

@@ -16,8 +16,11 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.collection import build_collection
-from service.index.build import build_params
+from service.collection.writer import CollectionWriter
+from service.data import write_docs
+from service.index.build import build_docs_index, build_params
 from service.mt.bundle import ModelBundle
+from service.records import Doc
 from tests.api.conftest import MakeClient, bare_settings
 from tests.conftest import TOY_DOCS
 
@@ -200,6 +203,49 @@ def test_a_forced_rebuild_under_the_running_service(
     other = make_client(doc_indexes=[fresh])
     for method in ("dt", "psq", "bowfd"):
         assert search(live, method) == search(other, method)
+
+
+def test_a_document_added_by_another_writer_is_served_at_once(
+    live: TestClient, coll_path: Path
+) -> None:
+    """``clir docs add`` in another process commits a document: the document route serves it
+    on the next request, before any search has refreshed the collection (on main it answered
+    404 until a search did)."""
+    search(live)
+    with CollectionWriter(coll_path) as w:
+        w.add([Doc("elsewhere", "Small House", "a small house", "t")])
+        w.commit()
+    r = live.get("/v1/documents/elsewhere")
+    assert r.status_code == 200 and r.json()["title"] == "Small House"
+
+
+def test_an_index_built_whole_again_under_the_running_service(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    """``clir build-index --force`` over the index built whole that a service serves: the next
+    search, the document route and the readiness page read the new build (on main the
+    service answered from the old one until it was restarted), and adding documents is still
+    refused, naming the command that makes a collection."""
+    docs_path, out = tmp_path / "docs.jsonl", tmp_path / "idx"
+    write_docs(docs_path, TOY_DOCS)
+    build_docs_index(docs_path, out)
+    live = make_client(doc_indexes=[out], admin_token=TOKEN)
+    before = search(live)
+    assert live.get(f"/v1/documents/{TOY_DOCS[0].id}").status_code == 200
+    rebuilt = [d for d in TOY_DOCS if d.id != before[0][0]]
+    write_docs(docs_path, rebuilt)
+    build_docs_index(docs_path, out, force=True)
+    assert live.get(f"/v1/documents/{before[0][0]}").status_code == 404
+    fresh = tmp_path / "fresh"
+    build_docs_index(docs_path, fresh)
+    other = make_client(doc_indexes=[fresh])
+    for method in ("dt", "psq", "bowfd"):
+        assert search(live, method) == search(other, method)
+    status = live.get("/readyz").json()["collection"]
+    assert (status["generation"], status["writable"], status["n_docs"]) == (1, False, 7)
+    doc = {"id": "added", "title": "Big House", "text": "a big house", "source": "t"}
+    r = live.post("/v1/admin/documents", json={"documents": [doc]}, headers=AUTH)
+    assert r.status_code == 409 and "--shards" in r.text
 
 
 def open_files_under(path: Path) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.collection.docstore import open_store, writable
 from service.collection.manifest import read_commit
 from service.collection.reader import Collection
 from service.collection.searcher import SnapshotSearcher
@@ -77,6 +78,65 @@ def test_a_forced_rebuild_is_a_new_generation_that_a_reader_switches_to(
     assert_same_rankings(reader, reference(docs, tmp_path / "r"), toy_bundle, queries)
     # what the old generation held is gone from disk once no reader needs it
     assert not old_segments & {p.name for p in (out / "segments").iterdir()}
+
+
+def test_an_index_built_whole_again_under_a_reader_is_switched_to(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """``clir build-index --force`` over the index a service serves: the reader goes on with
+    the index it opened, then switches to the new build at its next refresh, a later
+    generation ranked exactly as a fresh index of the new documents (on main it served the
+    old build until a restart)."""
+    out = tmp_path / "i"
+    reference(corpus(40, 1), out)
+    reader = open_store(out)
+    old = reader.snapshot
+    assert reader.built_whole and old.generation == 0
+    assert not reader.refresh()  # nothing changed: one stat, no reload
+    docs = corpus(25, 6, prefix="n")
+    reference(docs, out)
+    SnapshotSearcher(toy_bundle).rank(old, "bowfd", queries[0], 10)  # still readable
+    assert reader.refresh()
+    assert reader.built_whole and reader.snapshot.generation == 1
+    with pytest.raises(NotFoundError):
+        reader.doc("d3")
+    assert reader.doc("n3").text == docs[3].text
+    assert_same_rankings(reader, reference(docs, tmp_path / "r"), toy_bundle, queries)
+
+
+def test_a_path_that_changes_kind_under_a_reader_is_switched_to(
+    tmp_path: Path, toy_bundle: ModelBundle, queries: list[DecodedQuery]
+) -> None:
+    """An index built whole replaced by a collection (``--force --shards``) and back: the
+    reader follows, each store a later generation than the one it replaced (a shard worker
+    tells them apart by it), and can be written to only while it is a collection. While a
+    build renames its directory into place, the reader keeps what it has."""
+    out = tmp_path / "s"
+    reference(corpus(30, 1), out)
+    reader = open_store(out)
+    generations = [reader.snapshot.generation]
+
+    docs = corpus(35, 2, prefix="c")
+    build(docs, out, shards=2, force=True)
+    assert reader.refresh() and not reader.built_whole
+    assert writable(reader) is reader
+    generations.append(reader.snapshot.generation)
+    assert_same_rankings(reader, reference(docs, tmp_path / "r1"), toy_bundle, queries)
+
+    aside = tmp_path / "aside"
+    out.rename(aside)  # the moment a build has moved the old directory aside
+    assert not reader.refresh()
+    assert reader.doc("c4").text == docs[4].text
+    aside.rename(out)
+
+    docs = corpus(20, 3, prefix="w")
+    reference(docs, out)
+    assert reader.refresh() and reader.built_whole
+    with pytest.raises(ConflictError, match="built whole"):
+        writable(reader)
+    generations.append(reader.snapshot.generation)
+    assert generations == sorted(set(generations)), generations
+    assert_same_rankings(reader, reference(docs, tmp_path / "r2"), toy_bundle, queries)
 
 
 def test_an_empty_source_changes_nothing(tmp_path: Path) -> None:
