@@ -336,12 +336,12 @@ class Collection:
         self._terms: GlobalTerms | None = None
         self._lock = threading.Lock()
         self._stamp: Stamp | None = None
+        self.built_whole = whole is not None  # no commit to write (set by each load)
         if whole is None:
             self._snapshot = self._load()
         else:
             self._stamp = self._source_stamp()
             self._snapshot = whole_snapshot(whole)
-        self.built_whole = whole is not None  # no commit to write
 
     @classmethod
     def of_index(cls, index: InvertedIndex) -> Collection:

@@ -114,6 +114,7 @@ def test_a_path_that_changes_kind_under_a_reader_is_switched_to(
     out = tmp_path / "s"
     reference(corpus(30, 1), out)
     reader = open_store(out)
+    assert reader.built_whole and Collection(out).built_whole  # opened either way
     generations = [reader.snapshot.generation]
 
     docs = corpus(35, 2, prefix="c")
