@@ -145,7 +145,9 @@ def restore_collection(
     ``target`` does not exist; over a collection (with ``force``) one new commit of it
     holding exactly the snapshot's documents, which a running service switches to."""
     snapshot, target = Path(snapshot), Path(target)
-    source = Collection(snapshot)  # refuses what is not a whole collection, naming the file
+    if not is_collection(snapshot):
+        raise InvalidInputError(f"{snapshot} is not a collection (no collection.json)")
+    source = Collection(snapshot)  # refuses a damaged collection, naming the file
     if not target.exists():
         return snapshot_collection(snapshot, target)
     if not is_collection(target):

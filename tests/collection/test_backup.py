@@ -85,7 +85,12 @@ def test_restore_is_refused_without_force_and_snapshot_needs_a_new_path(tmp_path
         snapshot_collection(src, tmp_path / "snap")
     with pytest.raises(InvalidInputError, match="not a collection"):
         snapshot_collection(tmp_path / "nothing", tmp_path / "snap2")
-    assert read_commit(src) == before
+    index = tmp_path / "index"  # an index built whole is no snapshot to restore
+    reference(corpus(5, 9), index)
+    for where in (src, tmp_path / "new"):
+        with pytest.raises(InvalidInputError, match="not a collection"):
+            restore_collection(index, where, force=True)
+    assert read_commit(src) == before and not (tmp_path / "new").exists()
 
 
 WRITER = """
