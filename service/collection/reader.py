@@ -277,9 +277,8 @@ def whole_snapshot(index: InvertedIndex) -> Snapshot:
     segment = Segment.of_index(index)
     commit = CommitManifest(
         generation=index.generation, shards=1, build=dict(index.manifest["build"]),
-        next_seq=index.n_docs,
-        next_segment=1, n_terms=index.n_terms, terms_bytes=0, n_docs=index.n_docs,
-        total_len=int(index.doc_lengths.sum(dtype=np.int64)), stats_dir=None,
+        next_seq=index.n_docs, next_segment=1, n_terms=index.n_terms, terms_bytes=0,
+        n_docs=index.n_docs, total_len=int(index.doc_lengths.sum(dtype=np.int64)), stats_dir=None,
         segments=(SegmentEntry(segment.name, 0, index.n_docs),),
     )  # fmt: skip
     view = SegmentView(segment, None, index)
