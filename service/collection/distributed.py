@@ -147,7 +147,7 @@ class ShardWorker:
     ) -> tuple[int, Partial | None, dict[int, Explanation | None]]:
         """(generation searched, this shard's partial, explanations of the documents of
         ``explain_final`` this shard holds); ``count``: see
-        :meth:`~service.retrieval.partials.Method.partial`."""
+        :class:`~service.retrieval.partials.SegmentTask`."""
         t0 = time.perf_counter()
         collection = self.collection
         collection.refresh()

@@ -32,7 +32,7 @@ from service.retrieval.base import (
 from service.retrieval.bowfd.scorer import BowFdScorer
 from service.retrieval.explain import Explanation
 from service.retrieval.feedback import Expansion, FeedbackParams, rerank_weights
-from service.retrieval.partials import Partial, final_ranking, get_method
+from service.retrieval.partials import Partial, SegmentTask, final_ranking, get_method
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -100,7 +100,7 @@ class SnapshotSearcher:
     ) -> Partial | None:
         """The partial of a shard (its segments), or None for an empty shard. ``bound``: the
         merged partial of shards searched before (BOW-FD starts from its K'-th best);
-        ``count``: see :meth:`Method.partial`."""
+        ``count``: see :class:`~service.retrieval.partials.SegmentTask`."""
         if not views:
             return None
         m = get_method(method)
@@ -114,7 +114,8 @@ class SnapshotSearcher:
                 scorer = self.scorer(method, view, params)
                 so_far = [p for p in (bound, merged) if p is not None]
                 floor = None if not so_far else so_far[0] if len(so_far) == 1 else m.merge(so_far)
-                part, keep = m.partial(scorer, view, query, shared, depth, floor, count, merged)
+                task = SegmentTask(view, query, shared, depth, floor, count, merged)
+                part, keep = m.partial(scorer, task)
                 merged = part if merged is None else m.merge([merged, part])  # associative
                 if kept is not None:
                     kept[view.segment.name] = keep

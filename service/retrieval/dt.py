@@ -28,7 +28,7 @@ from service.retrieval.base import (
     register,
 )
 from service.retrieval.explain import DtExplanation
-from service.retrieval.partials import Method, Partial, SegmentPart, uncounted
+from service.retrieval.partials import Method, Partial, SegmentTask, uncounted
 
 __all__ = ["DirectTranslation", "DtMethod", "matched_terms", "one_best"]
 
@@ -59,29 +59,20 @@ class DtMethod(Method["DirectTranslation"]):
         hits, info = scorer.rank_translation(plan, depth, explain)
         return Ranking(query.qid, hits, scorer.signature(query), info)
 
-    def partial(
-        self,
-        scorer: DirectTranslation,
-        view: SegmentPart,
-        query: DecodedQuery,
-        plan: Any,
-        depth: int,
-        bound: Partial | None = None,
-        count: bool = True,
-        own: Partial | None = None,
-    ) -> tuple[Partial, Any]:
+    def partial(self, scorer: DirectTranslation, task: SegmentTask) -> tuple[Partial, Any]:
+        plan, depth = task.plan, task.depth
         tokens = [t for sentence in plan for t in sentence]
         top, reached = scorer.index.bm25_topk_counted(tokens, depth)
         relation: Relation = "eq"  # the documents holding a weighted term, counted in one pass
         n = reached
-        if not count:
+        if not task.count:
             n, relation = uncounted(len(top.docs), depth)
         info = {"translation": " ".join(" ".join(s) for s in plan), "candidates": len(top.docs)}
         part = Partial(
-            view.seq[top.docs].astype(np.int64), top.scores.astype(np.float64), (), n,
+            task.view.seq[top.docs].astype(np.int64), top.scores.astype(np.float64), (), n,
             relation, info, depth=depth,
         )  # fmt: skip
-        return part, (query, plan, depth)
+        return part, (task.query, plan, depth)
 
 
 @register("dt")

@@ -116,6 +116,25 @@ class Partial:
     explanations: tuple[Explanation | None, ...] = ()
 
 
+@dataclass(frozen=True)
+class SegmentTask:
+    """One segment's part of a search (:meth:`Method.partial`): the segment, the query, what
+    every segment reads of it (the method's plan) and the depth. ``bound``: the merged partial
+    of the segments ranked before (a method may skip what cannot enter it; BOW-FD does).
+    ``count``: whether to count the documents retrieved beyond ``depth`` (a cascade's first
+    stage does not need it). ``own``: the merged partial of the segments of the same shard
+    ranked before (part of ``bound``; BOW-FD shares it with shards searched at the same
+    time)."""
+
+    view: SegmentPart
+    query: DecodedQuery
+    plan: Any
+    depth: int
+    bound: Partial | None = None
+    count: bool = True
+    own: Partial | None = None
+
+
 def uncounted(n: int, depth: int) -> tuple[int, Relation]:
     """``n`` hits at ``depth``, not counted beyond: all of them, or a lower bound."""
     return n, "eq" if n < depth else "gte"
@@ -175,31 +194,18 @@ class Method(Generic[S]):
         """The segment's own ranking (default: the scorer's :meth:`~Scorer.rank`)."""
         return scorer.rank(query, depth, explain=explain)
 
-    def partial(
-        self,
-        scorer: S,
-        view: SegmentPart,
-        query: DecodedQuery,
-        plan: Any,
-        depth: int,
-        bound: Partial | None = None,
-        count: bool = True,
-        own: Partial | None = None,
-    ) -> tuple[Partial, Any]:
+    def partial(self, scorer: S, task: SegmentTask) -> tuple[Partial, Any]:
         """The partial of one segment, and what :meth:`explain` needs later (kept by the
-        caller, never merged). ``bound``: the merged partial of the segments ranked before
-        (a method may skip what cannot enter it; BOW-FD does). ``count``: whether to count the
-        documents retrieved beyond ``depth`` (a cascade's first stage does not need it).
-        ``own``: the merged partial of the segments of the same shard ranked before (part of
-        ``bound``; BOW-FD shares it with shards searched at the same time)."""
+        caller, never merged)."""
+        query, plan, depth = task.query, task.plan, task.depth
         ranking = self.ranking(scorer, query, plan, depth, False)
-        if count:
+        if task.count:
             n, relation = scorer.retrieved(ranking, depth, query)
         else:
             n, relation = uncounted(len(ranking.hits), depth)
         docs = np.asarray([h.docno for h in ranking.hits], dtype=np.int64)
         part = Partial(
-            seqs=view.seq[docs].astype(np.int64),
+            seqs=task.view.seq[docs].astype(np.int64),
             scores=np.asarray([h.score for h in ranking.hits], dtype=np.float64),
             ids=tuple(h.doc_id for h in ranking.hits),
             retrieved=n,

@@ -89,7 +89,7 @@ from service.index.bm25 import RsjPolicy
 from service.index.inverted import InvertedIndex
 from service.retrieval.base import DecodedQuery, Hit, Scorer, register
 from service.retrieval.explain import Candidate, Explanation, FoundByTranslation, TrExplanation
-from service.retrieval.partials import Method, Partial, SegmentPart
+from service.retrieval.partials import Method, Partial, SegmentPart, SegmentTask
 from service.retrieval.psq import posteriors
 
 FloatArray = npt.NDArray[np.float64]
@@ -295,29 +295,18 @@ class TrMethod(Method["TranslationRetrieval"]):
     def plan(self, scorer: TranslationRetrieval, query: DecodedQuery) -> Any:
         return tuple((tuple(t), p) for t, p in scorer.translations(query))
 
-    def partial(
-        self,
-        scorer: TranslationRetrieval,
-        view: SegmentPart,
-        query: DecodedQuery,
-        plan: Any,
-        depth: int,
-        bound: Partial | None = None,
-        count: bool = True,
-        own: Partial | None = None,
-    ) -> tuple[Partial, Any]:
-        keep = None
+    def partial(self, scorer: TranslationRetrieval, task: SegmentTask) -> tuple[Partial, Any]:
+        keep, bound, seq, plan = None, task.bound, task.view.seq, task.plan
         if bound is not None and bound.candidates:
-            keep = [_tr_keep(cands, scorer.max_candidates, view.seq) for cands in bound.candidates]
+            keep = [_tr_keep(cands, scorer.max_candidates, seq) for cands in bound.candidates]
         lists = scorer.candidate_lists(plan, keep)
-        seq = view.seq
         by_seq = tuple(
             tuple(Candidate(int(seq[c.docno]), c.cosine, c.levenshtein, c.prob) for c in cands)
             for cands in lists
         )
         info = {"max_candidates": scorer.max_candidates}
         empty = np.zeros(0, np.int64)
-        part = Partial(empty, np.zeros(0), (), 0, "eq", info, depth=depth, translations=plan,
+        part = Partial(empty, np.zeros(0), (), 0, "eq", info, depth=task.depth, translations=plan,
                        candidates=by_seq)  # fmt: skip
         return part, None
 

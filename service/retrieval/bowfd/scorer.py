@@ -65,7 +65,14 @@ from service.retrieval.bowfd.prepare import (
 from service.retrieval.bowfd.ranking import SentenceRanking, rank_sentence, top_k_order
 from service.retrieval.explain import BowFdExplanation, Explanation
 from service.retrieval.lex import LexFeatures, is_lex_feature
-from service.retrieval.partials import Int64Array, Method, Partial, SegmentPart, top_order
+from service.retrieval.partials import (
+    Int64Array,
+    Method,
+    Partial,
+    SegmentPart,
+    SegmentTask,
+    top_order,
+)
 
 if TYPE_CHECKING:
     from service.retrieval.feedback import Expansion, FeedbackParams
@@ -83,18 +90,12 @@ class SegmentsWeighting:
         self._known: dict[str, str | None] = {}
 
     def weighted_term(self, token: str) -> str | None:
-        if token in self._known:
-            return self._known[token]
-        out = None
-        term = self.views[0].index.analyzer.term(token) if self.views else None
-        if term is not None:
-            for view in self.views:
-                tid = view.index.vocab.id(term)
-                if tid is not None:
-                    out = term if view.index.rsj[tid] != 0 else None
-                    break
-        self._known[token] = out
-        return out
+        """The weighted term of ``token`` in any segment holding it (a segment without the
+        term says None, and the others agree on its rsj): each token looked up once."""
+        if token not in self._known:
+            found = (v.index.weighted_term(token) for v in self.views)
+            self._known[token] = next((t for t in found if t is not None), None)
+        return self._known[token]
 
 
 @dataclass(frozen=True)
@@ -170,18 +171,9 @@ class BowFdMethod(Method["BowFdScorer"]):
         if isinstance(plan, BowFdPlan):
             release_board(plan.board_file)
 
-    def partial(
-        self,
-        scorer: BowFdScorer,
-        view: SegmentPart,
-        query: DecodedQuery,
-        plan: Any,
-        depth: int,
-        bound: Partial | None = None,
-        count: bool = True,
-        own: Partial | None = None,
-    ) -> tuple[Partial, Any]:
-        plan = self.segments_plan(scorer, [view], query, plan, depth, view.segment.shard + 1)
+    def partial(self, scorer: BowFdScorer, task: SegmentTask) -> tuple[Partial, Any]:
+        view, query, depth, bound, own = task.view, task.query, task.depth, task.bound, task.own
+        plan = self.segments_plan(scorer, [view], query, task.plan, depth, view.segment.shard + 1)
         v = scorer.v_for(query.weights)
         # a cascade: the collection's first-stage documents held here
         restrict = None if plan.docs is None else np.zeros(0, dtype=np.int32)
