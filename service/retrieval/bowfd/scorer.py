@@ -372,14 +372,12 @@ class BowFdScorer(Scorer):
         weighted terms: by default this scorer's index), before any document is read: a
         collection prepares them once per query for all its segments."""
         lex_w = self._lex_weights(query)
-        term_w = self._term_weights(query)  # read once per query, not per sentence
         out = []
         for forest in query.forests:
             hg = forest.hypergraph
             smt = smt_edge_weights(hg, query.weights, self.lex, lex_w)
-            prep = prepare_forest(hg, smt, weighting or self.index, self.beam)
-            out.append(with_term_weights(prep, term_w))
-        return out
+            out.append(prepare_forest(hg, smt, weighting or self.index, self.beam))
+        return self.reweighted(out, query)
 
     def reweighted(
         self, forests: Sequence[PreparedForest], query: DecodedQuery
